@@ -1,0 +1,5 @@
+"""``python -m signal_feeds`` is the ``signal`` command."""
+
+from .cli import main
+
+main()

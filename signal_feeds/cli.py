@@ -1,0 +1,151 @@
+"""The ``signal`` command. Each command calls one library function and turns a
+:class:`SignalError` into a clean message and an exit code (0 ok, 1 some source failed,
+2 usage or configuration error)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from .config import DEFAULT_CONFIG_PATH, load_config
+from .errors import ConfigError, SignalError
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+def _fail(exc: SignalError) -> None:
+    click.echo(f"signal: error: {exc}", err=True)
+    raise SystemExit(EXIT_USAGE if isinstance(exc, ConfigError) else EXIT_FAILED)
+
+
+config_option = click.option("--config", "config_path", default=DEFAULT_CONFIG_PATH,
+                             show_default=True, type=click.Path(dir_okay=False),
+                             help="The TOML source list.")
+db_option = click.option("--db", "db_path", default=None, type=click.Path(dir_okay=False),
+                         help="Database file (default: the config's [settings] database).")
+json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="signal-feeds")
+def cli() -> None:
+    """Signal: aggregate RSS and Atom feeds from a fixed source list into SQLite."""
+
+
+class _ProgressLine:
+    """One self-updating stderr line for long runs on a terminal."""
+
+    def __init__(self) -> None:
+        self.width = 0
+
+    def __call__(self, p: Any) -> None:
+        slowest = f"; waiting on {p.in_flight[0]}" if p.in_flight else ""
+        text = f"{p.done}/{p.total} sources, {p.failed} failed{slowest}"[:120]
+        sys.stderr.write("\r" + text.ljust(self.width))
+        sys.stderr.flush()
+        self.width = len(text)
+
+    def close(self) -> None:
+        if self.width:
+            sys.stderr.write("\r" + " " * self.width + "\r")
+            sys.stderr.flush()
+
+
+@cli.command()
+@config_option
+@db_option
+@click.option("--source", "source_ids", multiple=True, metavar="ID",
+              help="Fetch only this source (repeatable).")
+@click.option("--force", is_flag=True, help="Ignore the poll schedule (never Retry-After).")
+@json_option
+def fetch(config_path: str, db_path: str | None, source_ids: tuple[str, ...], force: bool,
+          as_json: bool) -> None:
+    """Fetch the due sources and store their entries."""
+    from .pipeline import run_fetch
+
+    progress = _ProgressLine() if not as_json and sys.stderr.isatty() else None
+    try:
+        config = load_config(config_path)
+        report = run_fetch(config, database=db_path, source_ids=source_ids or None,
+                           force=force, progress=progress)
+    except SignalError as exc:
+        _fail(exc)
+    finally:
+        if progress is not None:
+            progress.close()
+    if as_json:
+        click.echo(report.to_json())
+    else:
+        for line in report.lines():
+            click.echo(line)
+    raise SystemExit(EXIT_OK if report.ok else EXIT_FAILED)
+
+
+@cli.command()
+@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("--source-id", default="local", show_default=True,
+              help="Source id used for the keys.")
+def parse(files: tuple[str, ...], source_id: str) -> None:
+    """Dry run: parse local feed files, print one JSON line per file."""
+    from .pipeline import parse_files
+
+    failed = False
+    for result in parse_files([Path(f) for f in files], source_id=source_id):
+        failed = failed or not result["ok"]
+        click.echo(json.dumps(result, ensure_ascii=False))
+    raise SystemExit(EXIT_FAILED if failed else EXIT_OK)
+
+
+@cli.command()
+@click.option("--db", "db_path", default="signal-demo.db", show_default=True,
+              type=click.Path(dir_okay=False), help="Where to write the demo database.")
+def demo(db_path: str) -> None:
+    """Fetch the embedded demo feeds from a local teaching server, twice."""
+    from .demo import run_demo
+
+    try:
+        run_demo(db_path, echo=click.echo)
+    except SignalError as exc:
+        _fail(exc)
+
+
+@cli.command()
+@config_option
+@db_option
+@click.option("--reset", "reset_id", metavar="ID", default=None,
+              help="Clear a source's gone, moved and backoff state.")
+@json_option
+def sources(config_path: str, db_path: str | None, reset_id: str | None,
+            as_json: bool) -> None:
+    """Show the sources and their polling state."""
+    from .status import reset_source, source_table
+
+    try:
+        config = load_config(config_path)
+        if reset_id is not None:
+            reset_source(config, reset_id, database=db_path)
+            click.echo(f"{reset_id}: reset; it will be fetched on the next run")
+            return
+        rows = source_table(config, database=db_path)
+    except SignalError as exc:
+        _fail(exc)
+    if as_json:
+        click.echo(json.dumps({"sources": rows}, ensure_ascii=False))
+        return
+    headers = ["id", "status", "last fetch", "http", "next due", "errors", "note"]
+    table = [[str(r["id"]), str(r["status"]), (r["last_fetch_at"] or "-")[:19],
+              str(r["http_status"] or "-"), (r["next_due_at"] or "-")[:19],
+              str(r["error_count"]), r["note"]] for r in rows]
+    widths = [max(len(h), *(len(row[i]) for row in table)) if table else len(h)
+              for i, h in enumerate(headers)]
+    for row in [headers, *table]:
+        click.echo("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+
+
+def main() -> None:
+    """Console-script entry point."""
+    cli(prog_name="signal")

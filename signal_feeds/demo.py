@@ -1,0 +1,90 @@
+"""``signal demo``: the whole pipeline against the teaching server, on this machine.
+
+It starts the teaching server on 127.0.0.1, fetches the demo feeds into a local database
+twice (the second run is all 304), corrects one title on the server and fetches again to
+show what an update looks like, and says where the database is.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from .config import Config, Settings, Source
+from .errors import StoreError
+from .pipeline import run_fetch
+from .report import RunReport
+from .store import Store
+from .teaching_server import TeachingServer, fixtures_dir
+
+__all__ = ["DEFAULT_DEMO_DATABASE", "run_demo"]
+
+DEFAULT_DEMO_DATABASE = "signal-demo.db"
+
+
+def _fresh_database(path: Path) -> None:
+    """Remove a previous demo database, refusing to touch any other file."""
+    if not path.exists():
+        return
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as conn:
+            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+    except sqlite3.Error as exc:
+        raise StoreError(f"{path} exists and is not a Signal database; "
+                         "choose another path with --db") from exc
+    if not {"sources", "entries"} <= tables:
+        raise StoreError(f"{path} exists and is not a Signal database; "
+                         "choose another path with --db")
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+
+
+def _lines(title: str, report: RunReport) -> Iterator[str]:
+    yield title
+    for line in report.lines():
+        yield f"  {line}"
+
+
+def run_demo(database: str | Path = DEFAULT_DEMO_DATABASE, *,
+             echo: Callable[[str], None] = print) -> Path:
+    """Run the demo, writing what happens through ``echo``; return the database path."""
+    db = Path(database).resolve()
+    _fresh_database(db)
+    feeds = fixtures_dir()
+    with TeachingServer(feeds) as server:
+        config = Config(
+            sources=(Source(id="demo-rss", url=server.url("/feeds/demo-rss.xml"),
+                            title="Signal demo (RSS)"),
+                     Source(id="demo-atom", url=server.url("/feeds/demo-atom.xml"),
+                            title="Signal demo (Atom)")),
+            settings=Settings(database=db, min_interval=0),
+        )
+        echo(f"Teaching server on {server.base_url}")
+        first = run_fetch(config)
+        for line in _lines("1. First fetch: every entry is new.", first):
+            echo(line)
+        # The demo feed asks for <ttl>60</ttl> (an hour): --force skips the wait.
+        second = run_fetch(config, force=True)
+        for line in _lines("2. Second fetch (forced): conditional GET, the server answers 304.",
+                           second):
+            echo(line)
+        corrected = (feeds / "variants" / "demo-rss-corrected.xml").read_bytes()
+        server.put("/feeds/demo-rss.xml", corrected)
+        third = run_fetch(config, force=True)
+        for line in _lines("3. A title is corrected on the server: same key, new version.",
+                           third):
+            echo(line)
+    with Store(db) as store:
+        for entry in store.entries(source_id="demo-rss"):
+            versions = store.versions(entry.key)
+            if len(versions) > 1:
+                echo(f"   entry {entry.remote_id} (key {entry.key[:12]}…):")
+                for version in versions:
+                    echo(f"     {version.first_seen_at}  {version.title}"
+                         f"  fingerprint {version.fingerprint[:12]}…")
+        totals = (store.count("entries"), store.count("entry_versions"), store.count("fetches"))
+    echo(f"Database: {db} ({totals[0]} entries, {totals[1]} versions, {totals[2]} fetches)")
+    echo(f"Browse it: sqlite-utils rows {db.name} entries --table")
+    return db

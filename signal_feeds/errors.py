@@ -1,0 +1,78 @@
+"""The library's exception hierarchy.
+
+Every error raised by Signal is a :class:`SignalError`. Exceptions from httpx, feedparser,
+sqlite3 and tomllib are translated at the module boundary (``raise ... from exc``), so a
+caller never has to know which dependency failed.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ConfigError",
+    "ContradictionError",
+    "FetchError",
+    "ParseError",
+    "SignalError",
+    "StoreError",
+]
+
+
+class SignalError(Exception):
+    """Base class of every error Signal raises.
+
+    ``source_id`` names the source the error concerns, or is ``None`` when the error is
+    not about one source (a config file that cannot be read, a database that cannot be
+    opened).
+    """
+
+    def __init__(self, message: str, *, source_id: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.source_id = source_id
+
+    def __str__(self) -> str:
+        if self.source_id is None:
+            return self.message
+        return f"{self.source_id}: {self.message}"
+
+
+class ConfigError(SignalError):
+    """The source list or settings are invalid; names the file and the entry."""
+
+    def __init__(
+        self, message: str, *, path: str | None = None, source_id: str | None = None
+    ) -> None:
+        super().__init__(message, source_id=source_id)
+        self.path = path
+
+    def __str__(self) -> str:
+        where = self.path or "<config>"
+        if self.source_id is not None:
+            where = f"{where}: source {self.source_id!r}"
+        return f"{where}: {self.message}"
+
+
+class FetchError(SignalError):
+    """The HTTP exchange failed: network error, timeout, size cap, redirect policy."""
+
+    def __init__(self, message: str, *, source_id: str | None = None, reason: str = "") -> None:
+        super().__init__(message, source_id=source_id)
+        #: A short machine-readable reason such as ``"timeout"`` or ``"too_large"``.
+        self.reason = reason
+
+
+class ParseError(SignalError):
+    """The body could not be read as a feed."""
+
+
+class ContradictionError(SignalError):
+    """One response holds two different versions of the same entry key."""
+
+    def __init__(self, message: str, *, source_id: str, key: str, remote_id: str) -> None:
+        super().__init__(message, source_id=source_id)
+        self.key = key
+        self.remote_id = remote_id
+
+
+class StoreError(SignalError):
+    """The database could not be opened, read or written."""

@@ -1,0 +1,138 @@
+"""Entry identity: the key says *which* entry, the fingerprint says *which version*.
+
+- ``digest(value)``: SHA-256 of canonical JSON. Never Python's ``hash()``, which is salted
+  per process.
+- key: ``digest([source_id, remote_id or url])``. The JSON array keeps the two parts apart
+  (no joiner can be forged) and the source id keeps equal ids of two publishers apart.
+- fingerprint: ``digest`` of the metadata fields ``title``, ``url``, ``published``,
+  ``updated``; the content fields (author, summary, content) have a digest of their own.
+  Neither ever includes fetch times or database ids.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Literal
+
+from .errors import ContradictionError
+from .parse import NORMALIZER_VERSION, ParsedEntry
+
+__all__ = [
+    "EntryRow",
+    "Outcome",
+    "classify_change",
+    "Identified",
+    "content_fingerprint",
+    "digest",
+    "entry_key",
+    "identify",
+    "metadata_fingerprint",
+]
+
+
+def digest(value: object) -> str:
+    """SHA-256 hex digest of ``value`` as canonical JSON (sorted keys, no spaces, UTF-8)."""
+    text = json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def entry_key(source_id: str, remote_id: str, url: str) -> str | None:
+    """The entry's key, or ``None`` when it has neither a remote id nor a usable link.
+
+    A missing identity is never replaced by a random or date-based one: that would
+    create a new row on every read.
+    """
+    ident = remote_id or url
+    if not ident:
+        return None
+    return digest([source_id, ident])
+
+
+def metadata_fingerprint(entry: ParsedEntry) -> str:
+    """Digest of the fields a reader sees in a list: title, url, published, updated."""
+    return digest({"title": entry.title, "url": entry.url,
+                   "published": entry.published, "updated": entry.updated})
+
+
+def content_fingerprint(entry: ParsedEntry) -> str:
+    """Digest of the body fields: author, summary and content."""
+    return digest({"author": entry.author, "summary": entry.summary, "content": entry.content})
+
+
+@dataclass(frozen=True, slots=True)
+class EntryRow:
+    """A parsed entry with its identity, ready to store."""
+
+    key: str
+    source_id: str
+    remote_id: str
+    url: str
+    title: str
+    published: str
+    updated: str
+    author: str
+    summary: str
+    content: str
+    fingerprint: str
+    content_fingerprint: str
+    normalizer_version: int = NORMALIZER_VERSION
+
+
+@dataclass(frozen=True, slots=True)
+class Identified:
+    """The rows of one response (one per key) and how many entries had no identity."""
+
+    rows: tuple[EntryRow, ...]
+    skipped: int
+
+
+def identify(source_id: str, entries: Iterable[ParsedEntry]) -> Identified:
+    """Give each entry its key and fingerprints; collapse identical repeats.
+
+    Raises :class:`ContradictionError` when one key carries two different versions in
+    the same response: choosing the first or the last would let XML order decide.
+    """
+    by_key: dict[str, EntryRow] = {}
+    skipped = 0
+    for entry in entries:
+        key = entry_key(source_id, entry.remote_id, entry.url)
+        if key is None:
+            skipped += 1
+            continue
+        row = EntryRow(
+            key=key, source_id=source_id, remote_id=entry.remote_id, url=entry.url,
+            title=entry.title, published=entry.published, updated=entry.updated,
+            author=entry.author, summary=entry.summary, content=entry.content,
+            fingerprint=metadata_fingerprint(entry),
+            content_fingerprint=content_fingerprint(entry),
+        )
+        seen = by_key.get(key)
+        if seen is None:
+            by_key[key] = row
+        elif (seen.fingerprint, seen.content_fingerprint) != (
+            row.fingerprint, row.content_fingerprint
+        ):
+            ident = entry.remote_id or entry.url
+            raise ContradictionError(
+                f"two different versions of entry {ident!r} (key {key[:16]}…) in one "
+                "response; the response is rejected",
+                source_id=source_id, key=key, remote_id=entry.remote_id,
+            )
+    return Identified(rows=tuple(by_key.values()), skipped=skipped)
+
+
+#: What an upsert did to one entry.
+Outcome = Literal["created", "updated", "unchanged"]
+
+
+def classify_change(stored: tuple[str, str] | None, row: EntryRow) -> Outcome:
+    """New, updated or unchanged? ``stored`` is the stored (fingerprint, content
+    fingerprint) pair of the row's key, or ``None`` when the key is new."""
+    if stored is None:
+        return "created"
+    if stored == (row.fingerprint, row.content_fingerprint):
+        return "unchanged"
+    return "updated"

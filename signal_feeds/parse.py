@@ -1,0 +1,277 @@
+"""Parse and normalize: feed bytes in, plain frozen rows out.
+
+feedparser reads the bytes Signal downloaded (it is never allowed to fetch anything),
+after :func:`defuse` has removed what makes XML dangerous. No feedparser object leaves
+this module.
+"""
+
+from __future__ import annotations
+
+import html
+import io
+import re
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import feedparser  # type: ignore[import-untyped]
+import nh3
+
+from .errors import ParseError
+from .urls import normalize_link
+
+__all__ = [
+    "DEFAULT_FIELD_LIMITS",
+    "NORMALIZER_VERSION",
+    "ParsedEntry",
+    "ParsedFeed",
+    "defuse",
+    "parse_feed",
+]
+
+#: Bumped whenever a change here can change a stored field or fingerprint for the same
+#: bytes; stored with every row so the data says which rules produced it.
+NORMALIZER_VERSION = 1
+
+#: Characters kept per field; longer values are cut and a warning is reported.
+DEFAULT_FIELD_LIMITS: Mapping[str, int] = {
+    "remote_id": 2048,
+    "title": 2048,
+    "author": 512,
+    "summary": 65536,
+    "content": 262144,
+}
+#: Raw characters allowed inside an author-like element before feedparser sees it:
+#: feedparser's e-mail regular expression is slow on long strings.
+_AUTHOR_RAW_LIMIT = 1024
+
+_DOCTYPE_OR_ENTITY = re.compile(rb"<!\s*(?:DOCTYPE|ENTITY)", re.IGNORECASE)
+# Inside a declaration: a quoted string, a comment, a bracket or the closing '>'.
+_DECL_TOKEN = re.compile(rb"\"[^\"]*\"?|'[^']*'?|<!--.*?(?:-->|\Z)|[\[\]>]", re.DOTALL)
+_AUTHOR_TEXT = re.compile(
+    rb"(<(?:[\w.-]+:)?(?:author|name|email|managingEditor|webMaster|creator|contributor|uri)"
+    rb"\b[^>]{0,512}>)([^<]{%d,})" % _AUTHOR_RAW_LIMIT,
+    re.IGNORECASE,
+)
+_RECODED = "document re-encoded from UTF-16/32 to UTF-8"
+_XML_DECL_ENCODING = re.compile(rb"^(<\?xml[^>]*?encoding\s*=\s*)([\"'])[^\"']*\2")
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedEntry:
+    """One entry, normalized. Dates are ISO 8601 UTC (``2026-03-14T09:26:53Z``) or ``""``."""
+
+    remote_id: str
+    url: str
+    title: str
+    published: str
+    updated: str
+    author: str = ""
+    summary: str = ""
+    content: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedFeed:
+    """A parsed feed: its entries in document order and what was noticed on the way."""
+
+    title: str
+    link: str
+    version: str
+    ttl_seconds: int | None
+    entries: tuple[ParsedEntry, ...]
+    warnings: tuple[str, ...] = ()
+
+
+def _declaration_end(data: bytes, pos: int) -> int:
+    depth = 0
+    for match in _DECL_TOKEN.finditer(data, pos):
+        token = match.group()
+        if token == b"[":
+            depth += 1
+        elif token == b"]":
+            depth -= 1
+        elif token == b">" and depth <= 0:
+            return match.end()
+    return len(data)
+
+
+_BOMS = ((b"\xff\xfe\x00\x00", "utf-32-le"), (b"\x00\x00\xfe\xff", "utf-32-be"),
+         (b"\xff\xfe", "utf-16-le"), (b"\xfe\xff", "utf-16-be"),
+         (b"<\x00?\x00", "utf-16-le"), (b"\x00<\x00?", "utf-16-be"))
+
+
+def _to_utf8(body: bytes) -> tuple[bytes, bool]:
+    """Re-encode UTF-16/32 documents as UTF-8 so byte-level defusing sees the markup."""
+    for prefix, codec in _BOMS:
+        if body.startswith(prefix):
+            skip = 0 if prefix.startswith((b"<", b"\x00<")) else len(prefix)
+            data = body[skip:].decode(codec, errors="replace").encode("utf-8")
+            return _XML_DECL_ENCODING.sub(rb"\1\2utf-8\2", data, count=1), True
+    return body, False
+
+
+def defuse(body: bytes) -> tuple[bytes, tuple[str, ...]]:
+    """Remove what makes a feed dangerous to parse; return the bytes and warnings.
+
+    - every ``<!DOCTYPE …>`` (with its internal subset) and stray ``<!ENTITY …>``:
+      no entity can be defined, expanded or fetched;
+    - NUL bytes, which no XML document may contain;
+    - author-like element text past a limit (a slow regular expression in feedparser).
+    """
+    warnings: list[str] = []
+    data, recoded = _to_utf8(body)
+    if recoded:
+        warnings.append(_RECODED)
+    if _DOCTYPE_OR_ENTITY.search(data):
+        parts: list[bytes] = []
+        pos = 0
+        for match in _DOCTYPE_OR_ENTITY.finditer(data):
+            if match.start() < pos:
+                continue
+            parts.append(data[pos:match.start()])
+            pos = _declaration_end(data, match.end())
+        parts.append(data[pos:])
+        data = b"".join(parts)
+        warnings.append("DOCTYPE/ENTITY declarations removed")
+    if b"\x00" in data:
+        data = data.replace(b"\x00", b"")
+        warnings.append("NUL bytes removed")
+    if len(data) > _AUTHOR_RAW_LIMIT:
+        data, count = _AUTHOR_TEXT.subn(
+            lambda m: m.group(1) + m.group(2)[:_AUTHOR_RAW_LIMIT], data)
+        if count:
+            warnings.append(f"{count} author field(s) cut to {_AUTHOR_RAW_LIMIT} bytes")
+    return data, tuple(warnings)
+
+
+def _iso(value: Any) -> str:
+    if not isinstance(value, time.struct_time):
+        return ""
+    try:
+        return time.strftime("%Y-%m-%dT%H:%M:%SZ", value)
+    except (ValueError, OverflowError):
+        return ""
+
+
+def _text(value: Any) -> str:
+    return value.strip() if isinstance(value, str) else ""
+
+
+def _is_html(detail: Any) -> bool:
+    kind = detail.get("type", "") if isinstance(detail, Mapping) else ""
+    return isinstance(kind, str) and "html" in kind
+
+
+def _as_html(value: str, detail: Any) -> str:
+    """Sanitized HTML for a summary or content value (plain text is escaped)."""
+    if not value:
+        return ""
+    if _is_html(detail):
+        return nh3.clean(value).strip()
+    return html.escape(value, quote=False)
+
+
+def _plain_title(value: str, detail: Any) -> str:
+    if _is_html(detail) and "<" in value:
+        return html.unescape(nh3.clean(value, tags=set())).strip()
+    return value
+
+
+class _Limiter:
+    def __init__(self, limits: Mapping[str, int]) -> None:
+        self.limits = limits
+        self.cut: dict[str, int] = {}
+
+    def __call__(self, field: str, value: str) -> str:
+        limit = self.limits.get(field)
+        if limit is None or len(value) <= limit:
+            return value
+        self.cut[field] = self.cut.get(field, 0) + 1
+        return value[:limit]
+
+
+def _entry(raw: dict[str, Any], base: str | None, allow_http: bool,
+           limit: _Limiter) -> ParsedEntry:
+    get = dict.get  # bypass FeedParserDict's aliases (and their deprecation warnings)
+    title = _plain_title(_text(get(raw, "title")), get(raw, "title_detail"))
+    summary = _text(get(raw, "summary"))
+    content_list = get(raw, "content")
+    content = ""
+    content_detail: Any = None
+    if isinstance(content_list, list) and content_list and isinstance(content_list[0], Mapping):
+        content_detail = content_list[0]
+        content = _text(content_detail.get("value"))
+    return ParsedEntry(
+        remote_id=limit("remote_id", _text(get(raw, "id"))),
+        url=normalize_link(_text(get(raw, "link")), base=base, allow_http=allow_http) or "",
+        title=limit("title", title),
+        published=_iso(get(raw, "published_parsed")),
+        updated=_iso(get(raw, "updated_parsed")),
+        author=limit("author", _text(get(raw, "author"))),
+        summary=limit("summary", _as_html(summary, get(raw, "summary_detail"))),
+        content=limit("content", _as_html(content, content_detail)),
+    )
+
+
+def _ttl(feed: dict[str, Any]) -> int | None:
+    raw = _text(dict.get(feed, "ttl"))
+    if raw.isdigit():
+        return int(raw) * 60  # <ttl> is in minutes
+    return None
+
+
+def parse_feed(
+    body: bytes,
+    *,
+    source_id: str | None = None,
+    url: str | None = None,
+    content_type: str | None = None,
+    allow_http_links: bool = False,
+    field_limits: Mapping[str, int] = DEFAULT_FIELD_LIMITS,
+) -> ParsedFeed:
+    """Parse downloaded feed bytes into a :class:`ParsedFeed`.
+
+    ``url`` (the address that answered) resolves relative links; ``content_type`` (the
+    response header) helps with the encoding. Raises :class:`ParseError` when the bytes
+    are not an RSS or Atom feed at all; a feed with recoverable errors still yields its
+    entries, with a warning.
+    """
+    if not body.strip():
+        raise ParseError("empty body: no feed to parse", source_id=source_id)
+    data, defuse_warnings = defuse(body)
+    headers = {}
+    if content_type and _RECODED not in defuse_warnings:  # the declared charset no longer holds
+        headers["content-type"] = content_type
+    if url:
+        headers["content-location"] = url
+    try:
+        result = feedparser.parse(io.BytesIO(data), response_headers=headers,
+                                  resolve_relative_uris=False, sanitize_html=False)
+    except Exception as exc:  # feedparser raises nothing documented; never let it escape
+        raise ParseError(f"feed parser failed: {type(exc).__name__}: {exc}",
+                         source_id=source_id) from exc
+    version = result.get("version") or ""
+    raw_entries = result.get("entries") or []
+    bozo = result.get("bozo_exception")
+    if not version and not raw_entries:
+        reason = f" ({type(bozo).__name__}: {bozo})" if bozo else ""
+        raise ParseError(f"not an RSS or Atom feed{reason}", source_id=source_id)
+    warnings = list(defuse_warnings)
+    if bozo is not None:
+        warnings.append(f"feed is not well-formed, read leniently: {bozo}")
+    limit = _Limiter(field_limits)
+    feed: dict[str, Any] = result.get("feed") or {}
+    base = url or None
+    entries = tuple(_entry(raw, base, allow_http_links, limit) for raw in raw_entries)
+    for field, count in sorted(limit.cut.items()):
+        warnings.append(f"{field} cut to {field_limits[field]} characters in {count} entries")
+    return ParsedFeed(
+        title=_text(feed.get("title")),
+        link=normalize_link(_text(dict.get(feed, "link")), allow_http=True) or "",
+        version=version,
+        ttl_seconds=_ttl(feed),
+        entries=entries,
+        warnings=tuple(warnings),
+    )

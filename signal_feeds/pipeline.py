@@ -1,0 +1,374 @@
+"""One run over the source list: due? -> fetch -> parse -> identify -> store -> report.
+
+Sources are fetched concurrently over one pool of connections, with a global limit and
+a per-host limit; parsing happens in worker processes; the store is written from one
+thread, one transaction per response. A failure is reported for its source and the run
+goes on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import logging
+import random
+import time
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, TypeVar
+from urllib.parse import urlsplit
+
+import httpx
+
+from .config import Config, Source
+from .errors import ConfigError, FetchError, SignalError, StoreError
+from .fetch import FetchLimits, FetchResponse, Resolver, fetch
+from .identity import Identified
+from .report import RunReport, SourceReport, SourceStatus
+from .schedule import PollDecision, check_due, next_poll
+from .store import FetchRecord, SourceState, Store
+from .timeutil import format_time, utcnow
+from .workers import ParseJob, ParserPool
+
+__all__ = ["Progress", "parse_files", "run_fetch"]
+
+log = logging.getLogger("signal_feeds")
+T = TypeVar("T")
+
+# The normalizer version decides whether a byte-identical body may skip parsing; it is
+# read from parse lazily so that a run of 304s never imports feedparser.
+_NORMALIZER_VERSION: int | None = None
+
+
+def _normalizer_version() -> int:
+    global _NORMALIZER_VERSION
+    if _NORMALIZER_VERSION is None:
+        from .parse import NORMALIZER_VERSION
+
+        _NORMALIZER_VERSION = NORMALIZER_VERSION
+    return _NORMALIZER_VERSION
+
+
+@dataclass(frozen=True)
+class Progress:
+    """A snapshot for progress displays: called after each source finishes."""
+
+    done: int
+    total: int
+    failed: int
+    #: Source ids still being fetched, the longest-running first.
+    in_flight: tuple[str, ...]
+    last: SourceReport
+
+
+class _Run:
+    def __init__(self, config: Config, store: Store, *, force: bool,
+                 clock: Callable[[], dt.datetime], resolver: Resolver | None,
+                 parser: ParserPool, progress: Callable[[Progress], None] | None,
+                 total: int) -> None:
+        self.config = config
+        self.store = store
+        self.force = force
+        self.clock = clock
+        self.resolver = resolver
+        self.parser = parser
+        self.progress = progress
+        self.total = total
+        self.done = 0
+        self.failed = 0
+        self.in_flight: dict[str, float] = {}
+        self.global_limit = asyncio.Semaphore(config.settings.concurrency)
+        self.host_limits: dict[str, asyncio.Semaphore] = {}
+        # sqlite3 calls block; one dedicated thread keeps them off the event loop.
+        self.db_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="signal-store")
+
+    async def db(self, func: Callable[..., T], *args: Any) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self.db_thread, func, *args)
+
+    def host_limit(self, url: str) -> asyncio.Semaphore:
+        host = (urlsplit(url).hostname or "").lower()
+        if host not in self.host_limits:
+            self.host_limits[host] = asyncio.Semaphore(self.config.settings.per_host)
+        return self.host_limits[host]
+
+    async def source(self, client: httpx.AsyncClient, src: Source) -> SourceReport:
+        t0 = time.monotonic()
+        try:
+            rep = await self._source(client, src)
+        except SignalError as exc:  # a store failure outside apply_response
+            rep = SourceReport(source=src.id, status="failed", error=exc.message)
+        except Exception as exc:  # never let one source end the run
+            log.exception("unexpected error for source %s", src.id)
+            rep = SourceReport(source=src.id, status="failed",
+                               error=f"internal error: {type(exc).__name__}: {exc}")
+        rep = replace(rep, duration=time.monotonic() - t0)
+        self.in_flight.pop(src.id, None)
+        self.done += 1
+        if rep.status in ("failed", "rejected"):
+            self.failed += 1
+        if self.progress is not None:
+            flying = tuple(sorted(self.in_flight, key=self.in_flight.__getitem__))
+            self.progress(Progress(self.done, self.total, self.failed, flying, rep))
+        return rep
+
+    async def _source(self, client: httpx.AsyncClient, src: Source) -> SourceReport:
+        state = await self.db(self.store.source_state, src.id, src.url)
+        now = self.clock()
+        if src.is_expired(now.date()):
+            owner = f" (owner {src.owner})" if src.owner else ""
+            return SourceReport(source=src.id, status="expired",
+                                error=f"review date {src.review_by} has passed{owner}; "
+                                      "renew the approval to fetch it again")
+        due = check_due(now=now, gone=state.gone, next_due_at=state.next_due_at,
+                        retry_after=state.retry_after, force=self.force)
+        if due.status == "gone":
+            return SourceReport(source=src.id, status="gone", http_status=state.http_status,
+                                error="the server answered 410 Gone; not polled until "
+                                      f"'signal sources --reset {src.id}'")
+        if due.status == "retry_later":
+            note = "--force does not override Retry-After" if self.force else ""
+            return SourceReport(source=src.id, status="retry_later", retry_after=due.until,
+                                next_due=due.until, note=note, moved_to=state.moved_to)
+        if due.status == "not_due":
+            return SourceReport(source=src.id, status="not_due", next_due=due.until,
+                                moved_to=state.moved_to)
+        settings = self.config.effective(src)
+        url = state.request_url
+        started = self.clock()
+        async with self.global_limit, self.host_limit(url):
+            self.in_flight[src.id] = time.monotonic()
+            try:
+                response = await fetch(client, url, limits=FetchLimits.from_settings(settings),
+                                       etag=state.etag, last_modified=state.last_modified,
+                                       source_id=src.id, resolver=self.resolver)
+            except FetchError as exc:
+                return await self._failed(src, state, started, None, exc.message, url)
+        return await self._handle(src, state, response, started)
+
+    def _decide(self, src: Source, status: int | str, headers: dict[str, str] | Any,
+                error_count: int, ttl: int | None = None) -> PollDecision:
+        settings = self.config.effective(src)
+        return next_poll(now=self.clock(), status=status,  # type: ignore[arg-type]
+                         headers=headers, error_count=error_count,
+                         min_interval=settings.min_interval,
+                         max_interval=settings.max_interval, ttl_seconds=ttl,
+                         jitter=random.random())
+
+    async def _failed(self, src: Source, state: SourceState, started: dt.datetime,
+                      response: FetchResponse | None, error: str, url: str,
+                      *, status: SourceStatus = "failed") -> SourceReport:
+        errors = state.error_count + 1
+        http = response.status if response else None
+        decision = self._decide(src, http if http is not None and status == "failed"
+                                else "error", response.headers if response else {}, errors)
+        new = replace(state, status=status, http_status=http, last_fetch_at=started,
+                      error_count=errors, last_error=error, next_due_at=decision.next_due_at)
+        await self.db(self.store.save_attempt, new, self._record(
+            src, started, url, status, response, error=error))
+        return SourceReport(source=src.id, status=status, http_status=http, error=error,
+                            next_due=decision.next_due_at)
+
+    def _record(self, src: Source, started: dt.datetime, url: str, outcome: str,
+                response: FetchResponse | None, *, error: str = "", skipped: int = 0,
+                unchanged: int = 0) -> FetchRecord:
+        return FetchRecord(
+            source_id=src.id, started_at=started, url=url, outcome=outcome,
+            http_status=response.status if response else None, error=error, skipped=skipped,
+            unchanged=unchanged,
+            duration_ms=(self.clock() - started).total_seconds() * 1000,
+            bytes=response.wire_bytes if response else 0)
+
+    async def _handle(self, src: Source, state: SourceState, response: FetchResponse,
+                      started: dt.datetime) -> SourceReport:
+        moved = response.permanent_url
+        if moved:
+            state = replace(state, fetch_url=moved, moved_to=moved)
+        status = response.status
+        if status == 410:
+            new = replace(state, status="gone", gone=True, http_status=410,
+                          last_fetch_at=started, next_due_at=None,
+                          last_error="410 Gone")
+            await self.db(self.store.save_attempt, new,
+                          self._record(src, started, response.url, "gone", response))
+            return SourceReport(source=src.id, status="gone", http_status=410,
+                                error="the server answered 410 Gone; not polled until "
+                                      f"'signal sources --reset {src.id}'")
+        if status in (429, 503):
+            errors = state.error_count + 1
+            decision = self._decide(src, status, response.headers, errors)
+            new = replace(state, status="retry_later", http_status=status,
+                          last_fetch_at=started, error_count=errors,
+                          next_due_at=decision.next_due_at, retry_after=decision.retry_after,
+                          last_error=f"HTTP {status}")
+            await self.db(self.store.save_attempt, new, self._record(
+                src, started, response.url, "retry_later", response, error=f"HTTP {status}"))
+            return SourceReport(source=src.id, status="retry_later", http_status=status,
+                                retry_after=decision.retry_after,
+                                next_due=decision.next_due_at, moved_to=state.moved_to)
+        if status == 304:
+            return await self._not_modified(src, state, response, started)
+        if not 200 <= status < 300:
+            phrase = httpx.codes.get_reason_phrase(status)
+            return await self._failed(src, state, started, response,
+                                      f"HTTP {status} {phrase}".strip(), response.url)
+        return await self._ok(src, state, response, started)
+
+    def _succeeded(self, src: Source, state: SourceState, response: FetchResponse,
+                   started: dt.datetime, ttl: int | None) -> SourceState:
+        decision = self._decide(src, response.status, response.headers, 0, ttl)
+        return replace(state, status="moved" if state.moved_to else "ok",
+                       http_status=response.status, last_fetch_at=started,
+                       last_success_at=started, error_count=0, last_error="",
+                       next_due_at=decision.next_due_at, retry_after=None)
+
+    async def _not_modified(self, src: Source, state: SourceState, response: FetchResponse,
+                            started: dt.datetime) -> SourceReport:
+        # A 304 may carry fresh validators; keep the old ones it does not repeat.
+        new = replace(self._succeeded(src, state, response, started, None),
+                      etag=response.etag or state.etag,
+                      last_modified=response.last_modified or state.last_modified)
+        outcome: SourceStatus = "moved" if new.moved_to else "not_modified"
+        await self.db(self.store.save_attempt, new,
+                      self._record(src, started, response.url, outcome, response))
+        return SourceReport(source=src.id, status=outcome, http_status=304,
+                            moved_to=new.moved_to, next_due=new.next_due_at)
+
+    async def _ok(self, src: Source, state: SourceState, response: FetchResponse,
+                  started: dt.datetime) -> SourceReport:
+        outcome: SourceStatus = "moved" if state.moved_to else "fetched"
+        if (response.body_digest and response.body_digest == state.body_digest
+                and state.body_normalizer_version == _normalizer_version()):
+            # Byte-identical to the stored body: nothing to parse, but keep the validators.
+            new = replace(self._succeeded(src, state, response, started, None),
+                          etag=response.etag, last_modified=response.last_modified)
+            await self.db(self.store.save_attempt, new, self._record(
+                src, started, response.url, outcome, response, unchanged=state.body_entries))
+            return SourceReport(source=src.id, status=outcome,
+                                http_status=response.status, unchanged=state.body_entries,
+                                moved_to=new.moved_to, next_due=new.next_due_at)
+        settings = self.config.effective(src)
+        parsed = await self.parser.parse(ParseJob(
+            source_id=src.id, body=response.body, url=response.url,
+            content_type=response.headers.get("content-type", ""),
+            allow_http_links=settings.allow_http_links))
+        if parsed.error or not isinstance(parsed.identified, Identified):
+            error = parsed.error or "parser returned nothing"
+            if parsed.kind == "contradiction":
+                error = f"{error} (key {parsed.key}, remote id {parsed.remote_id!r})"
+            return await self._failed(src, state, started, response, error, response.url,
+                                      status="rejected")
+        identified = parsed.identified
+        new = replace(self._succeeded(src, state, response, started, parsed.ttl_seconds),
+                      etag=response.etag, last_modified=response.last_modified,
+                      body_digest=response.body_digest,
+                      body_normalizer_version=_normalizer_version(),
+                      body_entries=len(identified.rows))
+        record = self._record(src, started, response.url, outcome, response,
+                              skipped=identified.skipped)
+        try:
+            counts = await self.db(self.store.apply_response, new, identified.rows, record,
+                                   self.clock())
+        except StoreError as exc:
+            return SourceReport(source=src.id, status="failed", http_status=response.status,
+                                error=exc.message)
+        return SourceReport(source=src.id, status=outcome,
+                            http_status=response.status, created=counts.created,
+                            updated=counts.updated, unchanged=counts.unchanged,
+                            skipped=identified.skipped, moved_to=new.moved_to,
+                            next_due=new.next_due_at, warnings=parsed.warnings)
+
+
+def _select(config: Config, source_ids: Sequence[str] | None) -> list[Source]:
+    if not source_ids:
+        return list(config.sources)
+    known = {s.id for s in config.sources}
+    unknown = [s for s in source_ids if s not in known]
+    if unknown:
+        raise ConfigError(f"unknown source id(s): {', '.join(unknown)}",
+                          path=str(config.path) if config.path else None)
+    wanted = set(source_ids)
+    return [s for s in config.sources if s.id in wanted]
+
+
+async def _run_async(run: _Run, sources: Sequence[Source]) -> list[SourceReport]:
+    settings = run.config.settings
+    limits = httpx.Limits(max_connections=settings.concurrency,
+                          max_keepalive_connections=settings.concurrency)
+    async with httpx.AsyncClient(limits=limits, follow_redirects=False, trust_env=False,
+                                 http2=False) as client:
+        return list(await asyncio.gather(*(run.source(client, s) for s in sources)))
+
+
+def run_fetch(
+    config: Config,
+    *,
+    database: str | Path | None = None,
+    source_ids: Sequence[str] | None = None,
+    force: bool = False,
+    clock: Callable[[], dt.datetime] = utcnow,
+    resolver: Resolver | None = None,
+    progress: Callable[[Progress], None] | None = None,
+    parser: ParserPool | None = None,
+) -> RunReport:
+    """Fetch the due sources of ``config`` into the database and return the report.
+
+    ``database`` overrides the configured path; ``source_ids`` limits the run to those
+    sources; ``force`` ignores the poll schedule (never a pending ``Retry-After``, never
+    a gone source). ``clock`` and ``resolver`` are injectable for tests.
+    """
+    sources = _select(config, source_ids)
+    db_path = Path(database) if database is not None else config.settings.database
+    started_at = clock()
+    t0 = time.monotonic()
+    own_parser = parser is None
+    pool = parser or ParserPool()
+    with Store(db_path) as store:
+        run = _Run(config, store, force=force, clock=clock, resolver=resolver, parser=pool,
+                   progress=progress, total=len(sources))
+        try:
+            reports = asyncio.run(_run_async(run, sources))
+        finally:
+            run.db_thread.shutdown(wait=True)
+            if own_parser:
+                pool.close()
+    report = RunReport(sources=tuple(reports), started_at=started_at,
+                       duration=time.monotonic() - t0, database=str(db_path))
+    log.info("run finished at %s: %s", format_time(clock()), report.totals)
+    return report
+
+
+def parse_files(paths: Sequence[Path], *, source_id: str = "local",
+                allow_http_links: bool = True) -> Iterator[dict[str, Any]]:
+    """Dry run over local files: parse and identify each in a worker process.
+
+    Yields one JSON-ready dict per file: ``{"file", "ok": True, "entries", "skipped"}``
+    or ``{"file", "ok": False, "error"}``. Nothing is stored.
+    """
+    pool = ParserPool()
+    try:
+        for path in paths:
+            try:
+                body = path.read_bytes()
+            except OSError as exc:
+                yield {"file": str(path), "ok": False, "error": f"cannot read: {exc.strerror}"}
+                continue
+            job = ParseJob(source_id=source_id, body=body, url="", content_type="",
+                           allow_http_links=allow_http_links)
+            outcome = asyncio.run(pool.parse(job))
+            if outcome.error or not isinstance(outcome.identified, Identified):
+                error = outcome.error or "parser returned nothing"
+                if outcome.kind == "contradiction":
+                    error = f"{error} (key {outcome.key}, remote id {outcome.remote_id!r})"
+                yield {"file": str(path), "ok": False, "error": error}
+                continue
+            rows = outcome.identified.rows
+            yield {"file": str(path), "ok": True, "skipped": outcome.identified.skipped,
+                   "warnings": list(outcome.warnings),
+                   "entries": [{"id": r.key, "remote_id": r.remote_id, "url": r.url,
+                                "title": r.title, "published": r.published,
+                                "updated": r.updated, "fingerprint": r.fingerprint}
+                               for r in rows]}
+    finally:
+        pool.close()

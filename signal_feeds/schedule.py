@@ -1,0 +1,175 @@
+"""When may we poll next? Pure functions over plain data; time is a parameter.
+
+Inputs are the response (status and headers, or ``None`` for a network error), the
+source's consecutive error count and its settings. The result never lies before a
+``Retry-After`` the server sent, and never before the minimum interval of a healthy source.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import email.utils
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+__all__ = [
+    "DEFAULT_BACKOFF_CAP",
+    "Due",
+    "PollDecision",
+    "check_due",
+    "freshness_lifetime",
+    "next_poll",
+    "parse_http_date",
+    "parse_retry_after",
+]
+
+#: The longest wait between two tries of a failing source.
+DEFAULT_BACKOFF_CAP = 24 * 3600.0
+#: Backoff delays are stretched by up to this fraction, spreading retries of many sources.
+JITTER_FRACTION = 0.25
+
+
+@dataclass(frozen=True)
+class PollDecision:
+    """The earliest next poll, and a server-imposed floor that ``--force`` cannot move."""
+
+    next_due_at: dt.datetime | None
+    retry_after: dt.datetime | None = None
+    #: ``"ok"``, ``"retry_later"``, ``"backoff"`` or ``"gone"``.
+    reason: str = "ok"
+
+
+def parse_http_date(value: str | None) -> dt.datetime | None:
+    """An IMF-fixdate (or the obsolete forms) as an aware UTC datetime, else ``None``."""
+    if not value:
+        return None
+    try:
+        parsed = email.utils.parsedate_to_datetime(value.strip())
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+    if parsed is None:
+        return None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=dt.UTC)
+    return parsed.astimezone(dt.UTC)
+
+
+def parse_retry_after(value: str | None, now: dt.datetime) -> dt.datetime | None:
+    """``Retry-After`` as a moment: delay-seconds or an HTTP date (RFC 9110 §10.2.3)."""
+    if not value:
+        return None
+    text = value.strip()
+    if text.isdigit():
+        seconds = min(int(text), 10 * 365 * 86400)  # absurd values must not overflow
+        return now + dt.timedelta(seconds=seconds)
+    moment = parse_http_date(text)
+    if moment is None:
+        return None
+    return max(moment, now)
+
+
+def _cache_control(value: str) -> dict[str, str]:
+    directives: dict[str, str] = {}
+    for part in value.split(","):
+        name, _, arg = part.strip().partition("=")
+        if name:
+            directives[name.strip().lower()] = arg.strip().strip('"')
+    return directives
+
+
+def freshness_lifetime(headers: Mapping[str, str], now: dt.datetime) -> float | None:
+    """Seconds the response stays fresh per RFC 9111 §4.2.1: ``max-age`` minus ``Age``,
+    else ``Expires`` minus ``Date``; ``0`` for ``no-cache``/``no-store``; ``None`` when
+    the response says nothing. ``headers`` keys must be lower-case."""
+    cc = _cache_control(headers.get("cache-control", ""))
+    if "no-store" in cc or "no-cache" in cc:
+        return 0.0
+    age = headers.get("age", "").strip()
+    age_seconds = float(age) if age.isdigit() else 0.0
+    max_age = cc.get("max-age", "")
+    if max_age.isdigit():
+        return max(0.0, float(max_age) - age_seconds)
+    if "expires" in headers:
+        expires = parse_http_date(headers["expires"])
+        if expires is None:  # an invalid Expires means "already expired"
+            return 0.0
+        date = parse_http_date(headers.get("date")) or now
+        return max(0.0, (expires - date).total_seconds() - age_seconds)
+    return None
+
+
+Status = int | Literal["error"]
+
+
+def next_poll(
+    *,
+    now: dt.datetime,
+    status: Status,
+    headers: Mapping[str, str],
+    error_count: int,
+    min_interval: float,
+    max_interval: float,
+    ttl_seconds: int | None = None,
+    jitter: float = 0.0,
+    backoff_cap: float = DEFAULT_BACKOFF_CAP,
+) -> PollDecision:
+    """The earliest next poll after a response.
+
+    ``status`` is the final HTTP status, or ``"error"`` for a network error or a
+    rejected body; ``headers`` the response's headers with lower-case names;
+    ``error_count`` the consecutive failures *including* this response (0 after a
+    success); ``jitter`` a number in [0, 1) that stretches backoff delays (pass a
+    random one; tests pass a fixed one).
+    """
+    if status == 410:
+        return PollDecision(next_due_at=None, reason="gone")
+    if status in (429, 503):
+        retry_after = parse_retry_after(headers.get("retry-after"), now)
+        if retry_after is not None:
+            return PollDecision(next_due_at=retry_after, retry_after=retry_after,
+                                reason="retry_later")
+    if status == "error" or not (200 <= status < 400):
+        steps = max(error_count, 1) - 1
+        delay = min(backoff_cap, max(min_interval, 60.0) * 2.0 ** min(steps, 32))
+        delay = min(backoff_cap, delay * (1.0 + JITTER_FRACTION * jitter))
+        return PollDecision(next_due_at=now + dt.timedelta(seconds=delay), reason="backoff")
+    wait = min_interval
+    fresh = freshness_lifetime(headers, now)
+    if fresh is not None:
+        wait = max(wait, fresh)
+    if ttl_seconds is not None:
+        wait = max(wait, float(ttl_seconds))
+    wait = min(wait, max(max_interval, min_interval))
+    return PollDecision(next_due_at=now + dt.timedelta(seconds=wait))
+
+
+DueStatus = Literal["due", "gone", "retry_later", "not_due"]
+
+
+@dataclass(frozen=True)
+class Due:
+    """Whether a source may be requested now, and if not, why and until when."""
+
+    status: DueStatus
+    until: dt.datetime | None = None
+
+
+def check_due(
+    *,
+    now: dt.datetime,
+    gone: bool,
+    next_due_at: dt.datetime | None,
+    retry_after: dt.datetime | None,
+    force: bool,
+) -> Due:
+    """A gone source is never due (``--force`` included) until reset; a ``Retry-After``
+    that has not passed holds even against ``--force``; otherwise the schedule holds
+    unless forced."""
+    if gone:
+        return Due("gone")
+    if retry_after is not None and retry_after > now:
+        return Due("retry_later", retry_after)
+    if not force and next_due_at is not None and next_due_at > now:
+        return Due("not_due", next_due_at)
+    return Due("due")

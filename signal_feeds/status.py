@@ -1,0 +1,53 @@
+"""Reading and resetting source state for ``signal sources``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from .config import Config
+from .errors import ConfigError
+from .store import Store
+from .timeutil import format_time, utcnow
+
+__all__ = ["reset_source", "source_table"]
+
+
+def source_table(config: Config, *, database: str | Path | None = None) -> list[dict[str, Any]]:
+    """One row per configured source: status, last fetch, HTTP status, next due time,
+    consecutive errors, and where it moved or that it is gone or expired."""
+    db = Path(database) if database is not None else config.settings.database
+    today = utcnow().date()
+    rows: list[dict[str, Any]] = []
+    with Store(db) as store:
+        for src in config.sources:
+            st = store.source_state(src.id, src.url)
+            note = ""
+            if src.is_expired(today):
+                note = f"expired (review by {src.review_by})"
+            elif st.gone:
+                note = "gone (410): reset to poll again"
+            elif st.moved_to:
+                note = f"moved to {st.moved_to}"
+            elif st.last_error:
+                note = st.last_error
+            rows.append({
+                "id": src.id, "url": src.url, "status": st.status,
+                "http_status": st.http_status,
+                "last_fetch_at": format_time(st.last_fetch_at) if st.last_fetch_at else None,
+                "next_due_at": format_time(st.next_due_at) if st.next_due_at else None,
+                "retry_after": format_time(st.retry_after) if st.retry_after else None,
+                "error_count": st.error_count, "moved_to": st.moved_to or None,
+                "gone": st.gone, "expired": src.is_expired(today), "note": note,
+            })
+    return rows
+
+
+def reset_source(config: Config, source_id: str, *, database: str | Path | None = None) -> None:
+    """Clear a source's gone, moved, backoff and schedule state."""
+    config.source(source_id)  # raises ConfigError for an unknown id
+    db = Path(database) if database is not None else config.settings.database
+    with Store(db) as store:
+        if not store.reset_source(source_id):
+            raise ConfigError(f"source {source_id!r} has never been fetched; nothing to reset",
+                              path=str(config.path) if config.path else None)

@@ -1,0 +1,457 @@
+"""SQLite storage behind a narrow interface.
+
+Only this module speaks SQL. The rest of Signal asks it to apply one response, to read
+and update a source's state, and to read entries, so that another store (PostgreSQL, for
+deployments that outgrow one machine) can take its place.
+
+Every response is applied in one ``BEGIN IMMEDIATE`` transaction: entries, versions,
+validators and the fetch row commit together or not at all. WAL mode lets readers
+continue while a writer works, and the busy timeout lets two ``signal fetch`` runs take
+turns instead of failing with "database is locked".
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import sqlite3
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+from .errors import StoreError
+from .identity import EntryRow, Outcome, classify_change
+from .timeutil import format_time, parse_time
+
+__all__ = [
+    "DEFAULT_BUSY_TIMEOUT",
+    "ApplyCounts",
+    "FetchRecord",
+    "SourceState",
+    "Store",
+    "StoredEntry",
+    "StoredVersion",
+]
+
+#: Seconds a writer waits for another writer before giving up.
+DEFAULT_BUSY_TIMEOUT = 60.0
+SCHEMA_VERSION = 1
+_KEY_CHUNK = 500  # bound on SQL variables per SELECT ... IN (...)
+
+
+@dataclass(frozen=True)
+class SourceState:
+    """What Signal remembers about one source between runs."""
+
+    source_id: str
+    url: str
+    #: Where requests go now: ``url``, or the target of a permanent redirect.
+    fetch_url: str = ""
+    etag: str = ""
+    last_modified: str = ""
+    #: SHA-256 of the last stored body, and the normalizer version that parsed it.
+    body_digest: str = ""
+    body_normalizer_version: int = 0
+    #: Entries (with a key) in that body: what a byte-identical body counts as unchanged.
+    body_entries: int = 0
+    status: str = "new"
+    http_status: int | None = None
+    last_fetch_at: dt.datetime | None = None
+    last_success_at: dt.datetime | None = None
+    next_due_at: dt.datetime | None = None
+    retry_after: dt.datetime | None = None
+    error_count: int = 0
+    last_error: str = ""
+    moved_to: str = ""
+    gone: bool = False
+
+    @property
+    def request_url(self) -> str:
+        """The URL the next request goes to."""
+        return self.fetch_url or self.url
+
+
+@dataclass(frozen=True)
+class FetchRecord:
+    """One row of the ``fetches`` table: what one request did."""
+
+    source_id: str
+    started_at: dt.datetime
+    url: str
+    outcome: str
+    http_status: int | None = None
+    created: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    skipped: int = 0
+    error: str = ""
+    duration_ms: float = 0.0
+    bytes: int = 0
+
+
+@dataclass(frozen=True)
+class ApplyCounts:
+    """How many entries of one response were created, updated or unchanged."""
+
+    created: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    keys: dict[str, Outcome] = field(default_factory=dict, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class StoredEntry:
+    """An entry as stored."""
+
+    key: str
+    source_id: str
+    remote_id: str
+    url: str
+    title: str
+    published: str
+    updated: str
+    author: str
+    summary: str
+    content: str
+    fingerprint: str
+    content_fingerprint: str
+    first_seen_at: str
+    last_seen_at: str
+    normalizer_version: int
+
+
+@dataclass(frozen=True)
+class StoredVersion:
+    """One version (fingerprint) an entry has had."""
+
+    key: str
+    fingerprint: str
+    content_fingerprint: str
+    title: str
+    url: str
+    published: str
+    updated: str
+    first_seen_at: str
+    last_seen_at: str
+    normalizer_version: int
+
+
+_ENTRY_COLUMNS = ("id", "source_id", "remote_id", "url", "title", "published", "updated",
+                  "author", "summary", "content", "fingerprint", "content_fingerprint",
+                  "first_seen_at", "last_seen_at", "normalizer_version")
+
+_UPSERT_ENTRY = f"""
+INSERT INTO entries ({", ".join(_ENTRY_COLUMNS)})
+VALUES ({", ".join("?" for _ in _ENTRY_COLUMNS)})
+ON CONFLICT(id) DO UPDATE SET
+  remote_id = excluded.remote_id, url = excluded.url, title = excluded.title,
+  published = excluded.published, updated = excluded.updated, author = excluded.author,
+  summary = excluded.summary, content = excluded.content,
+  fingerprint = excluded.fingerprint, content_fingerprint = excluded.content_fingerprint,
+  last_seen_at = excluded.last_seen_at, normalizer_version = excluded.normalizer_version
+"""
+_UPSERT_VERSION = """
+INSERT INTO entry_versions (entry_id, fingerprint, content_fingerprint, title, url, published,
+                            updated, first_seen_at, last_seen_at, normalizer_version)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT(entry_id, fingerprint, content_fingerprint)
+DO UPDATE SET last_seen_at = excluded.last_seen_at
+"""
+_TOUCH_ENTRY = "UPDATE entries SET last_seen_at = ? WHERE id = ?"
+
+_SOURCE_COLUMNS = ("id", "url", "fetch_url", "etag", "last_modified", "body_digest",
+                   "body_normalizer_version", "body_entries", "status", "http_status",
+                   "last_fetch_at", "last_success_at", "next_due_at", "retry_after", "error_count",
+                   "last_error", "moved_to", "gone")
+
+
+def _create_schema(conn: sqlite3.Connection) -> None:
+    # sqlite-utils builds the schema (only on first use: it is slow to import).
+    import sqlite_utils
+
+    db = sqlite_utils.Database(conn)
+    db.table("sources").create(
+        {"id": str, "url": str, "fetch_url": str, "etag": str, "last_modified": str,
+         "body_digest": str, "body_normalizer_version": int, "body_entries": int,
+         "status": str,
+         "http_status": int, "last_fetch_at": str, "last_success_at": str,
+         "next_due_at": str, "retry_after": str, "error_count": int, "last_error": str,
+         "moved_to": str, "gone": int},
+        pk="id", not_null={"url"}, defaults={"error_count": 0, "gone": 0, "status": "new"},
+        if_not_exists=True,
+    )
+    db.table("entries").create(
+        {"id": str, "source_id": str, "remote_id": str, "url": str, "title": str,
+         "published": str, "updated": str, "author": str, "summary": str, "content": str,
+         "fingerprint": str, "content_fingerprint": str, "first_seen_at": str,
+         "last_seen_at": str, "normalizer_version": int},
+        pk="id", not_null={"source_id", "fingerprint", "first_seen_at", "last_seen_at"},
+        if_not_exists=True,
+    )
+    db.table("entry_versions").create(
+        {"id": int, "entry_id": str, "fingerprint": str, "content_fingerprint": str,
+         "title": str, "url": str, "published": str, "updated": str,
+         "first_seen_at": str, "last_seen_at": str, "normalizer_version": int},
+        pk="id", not_null={"entry_id", "fingerprint"}, if_not_exists=True,
+    )
+    db.table("fetches").create(
+        {"id": int, "source_id": str, "started_at": str, "url": str, "outcome": str,
+         "http_status": int, "created": int, "updated": int, "unchanged": int,
+         "skipped": int, "error": str, "duration_ms": float, "bytes": int},
+        pk="id", if_not_exists=True,
+    )
+    conn.execute("CREATE UNIQUE INDEX IF NOT EXISTS entry_versions_entry_fp "
+                 "ON entry_versions (entry_id, fingerprint, content_fingerprint)")
+    conn.execute("CREATE INDEX IF NOT EXISTS entries_source_published "
+                 "ON entries (source_id, published)")
+    conn.execute("CREATE INDEX IF NOT EXISTS entries_first_seen ON entries (first_seen_at)")
+    conn.execute("CREATE INDEX IF NOT EXISTS entries_url ON entries (url)")
+    conn.execute("CREATE INDEX IF NOT EXISTS fetches_source_started "
+                 "ON fetches (source_id, started_at)")
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+
+def _state_from_row(row: sqlite3.Row) -> SourceState:
+    return SourceState(
+        source_id=row["id"], url=row["url"], fetch_url=row["fetch_url"] or "",
+        etag=row["etag"] or "", last_modified=row["last_modified"] or "",
+        body_digest=row["body_digest"] or "",
+        body_normalizer_version=row["body_normalizer_version"] or 0,
+        body_entries=row["body_entries"] or 0,
+        status=row["status"] or "new", http_status=row["http_status"],
+        last_fetch_at=parse_time(row["last_fetch_at"]),
+        last_success_at=parse_time(row["last_success_at"]),
+        next_due_at=parse_time(row["next_due_at"]),
+        retry_after=parse_time(row["retry_after"]),
+        error_count=row["error_count"] or 0, last_error=row["last_error"] or "",
+        moved_to=row["moved_to"] or "", gone=bool(row["gone"]),
+    )
+
+
+def _state_values(state: SourceState) -> tuple[Any, ...]:
+    def t(moment: dt.datetime | None) -> str | None:
+        return format_time(moment) if moment else None
+
+    return (state.source_id, state.url, state.fetch_url, state.etag, state.last_modified,
+            state.body_digest, state.body_normalizer_version, state.body_entries, state.status,
+            state.http_status, t(state.last_fetch_at), t(state.last_success_at),
+            t(state.next_due_at), t(state.retry_after), state.error_count,
+            state.last_error, state.moved_to, int(state.gone))
+
+
+_SAVE_STATE = (
+    f"INSERT INTO sources ({', '.join(_SOURCE_COLUMNS)}) "
+    f"VALUES ({', '.join('?' for _ in _SOURCE_COLUMNS)}) ON CONFLICT(id) DO UPDATE SET "
+    + ", ".join(f"{c} = excluded.{c}" for c in _SOURCE_COLUMNS[1:])
+)
+_INSERT_FETCH = ("INSERT INTO fetches (source_id, started_at, url, outcome, http_status, "
+                 "created, updated, unchanged, skipped, error, duration_ms, bytes) "
+                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+
+
+class Store:
+    """A Signal database in one SQLite file. Use as a context manager or call close()."""
+
+    def __init__(self, path: str | Path, *, busy_timeout: float = DEFAULT_BUSY_TIMEOUT) -> None:
+        self.path = Path(path)
+        try:
+            self._conn = sqlite3.connect(self.path, timeout=busy_timeout,
+                                         isolation_level=None, check_same_thread=False)
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open database {self.path}: {exc}") from exc
+        try:
+            self._conn.row_factory = sqlite3.Row
+            self._conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
+            if self._conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                self._conn.execute("PRAGMA journal_mode = WAL")
+            # WAL + NORMAL: a crash can lose the last commits, never corrupt the file.
+            self._conn.execute("PRAGMA synchronous = NORMAL")
+            if self._conn.execute("PRAGMA user_version").fetchone()[0] < SCHEMA_VERSION:
+                with self._transaction():
+                    if self._conn.execute("PRAGMA user_version").fetchone()[0] < SCHEMA_VERSION:
+                        _create_schema(self._conn)
+        except sqlite3.Error as exc:
+            self._conn.close()
+            raise StoreError(f"cannot use database {self.path}: {exc}") from exc
+
+    def close(self) -> None:
+        """Close the connection."""
+        self._conn.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        self._conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield self._conn
+        except BaseException:
+            self._conn.execute("ROLLBACK")
+            raise
+        self._conn.execute("COMMIT")
+
+    # -- sources ---------------------------------------------------------------------
+
+    def source_state(self, source_id: str, url: str) -> SourceState:
+        """The stored state of a source (a fresh one if it was never fetched).
+
+        When the configured ``url`` differs from the stored one the user has edited the
+        source list: the state starts over for the new URL (validators of another URL
+        must not be sent to this one).
+        """
+        try:
+            row = self._conn.execute("SELECT * FROM sources WHERE id = ?",
+                                     (source_id,)).fetchone()
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot read source state: {exc}", source_id=source_id) from exc
+        if row is None or row["url"] != url:
+            return SourceState(source_id=source_id, url=url)
+        return _state_from_row(row)
+
+    def source_states(self) -> list[SourceState]:
+        """Every stored source state, ordered by id."""
+        try:
+            rows = self._conn.execute("SELECT * FROM sources ORDER BY id").fetchall()
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot read sources: {exc}") from exc
+        return [_state_from_row(r) for r in rows]
+
+    def save_attempt(self, state: SourceState, fetch: FetchRecord) -> None:
+        """Store a source's new state and the fetch row of a response without entries
+        (304, error, redirect, skip)."""
+        try:
+            with self._transaction() as conn:
+                conn.execute(_SAVE_STATE, _state_values(state))
+                conn.execute(_INSERT_FETCH, self._fetch_values(fetch))
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot save fetch state: {exc}",
+                             source_id=state.source_id) from exc
+
+    def reset_source(self, source_id: str) -> bool:
+        """Clear gone, moved, backoff and schedule state; True if the source was known."""
+        try:
+            with self._transaction() as conn:
+                cur = conn.execute(
+                    "UPDATE sources SET gone = 0, status = 'reset', error_count = 0, "
+                    "last_error = '', next_due_at = NULL, retry_after = NULL, moved_to = '', "
+                    "fetch_url = '' WHERE id = ?", (source_id,))
+                return cur.rowcount > 0
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot reset source: {exc}", source_id=source_id) from exc
+
+    # -- entries ---------------------------------------------------------------------
+
+    def apply_response(self, state: SourceState, rows: Sequence[EntryRow],
+                       fetch: FetchRecord, now: dt.datetime) -> ApplyCounts:
+        """Store one response's entries, their versions, the source's new state
+        (validators, body digest) and the fetch row, in one transaction.
+
+        Each entry is ``created``, ``updated`` (fingerprint changed: fields replaced,
+        a version added) or ``unchanged`` (only ``last_seen_at`` refreshed).
+        """
+        stamp = format_time(now)
+        try:
+            with self._transaction() as conn:
+                counts = self._write_entries(conn, rows, stamp)
+                conn.execute(_SAVE_STATE, _state_values(state))
+                conn.execute(_INSERT_FETCH, self._fetch_values(replace(
+                    fetch, created=counts.created, updated=counts.updated,
+                    unchanged=counts.unchanged)))
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot store response: {exc}",
+                             source_id=state.source_id) from exc
+        return counts
+
+    def _stored_fingerprints(self, conn: sqlite3.Connection,
+                             keys: Sequence[str]) -> dict[str, tuple[str, str]]:
+        found: dict[str, tuple[str, str]] = {}
+        for start in range(0, len(keys), _KEY_CHUNK):
+            chunk = keys[start:start + _KEY_CHUNK]
+            marks = ",".join("?" * len(chunk))
+            for key, fp, cfp in conn.execute(
+                f"SELECT id, fingerprint, content_fingerprint FROM entries WHERE id IN ({marks})",
+                chunk,
+            ):
+                found[key] = (fp, cfp)
+        return found
+
+    def _write_entries(self, conn: sqlite3.Connection, rows: Sequence[EntryRow],
+                       stamp: str) -> ApplyCounts:
+        stored = self._stored_fingerprints(conn, [r.key for r in rows])
+        upserts: list[tuple[Any, ...]] = []
+        versions: list[tuple[Any, ...]] = []
+        touches: list[tuple[str, str]] = []
+        outcomes: dict[str, Outcome] = {}
+        for row in rows:
+            outcome = classify_change(stored.get(row.key), row)
+            outcomes[row.key] = outcome
+            if outcome == "unchanged":
+                touches.append((stamp, row.key))
+                continue
+            upserts.append((row.key, row.source_id, row.remote_id, row.url, row.title,
+                            row.published, row.updated, row.author, row.summary, row.content,
+                            row.fingerprint, row.content_fingerprint, stamp, stamp,
+                            row.normalizer_version))
+            versions.append((row.key, row.fingerprint, row.content_fingerprint, row.title,
+                             row.url, row.published, row.updated, stamp, stamp,
+                             row.normalizer_version))
+        conn.executemany(_UPSERT_ENTRY, upserts)
+        conn.executemany(_UPSERT_VERSION, versions)
+        conn.executemany(_TOUCH_ENTRY, touches)
+        values = list(outcomes.values())
+        return ApplyCounts(created=values.count("created"), updated=values.count("updated"),
+                           unchanged=values.count("unchanged"), keys=outcomes)
+
+    @staticmethod
+    def _fetch_values(fetch: FetchRecord) -> tuple[Any, ...]:
+        return (fetch.source_id, format_time(fetch.started_at), fetch.url, fetch.outcome,
+                fetch.http_status, fetch.created, fetch.updated, fetch.unchanged,
+                fetch.skipped, fetch.error, round(fetch.duration_ms, 3), fetch.bytes)
+
+    def entries(self, *, source_id: str | None = None, limit: int | None = None
+                ) -> list[StoredEntry]:
+        """Stored entries, newest first (by published, then first seen)."""
+        sql = "SELECT * FROM entries"
+        args: list[Any] = []
+        if source_id is not None:
+            sql += " WHERE source_id = ?"
+            args.append(source_id)
+        sql += " ORDER BY COALESCE(NULLIF(published, ''), first_seen_at) DESC, id"
+        if limit is not None:
+            sql += " LIMIT ?"
+            args.append(limit)
+        try:
+            rows = self._conn.execute(sql, args).fetchall()
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot read entries: {exc}", source_id=source_id) from exc
+        return [_entry_from_row(r) for r in rows]
+
+    def entry(self, key: str) -> StoredEntry | None:
+        """The entry with this key, if stored."""
+        row = self._conn.execute("SELECT * FROM entries WHERE id = ?", (key,)).fetchone()
+        return _entry_from_row(row) if row else None
+
+    def versions(self, key: str) -> list[StoredVersion]:
+        """Every version an entry has had, oldest first."""
+        rows = self._conn.execute(
+            "SELECT * FROM entry_versions WHERE entry_id = ? ORDER BY first_seen_at, id",
+            (key,)).fetchall()
+        names = [f.name for f in fields(StoredVersion)]
+        return [StoredVersion(**{n: r["entry_id" if n == "key" else n] for n in names})
+                for r in rows]
+
+    def count(self, table: str) -> int:
+        """Number of rows in one of the store's tables."""
+        if table not in ("sources", "entries", "entry_versions", "fetches"):
+            raise ValueError(f"unknown table {table!r}")
+        return int(self._conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
+
+
+def _entry_from_row(row: sqlite3.Row) -> StoredEntry:
+    names = [f.name for f in fields(StoredEntry)]
+    return StoredEntry(**{n: row["id" if n == "key" else n] for n in names})

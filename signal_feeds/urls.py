@@ -1,0 +1,79 @@
+"""URL policy: entry links and source URLs.
+
+Entry links are data, never something Signal visits. The policy keeps them comparable
+(lower-case scheme and host, no default port, no fragment) without guessing at what the
+query string means, and refuses anything that is not a plain web address.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import urljoin, urlsplit, urlunsplit
+
+__all__ = ["UrlRejected", "canonical_source_url", "normalize_link"]
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+class UrlRejected(ValueError):
+    """A URL that the policy refuses; the message says why."""
+
+
+def _canonical(url: str, *, allowed_schemes: frozenset[str]) -> str:
+    text = url.strip()
+    if not text:
+        raise UrlRejected("empty URL")
+    if any(ord(ch) <= 0x20 or ord(ch) == 0x7F for ch in text):
+        raise UrlRejected("URL contains whitespace or control characters")
+    try:
+        parts = urlsplit(text)
+        port = parts.port
+    except ValueError as exc:
+        raise UrlRejected(f"malformed URL ({exc})") from exc
+    scheme = parts.scheme.lower()
+    if scheme not in allowed_schemes:
+        allowed = " or ".join(sorted(allowed_schemes))
+        raise UrlRejected(f"scheme {scheme + ':' if scheme else '(none)'} is not {allowed}")
+    if parts.username is not None or parts.password is not None or "@" in parts.netloc:
+        raise UrlRejected("credentials in the URL")
+    host = (parts.hostname or "").lower()
+    if not host:
+        raise UrlRejected("no host")
+    if ":" in host:  # an IPv6 literal keeps its brackets
+        host = f"[{host}]"
+    netloc = host if port is None or port == _DEFAULT_PORTS[scheme] else f"{host}:{port}"
+    path = parts.path or "/"
+    return urlunsplit((scheme, netloc, path, parts.query, ""))
+
+
+def normalize_link(
+    url: str | None, *, base: str | None = None, allow_http: bool = False
+) -> str | None:
+    """Apply the entry-link policy; return the normalized link or ``None`` if refused.
+
+    https is allowed (http only with ``allow_http``); the fragment is removed, scheme and
+    host are lower-cased, a default port is dropped and the query string is kept exactly
+    as given. Userinfo and any other scheme (``javascript:``, ``data:``, ``file:``,
+    ``urn:``) are refused. A relative link is resolved against ``base`` first.
+    """
+    if not url:
+        return None
+    text = url.strip()
+    if base and text and not urlsplit(text).scheme:
+        try:
+            text = urljoin(base, text)
+        except ValueError:
+            return None
+    schemes = frozenset({"https", "http"}) if allow_http else frozenset({"https"})
+    try:
+        return _canonical(text, allowed_schemes=schemes)
+    except UrlRejected:
+        return None
+
+
+def canonical_source_url(url: str) -> str:
+    """Return the canonical form of a source URL, or raise :class:`UrlRejected`.
+
+    Used to validate the source list and to find two entries that name the same feed in
+    different spellings. Both http and https are accepted for sources.
+    """
+    return _canonical(url, allowed_schemes=frozenset({"http", "https"}))
