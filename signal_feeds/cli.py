@@ -113,17 +113,20 @@ def demo(db_path: str) -> None:
         _fail(exc)
 
 
-@cli.command()
+@cli.group(invoke_without_command=True)
 @config_option
 @db_option
 @click.option("--reset", "reset_id", metavar="ID", default=None,
               help="Clear a source's gone, moved and backoff state.")
 @json_option
-def sources(config_path: str, db_path: str | None, reset_id: str | None,
+@click.pass_context
+def sources(ctx: click.Context, config_path: str, db_path: str | None, reset_id: str | None,
             as_json: bool) -> None:
-    """Show the sources and their polling state."""
+    """Show the sources and their polling state (or run a subcommand)."""
     from .status import reset_source, source_table
 
+    if ctx.invoked_subcommand is not None:
+        return
     try:
         config = load_config(config_path)
         if reset_id is not None:
@@ -149,3 +152,11 @@ def sources(config_path: str, db_path: str | None, reset_id: str | None,
 def main() -> None:
     """Console-script entry point."""
     cli(prog_name="signal")
+
+
+# The reading commands live in reading_cli (issue 7).
+from .reading_cli import dedupe, entries, export, history, import_opml, lookup  # noqa: E402
+
+for _command in (entries, history, lookup, export, dedupe):
+    cli.add_command(_command)
+sources.add_command(import_opml)

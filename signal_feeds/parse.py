@@ -54,8 +54,8 @@ _AUTHOR_TEXT = re.compile(
     rb"\b[^>]{0,512}>)([^<]{%d,})" % _AUTHOR_RAW_LIMIT,
     re.IGNORECASE,
 )
-_RECODED = "document re-encoded from UTF-16/32 to UTF-8"
-_XML_DECL_ENCODING = re.compile(rb"^(<\?xml[^>]*?encoding\s*=\s*)([\"'])[^\"']*\2")
+# What feedparser is told about bytes that defuse() has already decoded to UTF-8.
+_UTF8_HEADERS = {"content-type": "application/xml; charset=utf-8"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,33 +97,56 @@ def _declaration_end(data: bytes, pos: int) -> int:
     return len(data)
 
 
-_BOMS = ((b"\xff\xfe\x00\x00", "utf-32-le"), (b"\x00\x00\xfe\xff", "utf-32-be"),
-         (b"\xff\xfe", "utf-16-le"), (b"\xfe\xff", "utf-16-be"),
-         (b"<\x00?\x00", "utf-16-le"), (b"\x00<\x00?", "utf-16-be"))
+def _to_utf8(body: bytes, content_type: str | None, url: str | None) -> tuple[bytes, str]:
+    """Decode the document exactly as feedparser would (BOM, XML declaration, HTTP
+    charset, RFC 3023, fallbacks) and re-encode it as UTF-8, so that byte-level defusing
+    sees the same markup the parser will: a declaration hidden in UTF-32 or UTF-7 is
+    still a declaration. Returns the bytes and feedparser's note about the encoding."""
+    from feedparser.encodings import convert_to_utf8
+
+    headers: dict[str, str] = {}
+    if content_type:
+        headers["content-type"] = content_type
+    if url:
+        headers["content-location"] = url
+    result: dict[str, Any] = {}
+    try:
+        data = convert_to_utf8(headers, body, result)
+    except Exception as exc:  # undocumented failure modes: fall back to lossy UTF-8
+        return body.decode("utf-8", "replace").encode("utf-8"), f"encoding unknown ({exc})"
+    note = result.get("bozo_exception")
+    if not result.get("encoding") or not isinstance(data, bytes):
+        data = body.decode("utf-8", "replace").encode("utf-8")
+    return data, f"{note}" if note else ""
 
 
-def _to_utf8(body: bytes) -> tuple[bytes, bool]:
-    """Re-encode UTF-16/32 documents as UTF-8 so byte-level defusing sees the markup."""
-    for prefix, codec in _BOMS:
-        if body.startswith(prefix):
-            skip = 0 if prefix.startswith((b"<", b"\x00<")) else len(prefix)
-            data = body[skip:].decode(codec, errors="replace").encode("utf-8")
-            return _XML_DECL_ENCODING.sub(rb"\1\2utf-8\2", data, count=1), True
-    return body, False
+def _cut_utf8(text: bytes, limit: int) -> bytes:
+    """At most ``limit`` bytes of UTF-8 text, never ending inside a character or an
+    entity reference."""
+    text = text[:limit].decode("utf-8", "ignore").encode("utf-8")
+    amp = text.rfind(b"&")
+    return text[:amp] if amp >= 0 and b";" not in text[amp:] else text
 
 
-def defuse(body: bytes) -> tuple[bytes, tuple[str, ...]]:
-    """Remove what makes a feed dangerous to parse; return the bytes and warnings.
+def defuse(body: bytes, *, content_type: str | None = None,
+           url: str | None = None) -> tuple[bytes, tuple[str, ...]]:
+    """Remove what makes a feed dangerous to parse; return UTF-8 bytes and warnings.
 
+    - the document is decoded the way feedparser decodes it (``content_type`` is the
+      response header) and re-encoded as UTF-8, so nothing hides in another encoding;
+    - NUL bytes, which no XML document may contain (removed first: a UTF-16 document
+      without a byte-order mark must not hide a declaration between NULs);
     - every ``<!DOCTYPE …>`` (with its internal subset) and stray ``<!ENTITY …>``:
       no entity can be defined, expanded or fetched;
-    - NUL bytes, which no XML document may contain;
     - author-like element text past a limit (a slow regular expression in feedparser).
     """
     warnings: list[str] = []
-    data, recoded = _to_utf8(body)
-    if recoded:
-        warnings.append(_RECODED)
+    data, note = _to_utf8(body, content_type, url)
+    if note:
+        warnings.append(f"character encoding: {note}")
+    if b"\x00" in data:
+        data = data.replace(b"\x00", b"")
+        warnings.append("NUL bytes removed")
     if _DOCTYPE_OR_ENTITY.search(data):
         parts: list[bytes] = []
         pos = 0
@@ -135,12 +158,9 @@ def defuse(body: bytes) -> tuple[bytes, tuple[str, ...]]:
         parts.append(data[pos:])
         data = b"".join(parts)
         warnings.append("DOCTYPE/ENTITY declarations removed")
-    if b"\x00" in data:
-        data = data.replace(b"\x00", b"")
-        warnings.append("NUL bytes removed")
     if len(data) > _AUTHOR_RAW_LIMIT:
         data, count = _AUTHOR_TEXT.subn(
-            lambda m: m.group(1) + m.group(2)[:_AUTHOR_RAW_LIMIT], data)
+            lambda m: m.group(1) + _cut_utf8(m.group(2), _AUTHOR_RAW_LIMIT), data)
         if count:
             warnings.append(f"{count} author field(s) cut to {_AUTHOR_RAW_LIMIT} bytes")
     return data, tuple(warnings)
@@ -222,6 +242,19 @@ def _ttl(feed: dict[str, Any]) -> int | None:
     return None
 
 
+_JSON_TYPES = ("application/feed+json", "application/json")
+
+
+def _is_json(body: bytes, content_type: str | None) -> bool:
+    """JSON Feed when the body opens with ``{`` (after a BOM and whitespace), or when the
+    server says JSON and the body is not markup."""
+    start = body.removeprefix(b"\xef\xbb\xbf").lstrip()[:1]
+    if start == b"{":
+        return True
+    mime = (content_type or "").split(";", 1)[0].strip().lower()
+    return mime in _JSON_TYPES and start != b"<"
+
+
 def parse_feed(
     body: bytes,
     *,
@@ -234,16 +267,19 @@ def parse_feed(
     """Parse downloaded feed bytes into a :class:`ParsedFeed`.
 
     ``url`` (the address that answered) resolves relative links; ``content_type`` (the
-    response header) helps with the encoding. Raises :class:`ParseError` when the bytes
-    are not an RSS or Atom feed at all; a feed with recoverable errors still yields its
-    entries, with a warning.
+    response header) helps with the encoding and names JSON Feed (see :mod:`.jsonfeed`).
+    Raises :class:`ParseError` when the bytes are not an RSS, Atom or JSON feed at all;
+    a feed with recoverable errors still yields its entries, with a warning.
     """
     if not body.strip():
         raise ParseError("empty body: no feed to parse", source_id=source_id)
-    data, defuse_warnings = defuse(body)
-    headers = {}
-    if content_type and _RECODED not in defuse_warnings:  # the declared charset no longer holds
-        headers["content-type"] = content_type
+    if _is_json(body, content_type):
+        from .jsonfeed import parse_jsonfeed  # feedparser does not read JSON Feed
+
+        return parse_jsonfeed(body, source_id=source_id, url=url,
+                              allow_http_links=allow_http_links, field_limits=field_limits)
+    data, defuse_warnings = defuse(body, content_type=content_type, url=url)
+    headers = dict(_UTF8_HEADERS)  # defuse() decoded the body; the declared charset is spent
     if url:
         headers["content-location"] = url
     try:

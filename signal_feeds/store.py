@@ -13,9 +13,10 @@ turns instead of failing with "database is locked".
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import sqlite3
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -36,8 +37,10 @@ __all__ = [
 
 #: Seconds a writer waits for another writer before giving up.
 DEFAULT_BUSY_TIMEOUT = 60.0
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 _KEY_CHUNK = 500  # bound on SQL variables per SELECT ... IN (...)
+
+log = logging.getLogger("signal_feeds")
 
 
 @dataclass(frozen=True)
@@ -209,7 +212,46 @@ def _create_schema(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX IF NOT EXISTS entries_url ON entries (url)")
     conn.execute("CREATE INDEX IF NOT EXISTS fetches_source_started "
                  "ON fetches (source_id, started_at)")
+    _upgrade_to_v2(conn)
     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+
+#: Newest-first order of the reading commands; the indexes below are built on exactly
+#: this expression so that SQLite can walk them instead of sorting.
+ENTRY_ORDER_EXPR = "COALESCE(NULLIF(published, ''), first_seen_at)"
+
+# Version 2: cross-source duplicate markers (one per detection channel), the derived
+# duplicate_of, the match keys they are computed from, and the indexes reads rely on.
+_V2_ENTRY_COLUMNS = ("match_url", "norm_title", "dup_link", "dup_title", "dup_text",
+                     "duplicate_of")
+_V2_INDEXES = {
+    "entries_match_url": "entries (match_url)",
+    "entries_norm_title": "entries (norm_title)",
+    "entries_dup_link": "entries (dup_link)",
+    "entries_dup_title": "entries (dup_title)",
+    "entries_dup_text": "entries (dup_text)",
+    "entries_shown_newest": f"entries (duplicate_of, {ENTRY_ORDER_EXPR})",
+    "entries_source_newest": f"entries (source_id, duplicate_of, {ENTRY_ORDER_EXPR})",
+    "entries_newest": f"entries ({ENTRY_ORDER_EXPR})",
+    "dedupe_tokens_token": "dedupe_tokens (token)",
+    "dedupe_tokens_entry": "dedupe_tokens (entry_id)",
+}
+
+
+def _upgrade_to_v2(conn: sqlite3.Connection) -> None:
+    """Add the version-2 columns, table and indexes; safe on a new or a version-1 file."""
+    have = {row[1] for row in conn.execute("PRAGMA table_info(entries)")}
+    for column in _V2_ENTRY_COLUMNS:
+        if column not in have:
+            # NOT NULL DEFAULT '': existing rows read as "not a duplicate" until
+            # `signal dedupe` computes their markers.
+            conn.execute(f"ALTER TABLE entries ADD COLUMN {column} TEXT NOT NULL DEFAULT ''")
+    # Prefix tokens of each entry's text shingles (see dedupe.py): an index lookup finds
+    # every candidate for a near-identical text without comparing all pairs.
+    conn.execute("CREATE TABLE IF NOT EXISTS dedupe_tokens "
+                 "(entry_id TEXT NOT NULL, token TEXT NOT NULL)")
+    for name, target in _V2_INDEXES.items():
+        conn.execute(f"CREATE INDEX IF NOT EXISTS {name} ON {target}")
 
 
 def _state_from_row(row: sqlite3.Row) -> SourceState:
@@ -278,6 +320,16 @@ class Store:
     def close(self) -> None:
         """Close the connection."""
         self._conn.close()
+
+    @property
+    def connection(self) -> sqlite3.Connection:
+        """The open connection, for the reading and dedupe modules (the only other
+        modules that speak SQL); rows are :class:`sqlite3.Row`."""
+        return self._conn
+
+    def transaction(self) -> AbstractContextManager[sqlite3.Connection]:
+        """A ``BEGIN IMMEDIATE`` transaction on :attr:`connection`, committed on exit."""
+        return self._transaction()
 
     def __enter__(self) -> Store:
         return self
@@ -358,6 +410,7 @@ class Store:
         try:
             with self._transaction() as conn:
                 counts = self._write_entries(conn, rows, stamp)
+                self._mark_duplicates(conn, counts, now, state.source_id)
                 conn.execute(_SAVE_STATE, _state_values(state))
                 conn.execute(_INSERT_FETCH, self._fetch_values(replace(
                     fetch, created=counts.created, updated=counts.updated,
@@ -366,6 +419,29 @@ class Store:
             raise StoreError(f"cannot store response: {exc}",
                              source_id=state.source_id) from exc
         return counts
+
+    @staticmethod
+    def _mark_duplicates(conn: sqlite3.Connection, counts: ApplyCounts, now: dt.datetime,
+                         source_id: str) -> None:
+        """Mark cross-source duplicates of the created and updated entries.
+
+        Runs inside the response's transaction under a savepoint: if marking fails only
+        the marking is rolled back. Deduplication is an optimization, never a reason to
+        lose an entry; ``signal dedupe`` recomputes the markers later.
+        """
+        keys = [key for key, outcome in counts.keys.items() if outcome != "unchanged"]
+        if not keys:
+            return
+        from .dedupe import mark_new_entries
+
+        conn.execute("SAVEPOINT signal_dedupe")
+        try:
+            mark_new_entries(conn, keys, now)
+        except Exception as exc:
+            conn.execute("ROLLBACK TO signal_dedupe")
+            log.warning("duplicate marking failed for %s (entries stored unmarked; "
+                        "run 'signal dedupe'): %s: %s", source_id, type(exc).__name__, exc)
+        conn.execute("RELEASE signal_dedupe")
 
     def _stored_fingerprints(self, conn: sqlite3.Connection,
                              keys: Sequence[str]) -> dict[str, tuple[str, str]]:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 import multiprocessing
 import os
+import threading
+import time
 from concurrent.futures import Executor, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
@@ -75,13 +77,32 @@ def parse_job(job: ParseJob) -> ParseOutcome:
                         warnings=feed.warnings, entries=len(feed.entries))
 
 
-def _limit_worker(memory: int) -> None:
+def _init_worker(memory: int) -> None:
+    """Limit the worker's memory and make it die with its parent: a run that is killed
+    must not leave parser processes behind."""
     try:
         import resource
 
         resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
     except (ImportError, ValueError, OSError):  # not on this platform: run unlimited
         pass
+    parent = os.getppid()
+    try:
+        import ctypes
+        import signal
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG (Linux)
+        if os.getppid() != parent:  # the parent died before prctl took effect
+            os._exit(1)
+    except (OSError, AttributeError):
+        threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
+
+
+def _watch_parent(parent: int) -> None:
+    while os.getppid() == parent:
+        time.sleep(1.0)
+    os._exit(1)
 
 
 class ParserPool:
@@ -103,7 +124,7 @@ class ParserPool:
         if self._executor is None:
             self._executor = ProcessPoolExecutor(
                 max_workers=self.workers, mp_context=multiprocessing.get_context("spawn"),
-                initializer=_limit_worker, initargs=(self.memory,))
+                initializer=_init_worker, initargs=(self.memory,))
             self._generation += 1
         return self._executor
 

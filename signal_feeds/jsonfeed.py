@@ -1,0 +1,130 @@
+"""JSON Feed 1.0 and 1.1 (https://jsonfeed.org/) into the same rows as RSS and Atom.
+
+feedparser does not read JSON Feed, so this small normalizer maps ``id``, ``url``,
+``title``, ``date_published``, ``date_modified``, ``author``/``authors``, ``summary``
+and ``content_html``/``content_text`` onto :class:`~signal_feeds.parse.ParsedEntry`,
+using parse.py's URL policy, field limits and HTML sanitizer, so identity and store
+cannot tell which format a row came from.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from .errors import ParseError
+from .parse import DEFAULT_FIELD_LIMITS, ParsedEntry, ParsedFeed, _as_html, _Limiter
+from .urls import normalize_link
+
+__all__ = ["JSON_FEED_VERSIONS", "parse_jsonfeed"]
+
+#: Version URLs Signal reads, and the short version names it reports (as feedparser's
+#: ``rss20`` / ``atom10``).
+JSON_FEED_VERSIONS: Mapping[str, str] = {
+    "https://jsonfeed.org/version/1": "json1",
+    "https://jsonfeed.org/version/1.1": "json11",
+}
+_HTML = {"type": "text/html"}
+_TEXT = {"type": "text/plain"}
+
+
+def _str(value: Any) -> str:
+    return value.strip() if isinstance(value, str) else ""
+
+
+def _date(value: Any, warnings: list[str]) -> str:
+    """RFC 3339 to the row format (``2026-03-14T09:26:53Z``); ``""`` if absent or bad."""
+    text = _str(value)
+    if not text:
+        return ""
+    try:
+        moment = dt.datetime.fromisoformat(text.replace("z", "Z"))
+    except ValueError:
+        warnings.append(f"date {text[:40]!r} is not RFC 3339; left empty")
+        return ""
+    if moment.tzinfo is None:  # RFC 3339 requires an offset; read a bare time as UTC
+        moment = moment.replace(tzinfo=dt.UTC)
+    return moment.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _authors(item: Mapping[str, Any], feed: Mapping[str, Any]) -> str:
+    # 1.1 has "authors" (a list); 1.0 has "author" (one object). Item before feed.
+    for scope in (item, feed):
+        people = scope.get("authors")
+        if not isinstance(people, list):
+            people = [scope.get("author")]
+        names = [_str(p.get("name")) for p in people if isinstance(p, Mapping)]
+        names = [n for n in names if n]
+        if names:
+            return ", ".join(names)
+    return ""
+
+
+def _remote_id(value: Any) -> str:
+    # 1.0 feeds sometimes give numbers; the spec says to read them as strings.
+    if isinstance(value, bool):
+        return ""
+    if isinstance(value, int | float):
+        return str(value)
+    return _str(value)
+
+
+def _entry(item: Mapping[str, Any], feed: Mapping[str, Any], base: str | None,
+           allow_http: bool, limit: _Limiter, warnings: list[str]) -> ParsedEntry:
+    content_html, content_text = _str(item.get("content_html")), _str(item.get("content_text"))
+    content = (_as_html(content_html, _HTML) if content_html
+               else _as_html(content_text, _TEXT))
+    return ParsedEntry(
+        remote_id=limit("remote_id", _remote_id(item.get("id"))),
+        url=normalize_link(_str(item.get("url")), base=base, allow_http=allow_http) or "",
+        # JSON Feed titles are plain text: never markup.
+        title=limit("title", _str(item.get("title"))),
+        published=_date(item.get("date_published"), warnings),
+        updated=_date(item.get("date_modified"), warnings),
+        author=limit("author", _authors(item, feed)),
+        summary=limit("summary", _as_html(_str(item.get("summary")), _TEXT)),
+        content=limit("content", content),
+    )
+
+
+def parse_jsonfeed(
+    body: bytes,
+    *,
+    source_id: str | None = None,
+    url: str | None = None,
+    allow_http_links: bool = False,
+    field_limits: Mapping[str, int] = DEFAULT_FIELD_LIMITS,
+) -> ParsedFeed:
+    """Parse a JSON Feed document; raise :class:`ParseError` if it is not one."""
+    try:
+        data = json.loads(body.decode("utf-8-sig"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise ParseError(f"not a JSON Feed: invalid JSON ({exc})"[:300],
+                         source_id=source_id) from exc
+    if not isinstance(data, dict):
+        raise ParseError("not a JSON Feed: the document is not an object",
+                         source_id=source_id)
+    version_url = _str(data.get("version"))
+    items = data.get("items")
+    if not version_url.startswith("https://jsonfeed.org/version/") or not isinstance(items, list):
+        raise ParseError("not a JSON Feed: no jsonfeed.org version or no items list",
+                         source_id=source_id)
+    warnings: list[str] = []
+    version = JSON_FEED_VERSIONS.get(version_url.rstrip("/"), "json")
+    if version == "json":
+        warnings.append(f"unknown JSON Feed version {version_url[:80]!r}; read as 1.1")
+    limit = _Limiter(field_limits)
+    home = normalize_link(_str(data.get("home_page_url")), allow_http=True) or ""
+    base = url or _str(data.get("feed_url")) or home or None
+    entries: list[ParsedEntry] = []
+    for index, item in enumerate(items):
+        if not isinstance(item, dict):
+            warnings.append(f"items[{index}] is not an object; ignored")
+            continue
+        entries.append(_entry(item, data, base, allow_http_links, limit, warnings))
+    for name, count in sorted(limit.cut.items()):
+        warnings.append(f"{name} cut to {field_limits[name]} characters in {count} entries")
+    return ParsedFeed(title=_str(data.get("title")), link=home, version=version,
+                      ttl_seconds=None, entries=tuple(entries), warnings=tuple(warnings))

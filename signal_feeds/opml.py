@@ -1,0 +1,254 @@
+"""OPML in and out: bring a source list from another reader, or hand ours to one.
+
+Import appends ``[[sources]]`` tables to the TOML file as text (comments and layout the
+user wrote stay as they are), re-validates the whole file with
+:func:`~signal_feeds.config.parse_config` and only then replaces it atomically. Every
+outline gets the same checks as a hand-written entry (a slug id, an http(s) URL without
+credentials, no duplicate feed URL); what is left out is reported with the reason.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import re
+import tempfile
+import unicodedata
+import xml.etree.ElementTree as ET
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from .config import Config, parse_config
+from .errors import ConfigError
+from .urls import UrlRejected, canonical_source_url
+
+__all__ = [
+    "DEFAULT_MAX_OPML_BYTES",
+    "ImportReport",
+    "OpmlFeed",
+    "SkippedFeed",
+    "export_opml",
+    "import_opml",
+    "parse_opml",
+    "slugify",
+]
+
+#: OPML files are lists of links; anything this large is not one.
+DEFAULT_MAX_OPML_BYTES = 10 * 1024 * 1024
+_MAX_SLUG = 64
+_DECLARATION = re.compile(rb"<!\s*(?:DOCTYPE|ENTITY)", re.IGNORECASE)
+_NOT_SLUG = re.compile(r"[^a-z0-9]+")
+# TOML basic strings must escape these (all control characters but tab, and DEL).
+_TOML_ESCAPE = re.compile('["\\\\\x00-\x08\x0a-\x1f\x7f]')
+_TOML_SHORT = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\b": "\\b", "\f": "\\f"}
+
+
+@dataclass(frozen=True)
+class OpmlFeed:
+    """One feed outline: its title (``title`` or ``text``) and feed URL (``xmlUrl``)."""
+
+    title: str
+    url: str
+    html_url: str = ""
+
+
+@dataclass(frozen=True)
+class SkippedFeed:
+    """An outline that was not added, and why."""
+
+    title: str
+    url: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class AddedSource:
+    """A source written to the TOML list."""
+
+    id: str
+    url: str
+    title: str
+
+
+@dataclass(frozen=True)
+class ImportReport:
+    """What an OPML import added and skipped."""
+
+    config_path: str
+    added: tuple[AddedSource, ...]
+    skipped: tuple[SkippedFeed, ...]
+    dry_run: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {"config": self.config_path, "dry_run": self.dry_run,
+                "added": [vars(a) for a in self.added],
+                "skipped": [vars(s) for s in self.skipped]}
+
+
+def _attr(element: ET.Element, name: str) -> str:
+    # Exporters disagree on case (xmlUrl, xmlurl, XMLURL).
+    wanted = name.lower()
+    for key, value in element.attrib.items():
+        if key.lower() == wanted:
+            return value.strip()
+    return ""
+
+
+def _outlines(element: ET.Element) -> Iterator[ET.Element]:
+    for child in element:
+        if child.tag == "outline":
+            yield child
+            yield from _outlines(child)
+
+
+def parse_opml(data: bytes, *, max_bytes: int = DEFAULT_MAX_OPML_BYTES,
+               path: str | None = None) -> list[OpmlFeed]:
+    """Every outline with an ``xmlUrl`` (folders are walked, not returned), in document
+    order. A DOCTYPE or ENTITY declaration is refused outright: an OPML file never needs
+    one, and entity expansion is how XML files attack their readers."""
+    where = path or "<opml>"
+    if len(data) > max_bytes:
+        raise ConfigError(f"OPML file is larger than {max_bytes} bytes", path=where)
+    if _DECLARATION.search(data):
+        raise ConfigError("OPML file has a DOCTYPE or ENTITY declaration; refused", path=where)
+    try:
+        root = ET.fromstring(data)
+    except ET.ParseError as exc:
+        raise ConfigError(f"not well-formed XML: {exc}", path=where) from exc
+    body = root.find("body") if root.tag == "opml" else None
+    if body is None:
+        raise ConfigError("not an OPML document (no <opml><body>)", path=where)
+    feeds: list[OpmlFeed] = []
+    for outline in _outlines(body):
+        url = _attr(outline, "xmlUrl")
+        kind = _attr(outline, "type").lower()
+        if url or kind in ("rss", "atom", "json"):
+            title = _attr(outline, "title") or _attr(outline, "text")
+            feeds.append(OpmlFeed(title=title, url=url, html_url=_attr(outline, "htmlUrl")))
+    return feeds
+
+
+def slugify(text: str) -> str:
+    """A source id from a title: ASCII letters and digits joined by ``-``, at most 64
+    characters (``""`` when nothing ASCII is left, e.g. a title in Cyrillic)."""
+    ascii_text = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode()
+    return _NOT_SLUG.sub("-", ascii_text.lower()).strip("-")[:_MAX_SLUG].rstrip("-")
+
+
+def _slug_for(feed: OpmlFeed, canonical: str, taken: set[str]) -> str:
+    base = slugify(feed.title)
+    if not base:  # fall back to host and path: "example-org-feed-xml"
+        parts = urlsplit(canonical)
+        base = slugify(f"{(parts.hostname or '').removeprefix('www.')} {parts.path}") or "feed"
+    slug, n = base, 2
+    while slug in taken:
+        suffix = f"-{n}"
+        slug = base[:_MAX_SLUG - len(suffix)].rstrip("-") + suffix
+        n += 1
+    return slug
+
+
+def _toml_string(value: str) -> str:
+    def escape(m: re.Match[str]) -> str:
+        ch = m.group()
+        return _TOML_SHORT.get(ch, f"\\u{ord(ch):04x}")
+
+    return '"' + _TOML_ESCAPE.sub(escape, value) + '"'
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        if path.exists():
+            os.chmod(tmp, path.stat().st_mode & 0o7777)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def import_opml(
+    config_path: str | Path,
+    opml: bytes,
+    *,
+    opml_name: str = "OPML",
+    dry_run: bool = False,
+    today: dt.date | None = None,
+) -> ImportReport:
+    """Add the OPML's feeds to the TOML source list at ``config_path`` (created if
+    missing) and report what was added and what was skipped, with the reason.
+
+    Skipped: outlines without a URL, URLs the source policy refuses, and feeds already
+    in the list or earlier in the OPML (compared after URL canonicalization). Ids are
+    slugs of the titles, made unique. Nothing is written when ``dry_run`` is set, when
+    nothing is added, or when the resulting file would not validate.
+    """
+    path = Path(config_path)
+    try:
+        original = path.read_text(encoding="utf-8") if path.exists() else ""
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read config file: {exc}", path=str(path)) from exc
+    current = parse_config(original, path=path)
+    taken = {s.id for s in current.sources}
+    known: dict[str, str] = {canonical_source_url(s.url): s.id for s in current.sources}
+    added: list[AddedSource] = []
+    skipped: list[SkippedFeed] = []
+    for feed in parse_opml(opml, path=opml_name):
+        if not feed.url:
+            skipped.append(SkippedFeed(feed.title, feed.url, "no xmlUrl"))
+            continue
+        try:
+            canonical = canonical_source_url(feed.url)
+        except UrlRejected as exc:
+            skipped.append(SkippedFeed(feed.title, feed.url, f"bad url: {exc}"))
+            continue
+        if canonical in known:
+            skipped.append(SkippedFeed(feed.title, feed.url,
+                                       f"duplicate url: already source {known[canonical]!r}"))
+            continue
+        slug = _slug_for(feed, canonical, taken)
+        taken.add(slug)
+        known[canonical] = slug
+        added.append(AddedSource(id=slug, url=feed.url, title=feed.title))
+    report = ImportReport(config_path=str(path), added=tuple(added), skipped=tuple(skipped),
+                          dry_run=dry_run)
+    if not added:
+        return report
+    stamp = (today or dt.date.today()).isoformat()
+    blocks = [f"\n# Imported from {opml_name} on {stamp}.\n"]
+    for source in added:
+        lines = ["[[sources]]", f"id = {_toml_string(source.id)}",
+                 f"url = {_toml_string(source.url)}"]
+        if source.title:
+            lines.append(f"title = {_toml_string(source.title)}")
+        blocks.append("\n".join(lines) + "\n\n")
+    prefix = original if not original or original.endswith("\n") else original + "\n"
+    text = prefix + "".join(blocks).rstrip("\n") + "\n"
+    parse_config(text, path=path)  # the whole file, exactly as it would be written
+    if not dry_run:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _write_atomically(path, text)
+    return report
+
+
+def export_opml(config: Config, *, title: str = "Signal sources") -> str:
+    """The source list as an OPML 2.0 document (one ``type="rss"`` outline per source)."""
+    root = ET.Element("opml", {"version": "2.0"})
+    head = ET.SubElement(root, "head")
+    ET.SubElement(head, "title").text = title
+    body = ET.SubElement(root, "body")
+    for source in config.sources:
+        attrs: Mapping[str, str] = {"type": "rss", "text": source.title or source.id,
+                                    "title": source.title or source.id, "xmlUrl": source.url}
+        ET.SubElement(body, "outline", dict(attrs))
+    ET.indent(root)
+    return ('<?xml version="1.0" encoding="utf-8"?>\n'
+            + ET.tostring(root, encoding="unicode") + "\n")

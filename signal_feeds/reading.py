@@ -1,0 +1,369 @@
+"""Reading the aggregate: entries, history, lookup and export.
+
+Cross-source duplicates are collapsed by default (one row per story, the canonical one,
+with the keys and sources collapsed into it) and shown with ``include_duplicates``;
+nothing is ever deleted. Every function takes an open :class:`~signal_feeds.store.Store`
+and returns frozen dataclasses with a ``to_dict()`` for JSON, or text for export.
+
+```python
+from signal_feeds.store import Store
+from signal_feeds.reading import list_entries, lookup
+
+with Store("signal.db") as store:
+    for entry in list_entries(store, limit=20):
+        print(entry.title, entry.also_in)
+    found = lookup(store, "https://example.org/post?utm_source=x")
+```
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+import re
+import sqlite3
+import xml.etree.ElementTree as ET
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from . import __version__
+from .dedupe import CHANNELS, match_url
+from .errors import SignalError, StoreError
+from .store import ENTRY_ORDER_EXPR, Store, StoredVersion
+from .timeutil import format_time, utcnow
+from .urls import normalize_link
+
+__all__ = [
+    "ATOM_NS",
+    "DEFAULT_EXPORT_ID",
+    "DEFAULT_EXPORT_TITLE",
+    "DEFAULT_LIMIT",
+    "EntryHistory",
+    "EntryView",
+    "ExportFormat",
+    "LookupResult",
+    "entry_history",
+    "entry_urn",
+    "export_entries",
+    "list_entries",
+    "lookup",
+    "resolve_key",
+]
+
+#: Entries shown by ``signal entries`` unless ``--limit`` says otherwise.
+DEFAULT_LIMIT = 50
+DEFAULT_EXPORT_TITLE = "Signal"
+DEFAULT_EXPORT_ID = "urn:signal-feeds:export"
+ATOM_NS = "http://www.w3.org/2005/Atom"
+#: A key prefix shorter than this is too likely to be ambiguous to be worth trying.
+MIN_KEY_PREFIX = 6
+ExportFormat = Literal["json", "atom"]
+
+_HEX = re.compile(r"^[0-9a-f]+$")
+# Characters XML 1.0 cannot carry at all; feeds read leniently sometimes contain them.
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+_CHUNK = 500
+
+
+@dataclass(frozen=True)
+class EntryView:
+    """One stored entry as a reader sees it."""
+
+    key: str
+    source_id: str
+    remote_id: str
+    url: str
+    title: str
+    published: str
+    updated: str
+    author: str
+    summary: str
+    content: str = field(repr=False)
+    first_seen_at: str
+    last_seen_at: str
+    #: The older row this one duplicates (``""``: it is canonical), and the per-channel
+    #: markers it was derived from.
+    duplicate_of: str = ""
+    dup_link: str = ""
+    dup_title: str = ""
+    dup_text: str = ""
+    #: Keys of the rows collapsed into this one, and their sources (collapsed reads).
+    duplicates: tuple[str, ...] = ()
+    also_in: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (``key`` is also given as ``id``, as in ``signal parse``)."""
+        data = dataclasses.asdict(self)
+        data["duplicates"] = list(self.duplicates)
+        data["also_in"] = list(self.also_in)
+        return {"id": self.key, **data}
+
+
+@dataclass(frozen=True)
+class EntryHistory:
+    """An entry and every version (fingerprint) it has had, oldest first."""
+
+    entry: EntryView
+    versions: tuple[StoredVersion, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {"entry": self.entry.to_dict(),
+                "versions": [dataclasses.asdict(v) for v in self.versions]}
+
+
+@dataclass(frozen=True)
+class LookupResult:
+    """Answer to "do we know this link?"."""
+
+    query: str
+    match_url: str
+    #: The canonical entry of the story, even when the link matched a marked duplicate.
+    canonical: EntryView
+    #: The rows whose link matched.
+    matches: tuple[EntryView, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {"query": self.query, "match_url": self.match_url,
+                "canonical": self.canonical.to_dict(),
+                "matches": [m.to_dict() for m in self.matches]}
+
+
+_VIEW_FIELDS = [f.name for f in dataclasses.fields(EntryView)
+                if f.name not in ("duplicates", "also_in")]
+
+
+def _view(row: sqlite3.Row) -> EntryView:
+    values: dict[str, Any] = {n: row["id" if n == "key" else n] or "" for n in _VIEW_FIELDS}
+    return EntryView(**values)
+
+
+def _since_text(since: str | dt.date | dt.datetime | None) -> str | None:
+    if since is None:
+        return None
+    if isinstance(since, dt.datetime):
+        if since.tzinfo is None:
+            since = since.replace(tzinfo=dt.UTC)
+        return format_time(since)
+    if isinstance(since, dt.date):
+        return since.isoformat()  # "2026-03-14" sorts before any time of that day
+    return since
+
+
+def _query(store: Store, sql: str, args: Sequence[Any]) -> list[sqlite3.Row]:
+    try:
+        return store.connection.execute(sql, args).fetchall()
+    except sqlite3.Error as exc:
+        raise StoreError(f"cannot read entries: {exc}") from exc
+
+
+def _with_duplicates(store: Store, views: list[EntryView]) -> list[EntryView]:
+    """Fill ``duplicates``/``also_in`` with every row whose marker chain ends at a view."""
+    root_of = {v.key: v.key for v in views}
+    found: dict[str, list[tuple[str, str]]] = {v.key: [] for v in views}
+    frontier = list(root_of)
+    while frontier:  # markers point at strictly older rows, so this ends
+        next_frontier: list[str] = []
+        for start in range(0, len(frontier), _CHUNK):
+            chunk = frontier[start:start + _CHUNK]
+            marks = ",".join("?" * len(chunk))
+            for key, source, parent in _query(
+                    store, f"SELECT id, source_id, duplicate_of FROM entries "
+                           f"WHERE duplicate_of IN ({marks})", chunk):
+                if key in root_of:
+                    continue
+                root_of[key] = root_of[parent]
+                found[root_of[key]].append((key, source))
+                next_frontier.append(key)
+        frontier = next_frontier
+    out = []
+    for v in views:
+        dups = sorted(found[v.key])
+        sources = sorted({s for _, s in dups} - {v.source_id})
+        out.append(dataclasses.replace(v, duplicates=tuple(k for k, _ in dups),
+                                       also_in=tuple(sources)))
+    return out
+
+
+def list_entries(
+    store: Store,
+    *,
+    source_id: str | None = None,
+    since: str | dt.date | dt.datetime | None = None,
+    limit: int | None = DEFAULT_LIMIT,
+    include_duplicates: bool = False,
+) -> list[EntryView]:
+    """Entries newest first (by published date, else first seen).
+
+    Duplicates are collapsed unless ``include_duplicates``: one row per story, the
+    canonical one, listing the rows collapsed into it. With ``source_id`` a source's own
+    copy of a story that another source carried first is still shown (that is what
+    the source published); only duplicates within the source are collapsed.
+    ``since`` is a date or time (UTC); ``limit=None`` means no limit.
+    """
+    where: list[str] = []
+    args: list[Any] = []
+    if source_id is not None:
+        where.append("source_id = ?")
+        args.append(source_id)
+        if not include_duplicates:
+            where.append("(duplicate_of = '' OR duplicate_of NOT IN "
+                         "(SELECT id FROM entries WHERE source_id = ?))")
+            args.append(source_id)
+    elif not include_duplicates:
+        where.append("duplicate_of = ''")
+    since_text = _since_text(since)
+    if since_text is not None:
+        where.append(f"{ENTRY_ORDER_EXPR} >= ?")
+        args.append(since_text)
+    sql = "SELECT * FROM entries"
+    if where:
+        sql += " WHERE " + " AND ".join(where)
+    sql += f" ORDER BY {ENTRY_ORDER_EXPR} DESC, id"
+    if limit is not None:
+        sql += " LIMIT ?"
+        args.append(max(limit, 0))
+    views = [_view(r) for r in _query(store, sql, args)]
+    return views if include_duplicates else _with_duplicates(store, views)
+
+
+def resolve_key(store: Store, key: str) -> str | None:
+    """The full key for ``key`` or a unique prefix of it (at least 6 hex digits).
+
+    Raises :class:`SignalError` for an ambiguous prefix; ``None`` when nothing matches.
+    """
+    text = key.strip().lower()
+    if not _HEX.match(text) or len(text) < MIN_KEY_PREFIX:
+        return None
+    # Hex digits sort below "g": [prefix, prefix + "g") is exactly the keys it starts.
+    rows = _query(store, "SELECT id FROM entries WHERE id >= ? AND id < ? ORDER BY id LIMIT 2",
+                  (text, text + "g"))
+    if len(rows) > 1:
+        raise SignalError(f"key prefix {key!r} is ambiguous; give more digits")
+    return str(rows[0][0]) if rows else None
+
+
+def entry_history(store: Store, key: str) -> EntryHistory | None:
+    """The entry (by key or unique key prefix) and every version of it, with when each
+    was first and last seen; ``None`` if there is no such entry."""
+    full = resolve_key(store, key)
+    if full is None:
+        return None
+    rows = _query(store, "SELECT * FROM entries WHERE id = ?", (full,))
+    if not rows:
+        return None
+    try:
+        versions = tuple(store.versions(full))
+    except sqlite3.Error as exc:
+        raise StoreError(f"cannot read versions: {exc}") from exc
+    return EntryHistory(entry=_with_duplicates(store, [_view(rows[0])])[0], versions=versions)
+
+
+def _root(store: Store, view: EntryView) -> EntryView:
+    seen = {view.key}
+    while view.duplicate_of:
+        rows = _query(store, "SELECT * FROM entries WHERE id = ?", (view.duplicate_of,))
+        if not rows or rows[0]["id"] in seen:  # defensive: a marker to nowhere
+            break
+        view = _view(rows[0])
+        seen.add(view.key)
+    return view
+
+
+def lookup(store: Store, url: str) -> LookupResult | None:
+    """Do we know this link? Matches the link the way duplicate detection does (scheme,
+    ``www.``, trailing slash and tracking parameters ignored) and answers with the
+    canonical entry of the story, even when the matching row is a marked duplicate."""
+    key = match_url(url)
+    exact = normalize_link(url, allow_http=True) or url.strip()
+    rows = _query(store, "SELECT * FROM entries WHERE (match_url = ? AND match_url != '') "
+                         "OR url = ? ORDER BY first_seen_at, id", (key, exact))
+    if not rows:
+        return None
+    matches = [_view(r) for r in rows]
+    roots = {r.key: r for r in (_root(store, m) for m in matches)}
+    canonical = min(roots.values(), key=lambda v: (v.first_seen_at, v.key))
+    return LookupResult(query=url, match_url=key,
+                        canonical=_with_duplicates(store, [canonical])[0],
+                        matches=tuple(matches))
+
+
+def entry_urn(key: str) -> str:
+    """The Atom id of an exported entry: stable, unique, and a valid IRI whatever the
+    publisher's own id looks like."""
+    return f"urn:signal-feeds:entry:{key}"
+
+
+def _clean(text: str) -> str:
+    return _NOT_XML.sub("", text)
+
+
+def _sub(parent: ET.Element, tag: str, text: str = "", **attrs: str) -> ET.Element:
+    child = ET.SubElement(parent, tag, attrs)
+    if text:
+        child.text = _clean(text)
+    return child
+
+
+def _atom(views: Iterable[EntryView], *, title: str, feed_id: str,
+          now: dt.datetime) -> str:
+    feed = ET.Element("feed", {"xmlns": ATOM_NS})
+    _sub(feed, "id", feed_id)
+    _sub(feed, "title", title)
+    entries = list(views)
+    stamps = [v.updated or v.published or v.first_seen_at for v in entries]
+    _sub(feed, "updated", max(stamps) if stamps else format_time(now))
+    _sub(_sub(feed, "author"), "name", title)
+    _sub(feed, "generator", "Signal", version=__version__,
+         uri="https://github.com/signal-feeds/signal")
+    for view, stamp in zip(entries, stamps, strict=True):
+        entry = _sub(feed, "entry")
+        _sub(entry, "id", entry_urn(view.key))
+        _sub(entry, "title", view.title, type="text")
+        _sub(entry, "updated", stamp)
+        if view.published:
+            _sub(entry, "published", view.published)
+        if view.url:
+            _sub(entry, "link", rel="alternate", href=_clean(view.url))
+        if view.author:
+            _sub(_sub(entry, "author"), "name", view.author)
+        if view.summary:
+            _sub(entry, "summary", view.summary, type="html")
+        if view.content:
+            _sub(entry, "content", view.content, type="html")
+        source = _sub(entry, "source")
+        _sub(source, "id", f"urn:signal-feeds:source:{view.source_id}")
+        _sub(source, "title", view.source_id)
+    ET.indent(feed)
+    return ('<?xml version="1.0" encoding="utf-8"?>\n'
+            + ET.tostring(feed, encoding="unicode") + "\n")
+
+
+def export_entries(
+    store: Store,
+    *,
+    format: ExportFormat = "json",
+    source_id: str | None = None,
+    since: str | dt.date | dt.datetime | None = None,
+    limit: int | None = None,
+    include_duplicates: bool = False,
+    title: str = DEFAULT_EXPORT_TITLE,
+    feed_id: str = DEFAULT_EXPORT_ID,
+    now: dt.datetime | None = None,
+) -> str:
+    """The selection of :func:`list_entries` (collapsed by default, no limit) as a JSON
+    document or a valid Atom feed (entry ids from :func:`entry_urn`)."""
+    views = list_entries(store, source_id=source_id, since=since, limit=limit,
+                         include_duplicates=include_duplicates)
+    moment = now or utcnow()
+    if format == "atom":
+        return _atom(views, title=title, feed_id=feed_id, now=moment)
+    if format != "json":
+        raise ValueError(f"unknown export format {format!r}")
+    return json.dumps({"generator": f"signal-feeds {__version__}",
+                       "exported_at": format_time(moment), "collapsed": not include_duplicates,
+                       "channels": list(CHANNELS), "entries": [v.to_dict() for v in views]},
+                      ensure_ascii=False, indent=2) + "\n"

@@ -1,0 +1,237 @@
+"""The reading commands: ``entries``, ``history``, ``lookup``, ``export``, ``dedupe`` and
+``sources import-opml``. Each calls one library function (reading, dedupe, opml) and
+prints; ``--json`` prints one JSON document. Exit codes as in :mod:`.cli`: 0 ok, 1 not
+found or failed, 2 usage or configuration error."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+from typing import Any, NoReturn
+
+import click
+
+from .config import DEFAULT_CONFIG_PATH, load_config
+from .errors import ConfigError, SignalError
+from .store import Store
+
+__all__ = ["dedupe", "entries", "export", "history", "import_opml", "lookup"]
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+_config_option = click.option("--config", "config_path", default=DEFAULT_CONFIG_PATH,
+                              show_default=True, type=click.Path(dir_okay=False),
+                              help="The TOML source list.")
+_db_option = click.option("--db", "db_path", default=None, type=click.Path(dir_okay=False),
+                          help="Database file (default: the config's [settings] database).")
+_json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+
+
+def _fail(exc: SignalError) -> NoReturn:
+    click.echo(f"signal: error: {exc}", err=True)
+    raise SystemExit(EXIT_USAGE if isinstance(exc, ConfigError) else EXIT_FAILED)
+
+
+def _open_store(config_path: str, db_path: str | None) -> Store:
+    """The database to read: ``--db``, else the config's; never created by a read."""
+    path = Path(db_path) if db_path is not None else load_config(config_path).settings.database
+    if not path.exists():
+        raise ConfigError(f"no database at {path}; run 'signal fetch' first")
+    return Store(path)
+
+
+def _since(value: str | None) -> str | dt.date | dt.datetime | None:
+    if value is None:
+        return None
+    try:
+        if len(value) == 10:
+            return dt.date.fromisoformat(value)
+        moment = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise click.BadParameter(f"{value!r} is not a date (YYYY-MM-DD) or ISO 8601 time",
+                                 param_hint="--since") from exc
+    return moment if moment.tzinfo else moment.replace(tzinfo=dt.UTC)
+
+
+def _entry_line(e: Any) -> str:
+    when = (e.published or e.first_seen_at)[:16].replace("T", " ")
+    also = f"  (+{len(e.duplicates)}: {', '.join(e.also_in)})" if e.duplicates else ""
+    dup = f"  [duplicate of {e.duplicate_of[:12]}]" if e.duplicate_of else ""
+    return f"{e.key[:12]}  {when}  {e.source_id}  {e.title or e.url or e.remote_id}{also}{dup}"
+
+
+def _selection_options(func: Any) -> Any:
+    for option in reversed([
+        click.option("--source", "source_id", metavar="ID", default=None,
+                     help="Only this source's entries."),
+        click.option("--since", default=None, metavar="DATE",
+                     help="Only entries published (or first seen) on or after DATE."),
+        click.option("--all", "include_duplicates", is_flag=True,
+                     help="Show cross-source duplicates too (collapsed by default)."),
+    ]):
+        func = option(func)
+    return func
+
+
+@click.command()
+@_config_option
+@_db_option
+@_selection_options
+@click.option("--limit", default=50, show_default=True, type=click.IntRange(min=0),
+              help="At most N entries.")
+@_json_option
+def entries(config_path: str, db_path: str | None, source_id: str | None, since: str | None,
+            include_duplicates: bool, limit: int, as_json: bool) -> None:
+    """List entries, newest first, one per story unless --all."""
+    from .reading import list_entries
+
+    when = _since(since)
+    try:
+        with _open_store(config_path, db_path) as store:
+            rows = list_entries(store, source_id=source_id, since=when, limit=limit,
+                                include_duplicates=include_duplicates)
+    except SignalError as exc:
+        _fail(exc)
+    if as_json:
+        click.echo(json.dumps({"entries": [r.to_dict() for r in rows]}, ensure_ascii=False))
+        return
+    for row in rows:
+        click.echo(_entry_line(row))
+
+
+@click.command()
+@click.argument("key")
+@_config_option
+@_db_option
+@_json_option
+def history(key: str, config_path: str, db_path: str | None, as_json: bool) -> None:
+    """Every version of an entry (KEY or a unique prefix of it), with when it was seen."""
+    from .reading import entry_history
+
+    try:
+        with _open_store(config_path, db_path) as store:
+            found = entry_history(store, key)
+    except SignalError as exc:
+        _fail(exc)
+    if found is None:
+        click.echo(f"signal: no entry with key {key!r}", err=True)
+        raise SystemExit(EXIT_FAILED)
+    if as_json:
+        click.echo(json.dumps(found.to_dict(), ensure_ascii=False))
+        return
+    click.echo(_entry_line(found.entry))
+    for v in found.versions:
+        click.echo(f"  {v.first_seen_at[:19]} .. {v.last_seen_at[:19]}  {v.fingerprint[:12]}  "
+                   f"{v.title}  {v.url}  published={v.published or '-'} "
+                   f"updated={v.updated or '-'}")
+
+
+@click.command()
+@click.argument("url")
+@_config_option
+@_db_option
+@_json_option
+def lookup(url: str, config_path: str, db_path: str | None, as_json: bool) -> None:
+    """Do we know this link? Answers with the canonical entry of the story."""
+    from .reading import lookup as lookup_url
+
+    try:
+        with _open_store(config_path, db_path) as store:
+            found = lookup_url(store, url)
+    except SignalError as exc:
+        _fail(exc)
+    if as_json:
+        click.echo(json.dumps({"found": found is not None,
+                               **(found.to_dict() if found else {"query": url})},
+                              ensure_ascii=False))
+    elif found is not None:
+        click.echo(_entry_line(found.canonical))
+        for m in found.matches:
+            if m.key != found.canonical.key:
+                click.echo(f"  matched {m.key[:12]} in {m.source_id}: {m.url}")
+    else:
+        click.echo(f"not known: {url}")
+    raise SystemExit(EXIT_OK if found is not None else EXIT_FAILED)
+
+
+@click.command()
+@_config_option
+@_db_option
+@click.option("--format", "fmt", type=click.Choice(["json", "atom", "opml"]), default="json",
+              show_default=True, help="Entries as JSON or Atom; the source list as OPML.")
+@click.option("--output", "-o", type=click.Path(dir_okay=False, allow_dash=True), default="-",
+              help="Write to PATH instead of standard output.")
+@_selection_options
+@click.option("--limit", default=None, type=click.IntRange(min=0), help="At most N entries.")
+def export(config_path: str, db_path: str | None, fmt: str, output: str,
+           source_id: str | None, since: str | None, include_duplicates: bool,
+           limit: int | None) -> None:
+    """Export the entries (collapsed unless --all) as JSON or Atom, or the sources as OPML."""
+    from .reading import export_entries
+
+    when = _since(since)
+    try:
+        if fmt == "opml":
+            from .opml import export_opml
+
+            text = export_opml(load_config(config_path))
+        else:
+            with _open_store(config_path, db_path) as store:
+                text = export_entries(store, format="atom" if fmt == "atom" else "json",
+                                      source_id=source_id, since=when, limit=limit,
+                                      include_duplicates=include_duplicates)
+    except SignalError as exc:
+        _fail(exc)
+    if output == "-":
+        click.echo(text, nl=False)
+    else:
+        Path(output).write_text(text, encoding="utf-8")
+
+
+@click.command()
+@_config_option
+@_db_option
+@_json_option
+def dedupe(config_path: str, db_path: str | None, as_json: bool) -> None:
+    """Recompute every cross-source duplicate marker (idempotent; nothing is deleted)."""
+    from .dedupe import recompute
+
+    try:
+        with _open_store(config_path, db_path) as store:
+            report = recompute(store)
+    except SignalError as exc:
+        _fail(exc)
+    if as_json:
+        click.echo(json.dumps(report.to_dict()))
+        return
+    per_channel = ", ".join(f"{name} {count}" for name, count in report.changed.items())
+    click.echo(f"{report.rows} entries checked; markers changed: {per_channel}; "
+               f"{report.duplicates} rows marked as duplicates")
+
+
+@click.command("import-opml")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False))
+@_config_option
+@click.option("--dry-run", is_flag=True, help="Report what would be added; write nothing.")
+@_json_option
+def import_opml(file: str, config_path: str, dry_run: bool, as_json: bool) -> None:
+    """Add the feeds of an OPML file to the source list (same checks as by hand)."""
+    from .opml import import_opml as run_import
+
+    try:
+        report = run_import(config_path, Path(file).read_bytes(), opml_name=Path(file).name,
+                            dry_run=dry_run)
+    except SignalError as exc:
+        _fail(exc)
+    if as_json:
+        click.echo(json.dumps(report.to_dict(), ensure_ascii=False))
+        return
+    verb = "would add" if dry_run else "added"
+    click.echo(f"{verb} {len(report.added)} source(s) to {report.config_path}")
+    for a in report.added:
+        click.echo(f"  + {a.id}  {a.url}")
+    if report.skipped:
+        click.echo(f"skipped {len(report.skipped)}:")
+        for s in report.skipped:
+            click.echo(f"  - {s.title or '(untitled)'}  {s.url or '-'}: {s.reason}")

@@ -1,0 +1,45 @@
+"""Shared test fixtures: a real teaching server on 127.0.0.1 and real SQLite files."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from signal_feeds.config import Config, Settings, Source
+from signal_feeds.teaching_server import TeachingServer, fixtures_dir
+
+FIXTURES = fixtures_dir()
+
+
+@pytest.fixture
+def server() -> Iterator[TeachingServer]:
+    with TeachingServer() as srv:
+        yield srv
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> Path:
+    return tmp_path / "signal.db"
+
+
+def make_config(db: Path, sources: dict[str, str], **settings: object) -> Config:
+    """A config with the given {id: url} sources; min_interval 0 unless given."""
+    settings.setdefault("min_interval", 0.0)
+    return Config(sources=tuple(Source(id=k, url=v) for k, v in sources.items()),
+                  settings=Settings(database=db, **settings))  # type: ignore[arg-type]
+
+
+class Clock:
+    """A settable clock for runs that must not sleep."""
+
+    def __init__(self, start: dt.datetime | None = None) -> None:
+        self.now = start or dt.datetime(2026, 12, 2, 12, 0, tzinfo=dt.UTC)
+
+    def __call__(self) -> dt.datetime:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += dt.timedelta(seconds=seconds)

@@ -1,0 +1,125 @@
+"""The ``signal`` command through click's CliRunner (and once as a real process)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from click.testing import CliRunner
+from conftest import FIXTURES
+
+from signal_feeds import digest
+from signal_feeds.cli import cli
+from signal_feeds.teaching_server import TeachingServer
+
+REPORT_KEYS = {"source", "status", "http_status", "created", "updated", "unchanged",
+               "skipped", "error"}
+
+
+def write_config(tmp_path: Path, sources: dict[str, str]) -> Path:
+    lines = ['[settings]', f'database = "{tmp_path / "signal.db"}"', "min_interval = 0", ""]
+    for sid, url in sources.items():
+        lines += ["[[sources]]", f'id = "{sid}"', f'url = "{url}"', ""]
+    path = tmp_path / "signal.toml"
+    path.write_text("\n".join(lines), encoding="utf-8")
+    return path
+
+
+def test_fetch_json_contract_and_exit_codes(server: TeachingServer, tmp_path: Path) -> None:
+    config = write_config(tmp_path, {"demo-rss": server.url("/feeds/demo-rss.xml"),
+                                     "demo-atom": server.url("/feeds/demo-atom.xml")})
+    runner = CliRunner()
+    result = runner.invoke(cli, ["fetch", "--config", str(config), "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    assert set(report) >= {"sources", "totals"}
+    assert [s["source"] for s in report["sources"]] == ["demo-rss", "demo-atom"]
+    for entry in report["sources"]:
+        assert REPORT_KEYS <= set(entry)
+        assert entry["status"] == "fetched" and entry["http_status"] == 200
+        assert entry["error"] is None
+    assert report["totals"]["created"] == 5
+
+    again = json.loads(runner.invoke(cli, ["fetch", "--config", str(config), "--json"]).output)
+    rss = again["sources"][0]
+    assert rss["status"] == "not_due" and "next_due" in rss  # <ttl>60</ttl>: an hour
+
+    forced = runner.invoke(cli, ["fetch", "--config", str(config), "--json", "--force",
+                                 "--source", "demo-atom"])
+    assert [s["status"] for s in json.loads(forced.output)["sources"]] == ["not_modified"]
+
+
+def test_fetch_exit_1_when_a_source_fails_but_others_run(server: TeachingServer,
+                                                         tmp_path: Path) -> None:
+    config = write_config(tmp_path, {"bad": server.url("/feeds/variants/malformed.xml"),
+                                     "gone": server.url("/feeds/missing.xml"),
+                                     "demo-rss": server.url("/feeds/demo-rss.xml")})
+    result = CliRunner().invoke(cli, ["fetch", "--config", str(config), "--json"])
+    assert result.exit_code == 1
+    by_id = {s["source"]: s for s in json.loads(result.output)["sources"]}
+    assert by_id["demo-rss"]["created"] == 3
+    assert by_id["gone"]["status"] == "failed" and "404" in by_id["gone"]["error"]
+
+
+def test_bad_config_exit_2_names_file_and_entry(tmp_path: Path) -> None:
+    path = tmp_path / "signal.toml"
+    path.write_text('[[sources]]\nid = "Not A Slug"\nurl = "https://example.org/f"\n')
+    result = CliRunner().invoke(cli, ["fetch", "--config", str(path)])
+    assert result.exit_code == 2
+    assert str(path) in result.output and "sources[0]" in result.output
+    assert "Traceback" not in result.output
+    missing = CliRunner().invoke(cli, ["fetch", "--config", str(tmp_path / "none.toml")])
+    assert missing.exit_code == 2 and "config file not found" in missing.output
+    usage = CliRunner().invoke(cli, ["fetch", "--no-such-flag"])
+    assert usage.exit_code == 2
+
+
+def test_unknown_source_id_is_a_usage_error(tmp_path: Path) -> None:
+    config = write_config(tmp_path, {"a": "https://example.org/feed"})
+    result = CliRunner().invoke(cli, ["fetch", "--config", str(config), "--source", "zzz"])
+    assert result.exit_code == 2 and "zzz" in result.output
+
+
+def test_parse_every_fixture_file() -> None:
+    files = sorted(p for p in FIXTURES.rglob("*.xml"))
+    result = CliRunner().invoke(cli, ["parse", "--source-id", "demo-rss", *map(str, files)])
+    lines = [json.loads(line) for line in result.output.splitlines()]
+    assert [line["file"] for line in lines] == [str(f) for f in files]
+    by_name = {Path(line["file"]).name: line for line in lines}
+    contradiction = by_name["demo-rss-contradiction.xml"]
+    assert contradiction["ok"] is False and "release-1" in contradiction["error"]
+    assert result.exit_code == 1  # some file was rejected
+    demo = by_name["demo-rss.xml"]
+    assert demo["ok"] and demo["skipped"] == 0
+    first = demo["entries"][0]
+    assert set(first) == {"id", "remote_id", "url", "title", "published", "updated",
+                          "fingerprint"}
+    assert first["id"] == digest(["demo-rss", "release-1"])
+    assert by_name["no-id-no-link.xml"]["skipped"] == 1
+    for name, line in by_name.items():
+        if name != "demo-rss-contradiction.xml":
+            assert line["ok"] or line["error"], name
+
+
+def test_parse_unreadable_and_non_feed_files(tmp_path: Path) -> None:
+    html = tmp_path / "page.html"
+    html.write_text("<html><body><p>not a feed</p></body></html>")
+    result = CliRunner().invoke(cli, ["parse", str(html), str(tmp_path / "missing.xml")])
+    lines = [json.loads(line) for line in result.output.splitlines()]
+    assert [line["ok"] for line in lines] == [False, False]
+    assert "not an RSS or Atom feed" in lines[0]["error"]
+    assert "cannot read" in lines[1]["error"]
+
+
+def test_demo_runs_as_a_process(tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, "-m", "signal_feeds", "demo"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert "5 created" in out
+    assert "2 not_modified" in out
+    assert "1 updated" in out and "Заметки о выпуске 1.0" in out
+    assert str(tmp_path / "signal-demo.db") in out
+    assert (tmp_path / "signal-demo.db").exists()

@@ -1,0 +1,94 @@
+"""Real processes: a SIGKILL in the middle of a store, and two runs at once."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from test_cli import write_config
+
+from signal_feeds.teaching_server import TeachingServer
+
+
+def dump(db: Path) -> dict[str, list[tuple[object, ...]]]:
+    with sqlite3.connect(db) as conn:
+        return {t: sorted(conn.execute(f"SELECT * FROM {t}").fetchall(), key=repr)
+                for t in ("sources", "entries", "entry_versions", "fetches")}
+
+
+KILLER = textwrap.dedent("""
+    import os, signal, sys
+    from signal_feeds import load_config, run_fetch
+    from signal_feeds.store import Store
+
+    original = Store._write_entries
+
+    def write_then_die(self, conn, rows, stamp):
+        counts = original(self, conn, rows, stamp)
+        # Entries and versions are written, the transaction is still open.
+        os.kill(os.getpid(), signal.SIGKILL)
+        return counts
+
+    Store._write_entries = write_then_die
+    run_fetch(load_config(sys.argv[1]), force=True, source_ids=["demo-rss"])
+""")
+
+
+def test_sigkill_while_storing_leaves_the_database_as_it_was(server: TeachingServer,
+                                                             tmp_path: Path) -> None:
+    config = write_config(tmp_path, {"demo-rss": server.url("/feeds/demo-rss.xml"),
+                                     "demo-atom": server.url("/feeds/demo-atom.xml")})
+    db = tmp_path / "signal.db"
+    ok = subprocess.run([sys.executable, "-m", "signal_feeds", "fetch", "--config",
+                         str(config), "--source", "demo-atom"], capture_output=True,
+                        text=True, timeout=120, check=False)
+    assert ok.returncode == 0, ok.stderr
+    before = dump(db)
+
+    proc = subprocess.run([sys.executable, "-c", KILLER, str(config)], capture_output=True,
+                          text=True, timeout=120, check=False)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    assert dump(db) == before
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+
+    done = subprocess.run([sys.executable, "-m", "signal_feeds", "fetch", "--config",
+                           str(config), "--force", "--json"], capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    after = dump(db)
+    assert len(after["entries"]) == 5
+    assert {r[0] for r in after["sources"]} == {"demo-rss", "demo-atom"}
+
+
+def test_two_fetch_processes_at_once(tmp_path: Path) -> None:
+    feeds = 40
+    with TeachingServer() as server:
+        for i in range(feeds):
+            items = "".join(
+                f"<item><guid>f{i}-e{j}</guid><title>Entry {j} of feed {i}</title>"
+                f"<link>https://example.org/{i}/{j}</link></item>" for j in range(25))
+            server.put(f"/f{i}.xml", (f'<rss version="2.0"><channel><title>F{i}</title>'
+                                      f"{items}</channel></rss>").encode())
+        config = write_config(tmp_path, {f"feed-{i}": server.url(f"/f{i}.xml")
+                                         for i in range(feeds)})
+        cmd = [sys.executable, "-m", "signal_feeds", "fetch", "--config", str(config),
+               "--force", "--json"]
+        env = dict(os.environ)
+        procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  text=True, env=env) for _ in range(2)]
+        outputs = [p.communicate(timeout=300) for p in procs]
+    for proc, (out, err) in zip(procs, outputs, strict=True):
+        assert proc.returncode == 0, err + out
+        assert "locked" not in out + err
+    with sqlite3.connect(tmp_path / "signal.db") as conn:
+        assert conn.execute("SELECT count(*) FROM entries").fetchone()[0] == feeds * 25
+        assert conn.execute("SELECT count(*), count(DISTINCT entry_id) FROM entry_versions"
+                            ).fetchone() == (feeds * 25, feeds * 25)
+        assert conn.execute("SELECT count(*) FROM fetches").fetchone()[0] == 2 * feeds
+        assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)

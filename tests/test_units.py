@@ -1,0 +1,103 @@
+"""Pure pieces: URL policy, digests (pinned), identity, parsing of fixture files."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import FIXTURES
+
+from signal_feeds import ContradictionError, ParsedEntry, digest, entry_key, identify, parse_feed
+from signal_feeds.identity import classify_change, metadata_fingerprint
+from signal_feeds.urls import normalize_link
+
+
+@pytest.mark.parametrize(("raw", "expected"), [
+    ("HTTPS://Example.ORG:443/a/B?q=1&utm_source=x#frag", "https://example.org/a/B?q=1&utm_source=x"),
+    ("https://example.org", "https://example.org/"),
+    ("https://example.org:8443/x", "https://example.org:8443/x"),
+    ("  https://example.org/x  ", "https://example.org/x"),
+    ("https://[2001:DB8::1]:443/x", "https://[2001:db8::1]/x"),
+    ("http://example.org/", None),
+    ("javascript:alert(1)", None),
+    ("data:text/html,hi", None),
+    ("file:///etc/passwd", None),
+    ("urn:signal:layout-1", None),
+    ("https://user:pw@example.org/", None),
+    ("https://example.org:99999/", None),
+    ("", None),
+])
+def test_link_policy(raw: str, expected: str | None) -> None:
+    assert normalize_link(raw) == expected
+
+
+def test_http_links_are_a_setting_and_relative_links_resolve() -> None:
+    assert normalize_link("http://Example.org:80/x", allow_http=True) == "http://example.org/x"
+    assert normalize_link("/post/1#c", base="https://example.org/feed") == \
+        "https://example.org/post/1"
+
+
+def test_pinned_digests() -> None:
+    # Pinned from sha256 of the literal canonical JSON text (computed outside Signal):
+    # a change to the canonical JSON or the key layout must not slip by.
+    assert digest(["demo-rss", "release-1"]) == (
+        "501d09a13183dc575b98493046956d3d78ed35b2ff66223b44d177a25296a630")
+    assert digest({"b": 1, "a": "é"}) == digest({"a": "é", "b": 1})
+    assert digest(["a-b", "c"]) != digest(["a", "b-c"])
+    entry = ParsedEntry(remote_id="release-1", url="https://example.org/releases/1",
+                        title="Заметки о выпуске", published="2026-03-14T09:26:53Z", updated="")
+    assert metadata_fingerprint(entry) == digest(
+        {"title": "Заметки о выпуске", "url": "https://example.org/releases/1",
+         "published": "2026-03-14T09:26:53Z", "updated": ""})
+    assert metadata_fingerprint(entry) == (
+        "1f693fa6c36f4f4d63e0ecbccc55d19c46ffc86a0d7c6cd47a1980f5dd587047")
+
+
+def test_key_falls_back_to_url_and_never_invents_one() -> None:
+    assert entry_key("s", "", "https://example.org/x") == digest(["s", "https://example.org/x"])
+    assert entry_key("s", "id-1", "https://example.org/x") == digest(["s", "id-1"])
+    assert entry_key("s", "", "") is None
+
+
+def _entry(title: str, rid: str = "release-1") -> ParsedEntry:
+    return ParsedEntry(remote_id=rid, url="", title=title, published="", updated="")
+
+
+def test_identify_collapses_rejects_and_skips() -> None:
+    same = identify("s", [_entry("A"), _entry("A"), _entry("B", "other"),
+                          _entry("no id", rid="")])
+    assert [r.remote_id for r in same.rows] == ["release-1", "other"]
+    assert same.skipped == 1
+    with pytest.raises(ContradictionError) as info:
+        identify("s", [_entry("A"), _entry("A, corrected")])
+    assert info.value.source_id == "s" and info.value.remote_id == "release-1"
+    assert info.value.key == digest(["s", "release-1"])
+
+
+def test_classify_change() -> None:
+    (row,) = identify("s", [_entry("A")]).rows
+    assert classify_change(None, row) == "created"
+    assert classify_change((row.fingerprint, row.content_fingerprint), row) == "unchanged"
+    assert classify_change(("other", row.content_fingerprint), row) == "updated"
+    assert classify_change((row.fingerprint, "other"), row) == "updated"
+
+
+def test_demo_feeds_parse_into_rows() -> None:
+    rss = parse_feed((FIXTURES / "demo-rss.xml").read_bytes())
+    assert [e.remote_id for e in rss.entries][:2] == ["release-1", "release-2"]
+    assert rss.ttl_seconds == 3600
+    assert all("<script" not in e.summary for e in rss.entries)
+    atom = parse_feed((FIXTURES / "demo-atom.xml").read_bytes())
+    layout = next(e for e in atom.entries if e.remote_id == "urn:signal:layout-1")
+    assert layout.url == "https://example.org/layout"  # fragment removed, urn: id kept as id
+    assert layout.published.endswith("Z")
+
+
+def test_doctype_and_entities_are_removed_before_parsing() -> None:
+    body = (b'<?xml version="1.0"?>\n<!DOCTYPE rss [\n <!ENTITY a "aaaaaaaaaa">\n'
+            b' <!ENTITY b "&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;">\n'
+            b' <!ENTITY ext SYSTEM "file:///etc/passwd">\n]>\n'
+            b'<rss version="2.0"><channel><title>t</title><item><guid>g</guid>'
+            b'<title>x &b; &ext;</title></item></channel></rss>')
+    feed = parse_feed(body)
+    (entry,) = feed.entries
+    assert "aaaaaaaaaa" not in entry.title and "root:" not in entry.title
+    assert any("DOCTYPE" in w for w in feed.warnings)
