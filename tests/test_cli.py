@@ -37,7 +37,7 @@ def test_fetch_json_contract_and_exit_codes(server: TeachingServer, tmp_path: Pa
     assert set(report) >= {"sources", "totals"}
     assert [s["source"] for s in report["sources"]] == ["demo-rss", "demo-atom"]
     for entry in report["sources"]:
-        assert REPORT_KEYS <= set(entry)
+        assert set(entry) >= REPORT_KEYS
         assert entry["status"] == "fetched" and entry["http_status"] == 200
         assert entry["error"] is None
     assert report["totals"]["created"] == 5
