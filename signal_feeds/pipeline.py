@@ -226,7 +226,7 @@ class _Run:
     async def _not_modified(self, src: Source, state: SourceState, response: FetchResponse,
                             started: dt.datetime) -> SourceReport:
         # A 304 may carry fresh validators; keep the old ones it does not repeat.
-        new = replace(self._succeeded(src, state, response, started, None),
+        new = replace(self._succeeded(src, state, response, started, state.ttl_seconds),
                       etag=response.etag or state.etag,
                       last_modified=response.last_modified or state.last_modified)
         outcome: SourceStatus = "moved" if new.moved_to else "not_modified"
@@ -241,7 +241,7 @@ class _Run:
         if (response.body_digest and response.body_digest == state.body_digest
                 and state.body_normalizer_version == _normalizer_version()):
             # Byte-identical to the stored body: nothing to parse, but keep the validators.
-            new = replace(self._succeeded(src, state, response, started, None),
+            new = replace(self._succeeded(src, state, response, started, state.ttl_seconds),
                           etag=response.etag, last_modified=response.last_modified)
             await self.db(self.store.save_attempt, new, self._record(
                 src, started, response.url, outcome, response, unchanged=state.body_entries))
@@ -264,7 +264,7 @@ class _Run:
                       etag=response.etag, last_modified=response.last_modified,
                       body_digest=response.body_digest,
                       body_normalizer_version=_normalizer_version(),
-                      body_entries=len(identified.rows))
+                      body_entries=len(identified.rows), ttl_seconds=parsed.ttl_seconds)
         record = self._record(src, started, response.url, outcome, response,
                               skipped=identified.skipped)
         try:

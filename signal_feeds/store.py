@@ -58,6 +58,8 @@ class SourceState:
     body_normalizer_version: int = 0
     #: Entries (with a key) in that body: what a byte-identical body counts as unchanged.
     body_entries: int = 0
+    #: The feed's own ``<ttl>`` in seconds, remembered for 304s (which carry no body).
+    ttl_seconds: int | None = None
     status: str = "new"
     http_status: int | None = None
     last_fetch_at: dt.datetime | None = None
@@ -164,7 +166,7 @@ DO UPDATE SET last_seen_at = excluded.last_seen_at
 _TOUCH_ENTRY = "UPDATE entries SET last_seen_at = ? WHERE id = ?"
 
 _SOURCE_COLUMNS = ("id", "url", "fetch_url", "etag", "last_modified", "body_digest",
-                   "body_normalizer_version", "body_entries", "status", "http_status",
+                   "body_normalizer_version", "body_entries", "ttl_seconds", "status", "http_status",
                    "last_fetch_at", "last_success_at", "next_due_at", "retry_after", "error_count",
                    "last_error", "moved_to", "gone")
 
@@ -177,7 +179,7 @@ def _create_schema(conn: sqlite3.Connection) -> None:
     db.table("sources").create(
         {"id": str, "url": str, "fetch_url": str, "etag": str, "last_modified": str,
          "body_digest": str, "body_normalizer_version": int, "body_entries": int,
-         "status": str,
+         "ttl_seconds": int, "status": str,
          "http_status": int, "last_fetch_at": str, "last_success_at": str,
          "next_due_at": str, "retry_after": str, "error_count": int, "last_error": str,
          "moved_to": str, "gone": int},
@@ -240,6 +242,8 @@ _V2_INDEXES = {
 
 def _upgrade_to_v2(conn: sqlite3.Connection) -> None:
     """Add the version-2 columns, table and indexes; safe on a new or a version-1 file."""
+    if "ttl_seconds" not in {row[1] for row in conn.execute("PRAGMA table_info(sources)")}:
+        conn.execute("ALTER TABLE sources ADD COLUMN ttl_seconds INTEGER")
     have = {row[1] for row in conn.execute("PRAGMA table_info(entries)")}
     for column in _V2_ENTRY_COLUMNS:
         if column not in have:
@@ -260,7 +264,7 @@ def _state_from_row(row: sqlite3.Row) -> SourceState:
         etag=row["etag"] or "", last_modified=row["last_modified"] or "",
         body_digest=row["body_digest"] or "",
         body_normalizer_version=row["body_normalizer_version"] or 0,
-        body_entries=row["body_entries"] or 0,
+        body_entries=row["body_entries"] or 0, ttl_seconds=row["ttl_seconds"],
         status=row["status"] or "new", http_status=row["http_status"],
         last_fetch_at=parse_time(row["last_fetch_at"]),
         last_success_at=parse_time(row["last_success_at"]),
@@ -276,7 +280,8 @@ def _state_values(state: SourceState) -> tuple[Any, ...]:
         return format_time(moment) if moment else None
 
     return (state.source_id, state.url, state.fetch_url, state.etag, state.last_modified,
-            state.body_digest, state.body_normalizer_version, state.body_entries, state.status,
+            state.body_digest, state.body_normalizer_version, state.body_entries,
+            state.ttl_seconds, state.status,
             state.http_status, t(state.last_fetch_at), t(state.last_success_at),
             t(state.next_due_at), t(state.retry_after), state.error_count,
             state.last_error, state.moved_to, int(state.gone))

@@ -1,0 +1,156 @@
+"""Polite polling over real HTTP, with an injected clock instead of sleeping."""
+
+from __future__ import annotations
+
+import json
+from email.utils import format_datetime
+from pathlib import Path
+
+from click.testing import CliRunner
+from conftest import Clock, make_config
+from test_cli import write_config
+
+from signal_feeds import Store, run_fetch
+from signal_feeds.cli import cli
+from signal_feeds.teaching_server import ScriptedResponse, TeachingServer
+
+DEMO_HEADERS = (("Content-Type", "application/rss+xml; charset=utf-8"),)
+
+
+def feed_body(server: TeachingServer) -> bytes:
+    import httpx
+
+    return httpx.get(server.url("/feeds/demo-rss.xml")).content
+
+
+def check_retry_after(server: TeachingServer, db: Path, retry_after: str,
+                      clock: Clock) -> None:
+    path = "/limited.xml"
+    server.script(path, [ScriptedResponse(status=429, headers=(("Retry-After", retry_after),)),
+                         ScriptedResponse(status=200, headers=DEMO_HEADERS,
+                                          body=feed_body(server))])
+    config = make_config(db, {"limited": server.url(path)})
+    first = run_fetch(config, clock=clock).get("limited")
+    assert (first.status, first.http_status) == ("retry_later", 429)
+    assert first.retry_after == clock.now + __import__("datetime").timedelta(seconds=120)
+
+    clock.advance(60)
+    second = run_fetch(config, clock=clock, force=True).get("limited")
+    assert second.status == "retry_later" and "Retry-After" in second.note
+    assert len(server.requests_for(path)) == 1  # no request before Retry-After
+
+    clock.advance(61)
+    third = run_fetch(config, clock=clock).get("limited")
+    assert (third.status, third.created) == ("fetched", 3)
+    assert len(server.requests_for(path)) == 2
+
+
+def test_retry_after_seconds(server: TeachingServer, db_path: Path) -> None:
+    check_retry_after(server, db_path, "120", Clock())
+
+
+def test_retry_after_http_date(server: TeachingServer, db_path: Path) -> None:
+    clock = Clock()
+    when = clock.now + __import__("datetime").timedelta(seconds=120)
+    check_retry_after(server, db_path, format_datetime(when, usegmt=True), clock)
+
+
+def test_interval_is_respected_and_requests_are_conditional(server: TeachingServer,
+                                                           db_path: Path) -> None:
+    paths = {"demo-rss": "/feeds/demo-rss.xml", "demo-atom": "/feeds/demo-atom.xml",
+             "cached": "/scenario/cache?max_age=7200"}
+    config = make_config(db_path, {k: server.url(v) for k, v in paths.items()},
+                         min_interval=1800.0)
+    clock = Clock()
+    seen: dict[str, list[object]] = {k: [] for k in paths}
+    for _ in range(12):  # six hours in half-hour steps
+        for rep in run_fetch(config, clock=clock).sources:
+            if rep.status != "not_due":
+                seen[rep.source].append(clock.now)
+        clock.advance(1800)
+    # demo-rss asks for <ttl>60</ttl>, the cached path for max-age=7200, atom nothing.
+    assert len(seen["demo-atom"]) == 12
+    assert len(seen["demo-rss"]) == 6
+    assert len(seen["cached"]) == 3
+    for source, path in paths.items():
+        requests = server.requests_for(path)
+        assert len(requests) == len(seen[source])
+        assert requests[0].header("If-None-Match") is None
+        assert all(r.header("If-None-Match") for r in requests[1:]), source
+
+
+def test_gone_stops_polling_until_reset(server: TeachingServer, tmp_path: Path) -> None:
+    path = "/gone.xml"
+    server.script(path, [ScriptedResponse(status=410),
+                         ScriptedResponse(status=200, headers=DEMO_HEADERS,
+                                          body=feed_body(server))])
+    config = write_config(tmp_path, {"old": server.url(path)})
+    runner = CliRunner()
+    fetch = ["fetch", "--config", str(config), "--json", "--force"]
+    first = json.loads(runner.invoke(cli, fetch).output)["sources"][0]
+    assert (first["status"], first["http_status"]) == ("gone", 410)
+    again = json.loads(runner.invoke(cli, fetch).output)["sources"][0]
+    assert again["status"] == "gone"
+    assert len(server.requests_for(path)) == 1
+
+    table = json.loads(runner.invoke(cli, ["sources", "--config", str(config),
+                                           "--json"]).output)["sources"]
+    assert table[0]["gone"] is True
+    reset = runner.invoke(cli, ["sources", "--config", str(config), "--reset", "old"])
+    assert reset.exit_code == 0, reset.output
+    after = json.loads(runner.invoke(cli, fetch).output)["sources"][0]
+    assert (after["status"], after["created"]) == ("fetched", 3)
+    assert len(server.requests_for(path)) == 2
+
+
+def test_permanent_redirect_chain_is_reported_as_moved(server: TeachingServer,
+                                                       db_path: Path) -> None:
+    start = "/scenario/redirect-chain?statuses=301,308&to=/feeds/demo-rss.xml"
+    config = make_config(db_path, {"moving": server.url(start)})
+    first = run_fetch(config).get("moving")
+    assert first.status == "moved" and first.created == 3
+    assert first.moved_to == server.url("/feeds/demo-rss.xml")
+    server.clear_log()
+    second = run_fetch(config, force=True).get("moving")
+    assert (second.status, second.http_status) == ("moved", 304)
+    assert second.moved_to == server.url("/feeds/demo-rss.xml")
+    (req,) = server.requests  # straight to the new URL, with its validators
+    assert req.path == "/feeds/demo-rss.xml" and req.header("If-None-Match")
+    with Store(db_path) as store:
+        (state,) = store.source_states()
+    assert state.url == server.url(start)  # the source list stays as written
+
+
+def test_temporary_redirect_is_followed_and_forgotten(server: TeachingServer,
+                                                      db_path: Path) -> None:
+    start = "/scenario/redirect?status=302&to=/feeds/demo-rss.xml"
+    config = make_config(db_path, {"temp": server.url(start)})
+    first = run_fetch(config).get("temp")
+    assert (first.status, first.moved_to) == ("fetched", "")
+    server.clear_log()
+    run_fetch(config, force=True)
+    assert server.requests[0].path == start
+
+
+def test_per_host_limit_holds_with_many_sources(server: TeachingServer,
+                                                db_path: Path) -> None:
+    sources = {f"s{i:02d}": server.url(f"/scenario/slow?delay=0.05&n={i}") for i in range(50)}
+    config = make_config(db_path, sources, concurrency=20, per_host=2)
+    server.reset_peak()
+    report = run_fetch(config)
+    assert all(r.status == "fetched" for r in report.sources)
+    assert server.peak_in_flight == 2
+
+
+def test_sources_table_and_progress(server: TeachingServer, tmp_path: Path) -> None:
+    config = write_config(tmp_path, {"demo-rss": server.url("/feeds/demo-rss.xml"),
+                                     "missing": server.url("/feeds/missing.xml")})
+    runner = CliRunner()
+    runner.invoke(cli, ["fetch", "--config", str(config)])
+    table = runner.invoke(cli, ["sources", "--config", str(config)])
+    assert table.exit_code == 0
+    lines = table.output.splitlines()
+    assert lines[0].split()[:3] == ["id", "status", "last"]
+    assert any(line.startswith("missing") and "HTTP 404" in line for line in lines)
+    unknown = runner.invoke(cli, ["sources", "--config", str(config), "--reset", "nope"])
+    assert unknown.exit_code == 2 and "nope" in unknown.output

@@ -1,0 +1,113 @@
+"""The poll schedule as a table of plain cases: no network, no database, no sleeping."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from signal_feeds.schedule import (
+    DEFAULT_BACKOFF_CAP,
+    check_due,
+    freshness_lifetime,
+    next_poll,
+    parse_retry_after,
+)
+
+NOW = dt.datetime(2026, 12, 2, 12, 0, tzinfo=dt.UTC)
+HOUR = 3600.0
+
+
+def at(seconds: float) -> dt.datetime:
+    return NOW + dt.timedelta(seconds=seconds)
+
+
+def poll(status: int | str, headers: dict[str, str] | None = None, *, errors: int = 0,
+         min_interval: float = HOUR, max_interval: float = 7 * 24 * HOUR,
+         ttl: int | None = None, jitter: float = 0.0):  # type: ignore[no-untyped-def]
+    return next_poll(now=NOW, status=status, headers=headers or {},  # type: ignore[arg-type]
+                     error_count=errors, min_interval=min_interval,
+                     max_interval=max_interval, ttl_seconds=ttl, jitter=jitter)
+
+
+CASES = [
+    # (name, status, headers, kwargs, next_due offset in seconds or None, retry_after, reason)
+    ("200 plain: min interval", 200, {}, {}, HOUR, None, "ok"),
+    ("304 plain", 304, {}, {}, HOUR, None, "ok"),
+    ("max-age longer than interval", 200, {"cache-control": "public, max-age=7200"}, {},
+     7200, None, "ok"),
+    ("max-age minus Age", 200, {"cache-control": "max-age=7200", "age": "1800"}, {},
+     5400, None, "ok"),
+    ("max-age shorter than interval never shortens", 200, {"cache-control": "max-age=60"},
+     {}, HOUR, None, "ok"),
+    ("no-cache: interval only", 200, {"cache-control": "no-cache, max-age=99999"}, {},
+     HOUR, None, "ok"),
+    ("no-store: interval only", 304, {"cache-control": "no-store"}, {}, HOUR, None, "ok"),
+    ("Expires minus Date", 200, {"expires": "Wed, 02 Dec 2026 15:00:00 GMT",
+                                 "date": "Wed, 02 Dec 2026 12:00:00 GMT"}, {},
+     3 * HOUR, None, "ok"),
+    ("invalid Expires is already expired", 200, {"expires": "0"}, {}, HOUR, None, "ok"),
+    ("max-age wins over Expires", 200, {"cache-control": "max-age=7200",
+                                        "expires": "Thu, 03 Dec 2026 12:00:00 GMT"}, {},
+     7200, None, "ok"),
+    ("feed ttl", 200, {}, {"ttl": 3 * 3600}, 3 * HOUR, None, "ok"),
+    ("upper cap", 200, {"cache-control": "max-age=99999999"}, {"max_interval": 86400},
+     86400, None, "ok"),
+    ("429 Retry-After seconds", 429, {"retry-after": "120"}, {"errors": 1}, 120, 120,
+     "retry_later"),
+    ("503 Retry-After date", 503, {"retry-after": "Wed, 02 Dec 2026 14:00:00 GMT"},
+     {"errors": 1}, 2 * HOUR, 2 * HOUR, "retry_later"),
+    ("429 Retry-After in the past", 429, {"retry-after": "Wed, 02 Dec 2026 10:00:00 GMT"},
+     {"errors": 1}, 0, 0, "retry_later"),
+    ("429 without Retry-After backs off", 429, {}, {"errors": 1}, HOUR, None, "backoff"),
+    ("500 first error", 500, {}, {"errors": 1}, HOUR, None, "backoff"),
+    ("500 third error doubles twice", 500, {}, {"errors": 3}, 4 * HOUR, None, "backoff"),
+    ("backoff jitter stretches", 502, {}, {"errors": 2, "jitter": 0.5}, 2 * HOUR * 1.125,
+     None, "backoff"),
+    ("backoff is capped", 500, {}, {"errors": 40}, DEFAULT_BACKOFF_CAP, None, "backoff"),
+    ("network error", "error", {}, {"errors": 2}, 2 * HOUR, None, "backoff"),
+    ("404 backs off", 404, {}, {"errors": 1}, HOUR, None, "backoff"),
+    ("410 gone", 410, {}, {"errors": 0}, None, None, "gone"),
+]
+
+
+@pytest.mark.parametrize(("name", "status", "headers", "kwargs", "due", "retry", "reason"),
+                         CASES, ids=[c[0] for c in CASES])
+def test_next_poll(name: str, status: int | str, headers: dict[str, str],
+                   kwargs: dict[str, object], due: float | None, retry: float | None,
+                   reason: str) -> None:
+    decision = poll(status, headers, **kwargs)  # type: ignore[arg-type]
+    assert decision.reason == reason
+    assert decision.next_due_at == (None if due is None else at(due))
+    assert decision.retry_after == (None if retry is None else at(retry))
+
+
+def test_retry_after_forms() -> None:
+    assert parse_retry_after("120", NOW) == at(120)
+    assert parse_retry_after(" 0 ", NOW) == NOW
+    assert parse_retry_after("Wed, 02 Dec 2026 12:02:00 GMT", NOW) == at(120)
+    assert parse_retry_after("soon", NOW) is None
+    assert parse_retry_after("-5", NOW) is None
+    assert parse_retry_after("", NOW) is None
+
+
+def test_freshness_lifetime_says_nothing_without_headers() -> None:
+    assert freshness_lifetime({}, NOW) is None
+    assert freshness_lifetime({"cache-control": "max-age=\"600\""}, NOW) == 600
+
+
+@pytest.mark.parametrize(("kwargs", "status", "until"), [
+    ({}, "due", None),
+    ({"next_due_at": at(60)}, "not_due", at(60)),
+    ({"next_due_at": at(60), "force": True}, "due", None),
+    ({"next_due_at": at(-1)}, "due", None),
+    ({"retry_after": at(60), "force": True}, "retry_later", at(60)),
+    ({"retry_after": at(-60)}, "due", None),
+    ({"gone": True, "force": True}, "gone", None),
+])
+def test_check_due(kwargs: dict[str, object], status: str, until: dt.datetime | None) -> None:
+    args: dict[str, object] = {"gone": False, "next_due_at": None, "retry_after": None,
+                               "force": False}
+    args.update(kwargs)
+    due = check_due(now=NOW, **args)  # type: ignore[arg-type]
+    assert (due.status, due.until) == (status, until)
