@@ -9,11 +9,13 @@ goes on.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import logging
 import random
+import ssl
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -79,7 +81,7 @@ class _Run:
         self.done = 0
         self.failed = 0
         self.in_flight: dict[str, float] = {}
-        self.global_limit = asyncio.Semaphore(config.settings.concurrency)
+        self.clients = _ClientPool(config.settings.concurrency)
         self.host_limits: dict[str, asyncio.Semaphore] = {}
         # sqlite3 calls block; one dedicated thread keeps them off the event loop.
         self.db_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="signal-store")
@@ -93,10 +95,10 @@ class _Run:
             self.host_limits[host] = asyncio.Semaphore(self.config.settings.per_host)
         return self.host_limits[host]
 
-    async def source(self, client: httpx.AsyncClient, src: Source) -> SourceReport:
+    async def source(self, src: Source) -> SourceReport:
         t0 = time.monotonic()
         try:
-            rep = await self._source(client, src)
+            rep = await self._source(src)
         except SignalError as exc:  # a store failure outside apply_response
             rep = SourceReport(source=src.id, status="failed", error=exc.message)
         except Exception as exc:  # never let one source end the run
@@ -113,7 +115,7 @@ class _Run:
             self.progress(Progress(self.done, self.total, self.failed, flying, rep))
         return rep
 
-    async def _source(self, client: httpx.AsyncClient, src: Source) -> SourceReport:
+    async def _source(self, src: Source) -> SourceReport:
         state = await self.db(self.store.source_state, src.id, src.url)
         now = self.clock()
         if src.is_expired(now.date()):
@@ -137,7 +139,9 @@ class _Run:
         settings = self.config.effective(src)
         url = state.request_url
         started = self.clock()
-        async with self.global_limit, self.host_limit(url):
+        # The host's limit is taken before a client: a source waiting for its host
+        # must not hold one of the global slots other hosts could use.
+        async with self.host_limit(url), self.clients.client(url) as client:
             self.in_flight[src.id] = time.monotonic()
             try:
                 response = await fetch(client, url, limits=FetchLimits.from_settings(settings),
@@ -293,12 +297,52 @@ def _select(config: Config, source_ids: Sequence[str] | None) -> list[Source]:
 
 
 async def _run_async(run: _Run, sources: Sequence[Source]) -> list[SourceReport]:
-    settings = run.config.settings
-    limits = httpx.Limits(max_connections=settings.concurrency,
-                          max_keepalive_connections=settings.concurrency)
-    async with httpx.AsyncClient(limits=limits, follow_redirects=False, trust_env=False,
-                                 http2=False) as client:
-        return list(await asyncio.gather(*(run.source(client, s) for s in sources)))
+    try:
+        return list(await asyncio.gather(*(run.source(s) for s in sources)))
+    finally:
+        await run.clients.aclose()
+
+
+class _ClientPool:
+    """``size`` small HTTP clients, each holding at most one connection.
+
+    One shared httpx pool with many connections goes CPU-bound: httpcore scans every
+    connection on every request event (httpcore issue 1035). Many one-connection clients
+    keep that scan constant; handing a client back to the host it last talked to keeps
+    keep-alive reuse. Taking a client is also the global concurrency limit.
+    """
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.idle: list[tuple[str, httpx.AsyncClient]] = []
+        self.created: list[httpx.AsyncClient] = []
+        self.slots = asyncio.Semaphore(size)
+        self.ssl_context: ssl.SSLContext | None = None
+
+    def _new_client(self) -> httpx.AsyncClient:
+        if self.ssl_context is None:  # building one is slow: share it
+            self.ssl_context = ssl.create_default_context()
+        client = httpx.AsyncClient(
+            limits=httpx.Limits(max_connections=1, max_keepalive_connections=1),
+            verify=self.ssl_context, follow_redirects=False, trust_env=False)
+        self.created.append(client)
+        return client
+
+    @contextlib.asynccontextmanager
+    async def client(self, url: str) -> AsyncIterator[httpx.AsyncClient]:
+        host = (urlsplit(url).hostname or "").lower()
+        async with self.slots:
+            index = next((i for i in range(len(self.idle) - 1, -1, -1)
+                          if self.idle[i][0] == host), len(self.idle) - 1)
+            chosen = self.idle.pop(index)[1] if self.idle else self._new_client()
+            try:
+                yield chosen
+            finally:
+                self.idle.append((host, chosen))
+
+    async def aclose(self) -> None:
+        for client in self.created:
+            await client.aclose()
 
 
 def run_fetch(

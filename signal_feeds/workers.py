@@ -8,13 +8,17 @@ workers also let parsing use every core.
 from __future__ import annotations
 
 import asyncio
-import multiprocessing
+import contextlib
 import os
+import pickle
+import struct
+import subprocess
+import sys
 import threading
 import time
-from concurrent.futures import Executor, ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import IO, Any
 
 from .errors import ContradictionError, SignalError
 
@@ -77,9 +81,9 @@ def parse_job(job: ParseJob) -> ParseOutcome:
                         warnings=feed.warnings, entries=len(feed.entries))
 
 
-def _init_worker(memory: int) -> None:
-    """Limit the worker's memory and make it die with its parent: a run that is killed
-    must not leave parser processes behind."""
+def _limit_self(memory: int) -> None:
+    """In a worker: cap the address space and die with the parent process (a run that
+    is killed must not leave parser processes behind)."""
     try:
         import resource
 
@@ -91,12 +95,11 @@ def _init_worker(memory: int) -> None:
         import ctypes
         import signal
 
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG (Linux)
-        if os.getppid() != parent:  # the parent died before prctl took effect
-            os._exit(1)
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
+    if os.getppid() != parent:  # the parent died before the watch began
+        os._exit(1)
 
 
 def _watch_parent(parent: int) -> None:
@@ -105,59 +108,166 @@ def _watch_parent(parent: int) -> None:
     os._exit(1)
 
 
-class ParserPool:
-    """A lazily started pool of parser processes with a per-document time limit.
+_HEADER = struct.Struct(">Q")
 
-    A worker that dies (memory limit, crash) or overruns the time limit breaks the
-    pool; the pool is then replaced and only the document that caused it fails.
+
+def _read_exact(stream: IO[bytes], size: int) -> bytes:
+    chunks = []
+    while size:
+        chunk = stream.read(size)
+        if not chunk:
+            raise EOFError("worker closed its pipe")
+        chunks.append(chunk)
+        size -= len(chunk)
+    return b"".join(chunks)
+
+
+def _send(stream: IO[bytes], obj: object) -> None:
+    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    stream.write(_HEADER.pack(len(data)))
+    stream.write(data)
+    stream.flush()
+
+
+def _receive(stream: IO[bytes]) -> Any:
+    (size,) = _HEADER.unpack(_read_exact(stream, _HEADER.size))
+    return pickle.loads(_read_exact(stream, size))
+
+
+#: What a worker sends once it can take jobs.
+_READY = "signal-parse-worker-ready"
+#: Seconds a new worker may take to start, apart from any document's time limit.
+WORKER_START_TIMEOUT = 60.0
+
+
+def serve(memory: int) -> None:
+    """The worker loop (``python -m signal_feeds._parse_worker MEMORY``): jobs in on stdin,
+    outcomes out on stdout, until stdin closes."""
+    _limit_self(memory)
+    # Import the parser before saying "ready": a document's time limit must not be
+    # spent starting Python and importing feedparser (seconds on a busy machine).
+    from . import identity, parse  # noqa: F401
+
+    stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
+    _send(stdout, _READY)
+    while True:
+        try:
+            job = _receive(stdin)
+        except EOFError:
+            return
+        _send(stdout, parse_job(job))
+
+
+class _Worker:
+    """One parser process, used by one job at a time. A plain subprocess (not
+    multiprocessing) so that it never re-imports the caller's ``__main__``."""
+
+    def __init__(self, memory: int) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "signal_feeds._parse_worker", str(memory)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        self.killed = False
+        self.ready = False
+
+    def _wait_ready(self) -> None:
+        assert self.proc.stdout is not None
+        timer = threading.Timer(WORKER_START_TIMEOUT, self.kill)
+        timer.start()
+        try:
+            answer = _receive(self.proc.stdout)
+        except EOFError:
+            self.killed = False  # a failed start, not a document's timeout
+            raise
+        finally:
+            timer.cancel()
+        if answer != _READY:
+            raise EOFError("worker did not start")
+        self.ready = True
+
+    def call(self, job: ParseJob, timeout: float) -> ParseOutcome:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        if not self.ready:
+            self._wait_ready()
+        timer = threading.Timer(timeout, self.kill)
+        timer.start()
+        try:
+            _send(self.proc.stdin, job)
+            outcome = _receive(self.proc.stdout)
+        finally:
+            timer.cancel()
+        if not isinstance(outcome, ParseOutcome):
+            raise EOFError("worker answered nonsense")
+        return outcome
+
+    def kill(self) -> None:
+        self.killed = True
+        self.proc.kill()
+
+    def close(self) -> None:
+        for stream in (self.proc.stdin, self.proc.stdout):
+            if stream is not None:
+                with contextlib.suppress(OSError):
+                    stream.close()
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+class ParserPool:
+    """Parser processes started on demand, one document each at a time.
+
+    A document that overruns the time limit gets its worker killed; a worker that dies
+    (memory limit, crash) is replaced. Either way only that document fails. The pool
+    is not tied to an event loop, so one pool can serve several runs.
     """
 
     def __init__(self, *, workers: int | None = None, memory: int = DEFAULT_PARSE_MEMORY,
                  timeout: float = DEFAULT_PARSE_TIMEOUT) -> None:
-        self.workers = workers or min(2, os.cpu_count() or 1)
+        self.workers = workers or max(1, min(2, os.cpu_count() or 1))
         self.memory = memory
         self.timeout = timeout
-        self._executor: ProcessPoolExecutor | None = None
-        self._generation = 0
+        self._idle: list[_Worker] = []
+        self._lock = threading.Lock()
+        self._threads: ThreadPoolExecutor | None = None
 
-    def _pool(self) -> ProcessPoolExecutor:
-        if self._executor is None:
-            self._executor = ProcessPoolExecutor(
-                max_workers=self.workers, mp_context=multiprocessing.get_context("spawn"),
-                initializer=_init_worker, initargs=(self.memory,))
-            self._generation += 1
-        return self._executor
-
-    def _discard(self, generation: int) -> None:
-        if self._executor is None or generation != self._generation:
-            return
-        executor, self._executor = self._executor, None
-        for proc in list(getattr(executor, "_processes", {}).values()):
-            proc.kill()  # a stuck parser does not stop on request
-        executor.shutdown(wait=False, cancel_futures=True)
+    def _parse_blocking(self, job: ParseJob) -> ParseOutcome:
+        with self._lock:
+            worker = self._idle.pop() if self._idle else None
+        if worker is None:
+            worker = _Worker(self.memory)
+        try:
+            outcome = worker.call(job, self.timeout)
+        except Exception:  # EOF, a broken pipe, a garbled answer: this worker is done
+            timed_out = worker.killed
+            worker.kill()
+            worker.close()
+            if timed_out:
+                return ParseOutcome(error=f"parsing took longer than {self.timeout:g} s",
+                                    kind="parse")
+            return ParseOutcome(error="parser process died (memory limit or crash)",
+                                kind="parse")
+        with self._lock:
+            self._idle.append(worker)
+        return outcome
 
     async def parse(self, job: ParseJob) -> ParseOutcome:
         """Parse one body in a worker; errors come back as a :class:`ParseOutcome`."""
+        if self._threads is None:
+            self._threads = ThreadPoolExecutor(max_workers=self.workers,
+                                               thread_name_prefix="signal-parse")
         loop = asyncio.get_running_loop()
-        for attempt in range(2):
-            pool: Executor = self._pool()
-            generation = self._generation
-            try:
-                return await asyncio.wait_for(loop.run_in_executor(pool, parse_job, job),
-                                              self.timeout)
-            except TimeoutError:
-                self._discard(generation)
-                return ParseOutcome(error=f"parsing took longer than {self.timeout:g} s",
-                                    kind="parse")
-            except BrokenProcessPool:
-                self._discard(generation)
-                if attempt:  # broke twice with this document: it is the cause
-                    return ParseOutcome(error="parser process died (memory limit or crash)",
-                                        kind="parse")
-        raise AssertionError("unreachable")
+        return await loop.run_in_executor(self._threads, self._parse_blocking, job)
 
     def close(self) -> None:
         """Stop the workers."""
-        if self._executor is not None:
-            self._executor.shutdown(wait=True, cancel_futures=True)
-            self._executor = None
+        if self._threads is not None:
+            self._threads.shutdown(wait=True)
+            self._threads = None
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for worker in idle:
+            worker.close()
+
+
