@@ -22,3 +22,67 @@ def test_lesson_suite_passes(folder: Path) -> None:
                           cwd=folder, capture_output=True, text=True, timeout=600,
                           check=False)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+
+
+def _console_blocks(text: str) -> list[list[str]]:
+    blocks, current, inside = [], [], False
+    for line in text.splitlines():
+        if line.startswith("```console"):
+            inside, current = True, []
+        elif inside and line.startswith("```"):
+            inside = False
+            blocks.append(current)
+        elif inside:
+            current.append(line)
+    return blocks
+
+
+def _commands(lines: list[str]) -> list[tuple[str, list[str]]]:
+    out: list[tuple[str, list[str]]] = []
+    for line in lines:
+        if line.startswith("$ "):
+            out.append((line[2:], []))
+        elif out:
+            out[-1][1].append(line)
+    return out
+
+
+def test_digests_shown_in_lessons_are_the_librarys() -> None:
+    """Every key and fingerprint a lesson prints equals what the library computes for
+    the same source id and input."""
+    import json
+    import re
+    import shlex
+
+    from signal_feeds import digest, parse_files
+
+    checked = 0
+    for folder in FOLDERS:
+        if not (folder / "README.md").exists():
+            continue
+        readme = (folder / "README.md").read_text(encoding="utf-8")
+        for block in _console_blocks(readme):
+            for command, output in _commands(block):
+                words = shlex.split(command.split("|")[0])
+                if words[:4] == ["python", "-m", "signal_lesson", "key"] and len(words) == 6:
+                    shown = output[0].split()[-1]
+                    assert shown == digest(words[4:6]), (folder.name, command)
+                    checked += 1
+                if words[:4] == ["python", "-m", "signal_lesson", "parse"] and (
+                        "--source-id" in words):
+                    source_id = words[words.index("--source-id") + 1]
+                    path = (folder / words[4]).resolve()
+                    (result,) = parse_files([path], source_id=source_id)
+                    library = {e["remote_id"]: e for e in result.get("entries", [])}
+                    fields: dict[str, str] = {}
+                    for line in output:
+                        match = re.match(r"\s+(remote_id|key|fingerprint)\s+(\".*\")$", line)
+                        if match:
+                            fields[match[1]] = json.loads(match[2])
+                        if {"remote_id", "key", "fingerprint"} <= set(fields):
+                            lib = library[fields["remote_id"]]
+                            assert (fields["key"], fields["fingerprint"]) == (
+                                lib["id"], lib["fingerprint"]), (folder.name, command)
+                            checked += 1
+                            fields = {}
+    assert checked >= 5
