@@ -154,3 +154,46 @@ def test_sources_table_and_progress(server: TeachingServer, tmp_path: Path) -> N
     assert any(line.startswith("missing") and "HTTP 404" in line for line in lines)
     unknown = runner.invoke(cli, ["sources", "--config", str(config), "--reset", "nope"])
     assert unknown.exit_code == 2 and "nope" in unknown.output
+
+
+def test_progress_only_on_a_terminal(server: TeachingServer, tmp_path: Path) -> None:
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    config = write_config(tmp_path, {f"s{i}": server.url(f"/scenario/slow?delay=0.2&n={i}")
+                                     for i in range(6)})
+    cmd = [sys.executable, "-m", "signal_feeds", "fetch", "--config", str(config), "--force"]
+    leader, follower = pty.openpty()
+    try:
+        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=follower, timeout=120,
+                              check=False)
+        os.close(follower)
+        chunks = []
+        while True:
+            try:
+                data = os.read(leader, 65536)
+            except OSError:
+                break
+            if not data:
+                break
+            chunks.append(data)
+    finally:
+        os.close(leader)
+    progress = b"".join(chunks).decode()
+    assert proc.returncode == 0
+    assert "6/6 sources, 0 failed" in progress
+    assert b"sources, 0 failed" not in proc.stdout  # the report itself is on stdout
+    quiet = subprocess.run([*cmd, "--json"], capture_output=True, text=True, timeout=120,
+                           check=False)
+    assert quiet.stderr == "" and quiet.stdout.startswith("{")
+
+
+def test_sources_shows_moved(server: TeachingServer, tmp_path: Path) -> None:
+    start = "/scenario/redirect?status=308&to=/feeds/demo-atom.xml"
+    config = write_config(tmp_path, {"moving": server.url(start)})
+    runner = CliRunner()
+    runner.invoke(cli, ["fetch", "--config", str(config)])
+    table = runner.invoke(cli, ["sources", "--config", str(config)]).output
+    assert f"moved to {server.url('/feeds/demo-atom.xml')}" in table
