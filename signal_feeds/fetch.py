@@ -248,9 +248,15 @@ async def fetch(
     except httpx.ConnectError as exc:
         raise FetchError(f"cannot connect: {exc}", source_id=source_id,
                          reason="connect") from exc
+    except httpx.InvalidURL as exc:
+        # Our own URLs are valid when sent; httpx raises this (outside its HTTPError tree)
+        # while reading a Location it cannot parse, e.g. "javascript:alert(1)".
+        raise FetchError(f"redirect to an invalid or non-http(s) URL refused ({exc})",
+                         source_id=source_id, reason="redirect") from exc
     except httpx.HTTPError as exc:
-        raise FetchError(f"network error: {type(exc).__name__}: {exc}", source_id=source_id,
-                         reason="network") from exc
+        detail = str(exc) or "the connection was reset or closed mid-response"
+        raise FetchError(f"network error: {type(exc).__name__}: {detail}",
+                         source_id=source_id, reason="network") from exc
     except (OSError, ValueError) as exc:
         raise FetchError(f"request failed: {exc}", source_id=source_id,
                          reason="network") from exc

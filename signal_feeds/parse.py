@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import feedparser  # type: ignore[import-untyped]
+import feedparser
 import nh3
 
 from .errors import ParseError
@@ -23,6 +23,7 @@ from .urls import normalize_link
 
 __all__ = [
     "DEFAULT_FIELD_LIMITS",
+    "DEFAULT_MAX_ENTRIES",
     "NORMALIZER_VERSION",
     "ParsedEntry",
     "ParsedFeed",
@@ -42,6 +43,10 @@ DEFAULT_FIELD_LIMITS: Mapping[str, int] = {
     "summary": 65536,
     "content": 262144,
 }
+#: Entries read from one document; the rest are dropped with a warning. feedparser needs
+#: about half a millisecond per entry, so a document of 100,000 tiny entries (a few MB,
+#: well under the body cap) would hold a parser for a minute.
+DEFAULT_MAX_ENTRIES = 10_000
 #: Raw characters allowed inside an author-like element before feedparser sees it:
 #: feedparser's e-mail regular expression is slow on long strings.
 _AUTHOR_RAW_LIMIT = 1024
@@ -54,6 +59,7 @@ _AUTHOR_TEXT = re.compile(
     rb"\b[^>]{0,512}>)([^<]{%d,})" % _AUTHOR_RAW_LIMIT,
     re.IGNORECASE,
 )
+_ENTRY_END = re.compile(rb"</(?:[\w.-]+:)?(?:item|entry)\s*>", re.IGNORECASE)
 # What feedparser is told about bytes that defuse() has already decoded to UTF-8.
 _UTF8_HEADERS = {"content-type": "application/xml; charset=utf-8"}
 
@@ -117,7 +123,10 @@ def _to_utf8(body: bytes, content_type: str | None, url: str | None) -> tuple[by
     note = result.get("bozo_exception")
     if not result.get("encoding") or not isinstance(data, bytes):
         data = body.decode("utf-8", "replace").encode("utf-8")
-    return data, f"{note}" if note else ""
+    if not note:
+        return data, ""
+    kind = "content type" if type(note).__name__ == "NonXMLContentType" else "character encoding"
+    return data, f"{kind}: {note}"
 
 
 def _cut_utf8(text: bytes, limit: int) -> bytes:
@@ -143,7 +152,7 @@ def defuse(body: bytes, *, content_type: str | None = None,
     warnings: list[str] = []
     data, note = _to_utf8(body, content_type, url)
     if note:
-        warnings.append(f"character encoding: {note}")
+        warnings.append(note)
     if b"\x00" in data:
         data = data.replace(b"\x00", b"")
         warnings.append("NUL bytes removed")
@@ -164,6 +173,46 @@ def defuse(body: bytes, *, content_type: str | None = None,
         if count:
             warnings.append(f"{count} author field(s) cut to {_AUTHOR_RAW_LIMIT} bytes")
     return data, tuple(warnings)
+
+
+def _guard_author_regex() -> None:
+    """Cut an author string before feedparser's e-mail regular expression sees it.
+
+    That expression takes quadratic time on a long string, and :func:`defuse` can cut
+    only plain element text: an author inside CDATA, split by a comment or wrapped in a
+    child element reaches feedparser whole. feedparser looks for the address in
+    ``_sync_author_detail``; this wrapper shortens the string first. Installed once per
+    process, and a no-op if feedparser's internals change shape.
+    """
+    mixin = getattr(getattr(feedparser, "mixin", None), "_FeedParserMixin", None)
+    original = getattr(mixin, "_sync_author_detail", None)
+    if mixin is None or original is None or getattr(original, "_signal_guard", False):
+        return
+
+    def guarded(self: Any, key: str = "author") -> Any:
+        context = self._get_context()
+        value = context.get(key)
+        if isinstance(value, str) and len(value) > _AUTHOR_RAW_LIMIT:
+            context[key] = value[:_AUTHOR_RAW_LIMIT]
+        return original(self, key)
+
+    setattr(guarded, "_signal_guard", True)  # noqa: B010
+    mixin._sync_author_detail = guarded
+
+
+_guard_author_regex()
+
+
+def _cap_entries(data: bytes, limit: int) -> tuple[bytes, int]:
+    """Keep the first ``limit`` entries of a document; return the bytes and how many
+    entry end tags it had. What follows the last entry (``</channel></rss>``,
+    ``</feed>``) is kept, so a well-formed document stays well-formed."""
+    if data.count(b"</") <= limit:
+        return data, 0
+    ends = [m.end() for m in _ENTRY_END.finditer(data)]
+    if len(ends) <= limit:
+        return data, len(ends)
+    return data[:ends[limit - 1]] + data[ends[-1]:], len(ends)
 
 
 def _iso(value: Any) -> str:
@@ -263,8 +312,12 @@ def parse_feed(
     content_type: str | None = None,
     allow_http_links: bool = False,
     field_limits: Mapping[str, int] = DEFAULT_FIELD_LIMITS,
+    max_entries: int = DEFAULT_MAX_ENTRIES,
 ) -> ParsedFeed:
     """Parse downloaded feed bytes into a :class:`ParsedFeed`.
+
+    Only the first ``max_entries`` entries of an RSS or Atom document are read (with a
+    warning): parsing time grows with the number of entries, not only with the size.
 
     ``url`` (the address that answered) resolves relative links; ``content_type`` (the
     response header) helps with the encoding and names JSON Feed (see :mod:`.jsonfeed`).
@@ -280,11 +333,19 @@ def parse_feed(
                               allow_http_links=allow_http_links, field_limits=field_limits)
     data, defuse_warnings = defuse(body, content_type=content_type, url=url)
     headers = dict(_UTF8_HEADERS)  # defuse() decoded the body; the declared charset is spent
-    if url:
-        headers["content-location"] = url
+    data, total_entries = _cap_entries(data, max_entries)
+    if total_entries > max_entries:
+        defuse_warnings += (f"the feed has {total_entries} entries; only the first "
+                            f"{max_entries} were read",)
+    # No content-location: feedparser would resolve a relative RSS <guid> against it,
+    # making the entry key depend on where the feed was fetched from. Links are resolved
+    # against ``url`` by the URL policy instead.
     try:
         result = feedparser.parse(io.BytesIO(data), response_headers=headers,
                                   resolve_relative_uris=False, sanitize_html=False)
+    except MemoryError as exc:  # under the worker's address-space limit
+        raise ParseError("feed parser ran out of memory (the document is too large or "
+                         "too complex)", source_id=source_id) from exc
     except Exception as exc:  # feedparser raises nothing documented; never let it escape
         raise ParseError(f"feed parser failed: {type(exc).__name__}: {exc}",
                          source_id=source_id) from exc

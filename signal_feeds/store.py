@@ -1,6 +1,7 @@
 """SQLite storage behind a narrow interface.
 
-Only this module speaks SQL. The rest of Signal asks it to apply one response, to read
+Only this module speaks SQL (with ``dedupe`` and ``reading``, which run their queries on
+the connection it hands out). The rest of Signal asks it to apply one response, to read
 and update a source's state, and to read entries, so that another store (PostgreSQL, for
 deployments that outgrow one machine) can take its place.
 
@@ -166,9 +167,9 @@ DO UPDATE SET last_seen_at = excluded.last_seen_at
 _TOUCH_ENTRY = "UPDATE entries SET last_seen_at = ? WHERE id = ?"
 
 _SOURCE_COLUMNS = ("id", "url", "fetch_url", "etag", "last_modified", "body_digest",
-                   "body_normalizer_version", "body_entries", "ttl_seconds", "status", "http_status",
-                   "last_fetch_at", "last_success_at", "next_due_at", "retry_after", "error_count",
-                   "last_error", "moved_to", "gone")
+                   "body_normalizer_version", "body_entries", "ttl_seconds", "status",
+                   "http_status", "last_fetch_at", "last_success_at", "next_due_at",
+                   "retry_after", "error_count", "last_error", "moved_to", "gone")
 
 
 def _create_schema(conn: sqlite3.Connection) -> None:
@@ -232,9 +233,10 @@ _V2_INDEXES = {
     "entries_dup_link": "entries (dup_link)",
     "entries_dup_title": "entries (dup_title)",
     "entries_dup_text": "entries (dup_text)",
-    "entries_shown_newest": f"entries (duplicate_of, {ENTRY_ORDER_EXPR})",
-    "entries_source_newest": f"entries (source_id, duplicate_of, {ENTRY_ORDER_EXPR})",
-    "entries_newest": f"entries ({ENTRY_ORDER_EXPR})",
+    # In the reading order itself (newest first, then key), so a page is an index walk.
+    "entries_shown_order": f"entries (duplicate_of, {ENTRY_ORDER_EXPR} DESC, id)",
+    "entries_source_order": f"entries (source_id, {ENTRY_ORDER_EXPR} DESC, id)",
+    "entries_order": f"entries ({ENTRY_ORDER_EXPR} DESC, id)",
     "dedupe_tokens_token": "dedupe_tokens (token)",
     "dedupe_tokens_entry": "dedupe_tokens (entry_id)",
 }
@@ -347,10 +349,14 @@ class Store:
         self._conn.execute("BEGIN IMMEDIATE")
         try:
             yield self._conn
+            self._conn.execute("COMMIT")
         except BaseException:
-            self._conn.execute("ROLLBACK")
+            # A failed COMMIT (disk full, I/O error) can leave the transaction open; an
+            # error SQLite already rolled back leaves none. Either way: no transaction
+            # survives, and the original error is the one raised.
+            if self._conn.in_transaction:
+                self._conn.execute("ROLLBACK")
             raise
-        self._conn.execute("COMMIT")
 
     # -- sources ---------------------------------------------------------------------
 

@@ -101,3 +101,12 @@ def test_doctype_and_entities_are_removed_before_parsing() -> None:
     (entry,) = feed.entries
     assert "aaaaaaaaaa" not in entry.title and "root:" not in entry.title
     assert any("DOCTYPE" in w for w in feed.warnings)
+
+
+def test_relative_guid_is_kept_as_given_and_links_resolve() -> None:
+    # The key must not depend on the URL the feed was fetched from (a 301 would re-key).
+    body = (b'<rss version="2.0"><channel><title>t</title>'
+            b"<item><guid>/p/1</guid><link>/p/1#c</link></item></channel></rss>")
+    (entry,) = parse_feed(body, url="https://example.org/feed").entries
+    assert entry.remote_id == "/p/1"
+    assert entry.url == "https://example.org/p/1"

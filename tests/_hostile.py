@@ -1,0 +1,102 @@
+"""Helpers shared by the hostile-input and fault tests (not a test module)."""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+#: Peak resident memory one ``signal fetch`` process may reach, in bytes.
+RSS_LIMIT = 300 * 1024 * 1024
+
+#: Runs the console command in a fresh interpreter and reports its own peak RSS (the
+#: parser workers are child processes and do not count).
+_MEASURED_CLI = """
+import resource, sys
+from signal_feeds.cli import main
+sys.argv = ["signal", *sys.argv[1:]]
+try:
+    main()
+finally:
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    sys.stderr.write(f"\\nPEAK_RSS_KB={peak}\\n")
+"""
+
+TABLES = ("sources", "entries", "entry_versions", "fetches")
+
+
+def rss(items: str = "", *, prolog: str = "", channel: str = "",
+        encoding: str = "utf-8") -> bytes:
+    """An RSS 2.0 document around ``items``."""
+    return (f'<?xml version="1.0" encoding="{encoding}"?>\n{prolog}<rss version="2.0"><channel>'
+            f"<title>hostile</title><link>https://example.org/</link>{channel}{items}"
+            "</channel></rss>\n").encode(encoding)
+
+
+def item(guid: str, title: str = "t", extra: str = "") -> str:
+    return (f"<item><guid>{guid}</guid><title>{title}</title>"
+            f"<link>https://example.org/{guid}</link>{extra}</item>")
+
+
+def write_config(path: Path, db: Path, sources: dict[str, str], **settings: Any) -> Path:
+    lines = ["[settings]", f'database = "{db}"', "min_interval = 0"]
+    for key, value in settings.items():
+        lines.append(f"{key} = {json.dumps(value)}")
+    for sid, url in sources.items():
+        lines += ["", "[[sources]]", f'id = "{sid}"', f'url = "{url}"']
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+@dataclass
+class CliRun:
+    returncode: int
+    report: dict[str, Any]
+    stderr: str
+    peak_rss: int
+    seconds: float
+
+    def source(self, sid: str) -> dict[str, Any]:
+        for rep in self.report["sources"]:
+            if rep["source"] == sid:
+                return dict(rep)
+        raise KeyError(sid)
+
+
+def run_cli_fetch(config: Path, *extra: str, timeout: float = 120.0) -> CliRun:
+    """``signal fetch --config CONFIG --force --json`` in a subprocess, with its peak RSS."""
+    started = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-c", _MEASURED_CLI, "fetch", "--config", str(config), "--force",
+         "--json", *extra],
+        capture_output=True, text=True, timeout=timeout, check=False)
+    seconds = time.monotonic() - started
+    match = re.search(r"PEAK_RSS_KB=(\d+)", proc.stderr)
+    assert match, proc.stderr
+    assert "Traceback" not in proc.stderr, proc.stderr
+    report = json.loads(proc.stdout) if proc.stdout.strip() else {}
+    return CliRun(proc.returncode, report, proc.stderr, int(match.group(1)) * 1024, seconds)
+
+
+def dump(db: Path) -> dict[str, list[tuple[object, ...]]]:
+    """Every row of every table, sorted: equal dumps mean equal databases."""
+    conn = sqlite3.connect(db)
+    try:
+        return {t: sorted(conn.execute(f"SELECT * FROM {t}").fetchall(), key=repr)
+                for t in TABLES}
+    finally:
+        conn.close()
+
+
+def rows(db: Path, sql: str, *args: object) -> list[tuple[Any, ...]]:
+    conn = sqlite3.connect(db)
+    try:
+        return conn.execute(sql, args).fetchall()
+    finally:
+        conn.close()

@@ -1,0 +1,413 @@
+"""Faults: a failed write leaves the database as it was, a parser that hangs or blows
+its memory costs one source, and a broken database or config gives one clean line."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _hostile import dump, item, rows, rss, write_config
+from click.testing import CliRunner
+from conftest import FIXTURES, Clock, make_config
+
+import signal_feeds.pipeline
+import signal_feeds.store
+from signal_feeds import Store, run_fetch
+from signal_feeds.cli import cli
+from signal_feeds.teaching_server import TeachingServer
+from signal_feeds.workers import ParseJob, ParseOutcome, ParserPool, parse_job
+
+
+class InlineParser:
+    """Parses in the test process: the store faults do not need worker processes."""
+
+    async def parse(self, job: ParseJob) -> ParseOutcome:
+        return parse_job(job)
+
+    def close(self) -> None:
+        pass
+
+
+# -- fault injection in the store ----------------------------------------------------------
+
+class Plan:
+    """Which statement of one ``apply_response`` fails, and how.
+
+    A point is ``(index, "before")`` (the statement raises before it runs) or
+    ``(index, "mid")`` (an ``executemany`` raises after its first row: between entries).
+    With ``fail_at=None`` the plan only records the points there are.
+    """
+
+    def __init__(self, fail_at: tuple[int, str] | str | None = None,
+                 message: str = "injected fault") -> None:
+        self.fail_at = fail_at
+        self.message = message
+        self.calls = 0
+        self.points: list[tuple[int, str, str]] = []
+        self.fired = False
+
+    def before(self, sql: str) -> int:
+        index = self.calls
+        self.calls += 1
+        self.points.append((index, "before", sql.split()[0]))
+        if self.fail_at == (index, "before"):
+            self._fire()
+        return index
+
+    def rows(self, index: int, sql: str, seq: Iterable[Any]) -> Iterator[Any]:
+        data = list(seq)
+        if len(data) >= 2:
+            self.points.append((index, "mid", sql.split()[0]))
+        first_mid = self.fail_at == "first-mid" and not self.fired
+        for n, row in enumerate(data):
+            if n == 1 and (first_mid or self.fail_at == (index, "mid")):
+                self._fire()
+            yield row
+
+    def _fire(self) -> None:
+        self.fired = True
+        raise sqlite3.OperationalError(self.message)
+
+
+class FaultyConnection:
+    def __init__(self, conn: sqlite3.Connection, plan: Plan) -> None:
+        self._conn = conn
+        self._plan = plan
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._conn, name)
+
+    def execute(self, sql: str, *args: Any) -> sqlite3.Cursor:
+        self._plan.before(sql)
+        return self._conn.execute(sql, *args)
+
+    def executemany(self, sql: str, seq: Iterable[Any]) -> sqlite3.Cursor:
+        index = self._plan.before(sql)
+        return self._conn.executemany(sql, self._plan.rows(index, sql, seq))
+
+
+def faulty_store(plan: Plan) -> type[Store]:
+    class FaultyStore(Store):
+        def apply_response(self, *args: Any, **kwargs: Any) -> Any:
+            real = self._conn
+            self._conn = FaultyConnection(real, plan)  # type: ignore[assignment]
+            try:
+                return super().apply_response(*args, **kwargs)
+            finally:
+                self._conn = real
+    return FaultyStore
+
+
+def _changed_feed() -> bytes:
+    # The corrected title (an update), the other entries (unchanged) and one new entry.
+    body = (FIXTURES / "variants" / "demo-rss-corrected.xml").read_bytes()
+    new = item("release-new", "New entry").encode()
+    return body.replace(b"</channel>", new + b"</channel>", 1)
+
+
+def test_a_fault_at_every_step_of_storing_leaves_the_database_as_before(
+        server: TeachingServer, db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    config = make_config(db_path, {"demo-rss": server.url("/feeds/demo-rss.xml")})
+    clock = Clock()
+    first = run_fetch(config, clock=clock, force=True, parser=InlineParser())
+    assert first.get("demo-rss").created == 3
+    server.put("/feeds/demo-rss.xml", _changed_feed())
+    clock.advance(60)
+
+    # A dry pass on a copy of the database lists the statements of one response.
+    copy = db_path.with_name("copy.db")
+    with sqlite3.connect(db_path) as src, sqlite3.connect(copy) as dst:
+        src.backup(dst)
+    recorder = Plan()
+    monkeypatch.setattr(signal_feeds.pipeline, "Store", faulty_store(recorder))
+    dry = run_fetch(config, database=copy, clock=clock, force=True, parser=InlineParser())
+    assert dry.get("demo-rss").status == "fetched"
+    points = [(i, kind) for i, kind, _ in recorder.points]
+    verbs = [verb for _, _, verb in recorder.points]
+    assert verbs[0] == "BEGIN" and verbs[-1] == "COMMIT"
+    assert any(kind == "mid" for _, kind in points)  # between entries
+    assert len(points) >= 6
+
+    # Cross-source duplicate marking runs under a savepoint and is allowed to fail
+    # alone (the store logs it): a fault inside it still stores the whole response.
+    tolerated: set[tuple[int, str]] = set()
+    inside = False
+    for index, kind, verb in recorder.points:
+        if verb == "RELEASE":
+            inside = False
+        if inside:
+            tolerated.add((index, kind))
+        if verb == "SAVEPOINT":
+            inside = True
+
+    before = dump(db_path)
+    snapshot = db_path.with_name("snapshot.db")
+    with sqlite3.connect(db_path) as src, sqlite3.connect(snapshot) as dst:
+        src.backup(dst)
+    for point in points:
+        plan = Plan(fail_at=point)
+        monkeypatch.setattr(signal_feeds.pipeline, "Store", faulty_store(plan))
+        report = run_fetch(config, clock=clock, force=True, parser=InlineParser())
+        rep = report.get("demo-rss")
+        assert plan.fired, point
+        if point in tolerated:
+            assert (rep.status, rep.created, rep.updated) == ("fetched", 1, 1), (point, rep)
+            with sqlite3.connect(snapshot) as src, sqlite3.connect(db_path) as dst:
+                src.backup(dst)  # back to the state before the response
+            continue
+        assert rep.status == "failed" and "injected fault" in rep.error, (point, rep)
+        assert dump(db_path) == before, f"fault at {point} changed the database"
+    assert len(tolerated) < len(points)
+
+    # The next run does the work the failed ones could not.
+    monkeypatch.setattr(signal_feeds.pipeline, "Store", Store)
+    clock.advance(60)
+    report = run_fetch(config, clock=clock, force=True, parser=InlineParser())
+    rep = report.get("demo-rss")
+    assert (rep.status, rep.created, rep.updated, rep.unchanged) == ("fetched", 1, 1, 2)
+    with Store(db_path) as store:
+        assert store.count("entries") == 4
+        assert store.count("entry_versions") == 5
+
+
+def test_a_failed_commit_leaves_no_transaction_open(db_path: Path) -> None:
+    """A COMMIT that fails (disk full, I/O error) must not leave the connection inside
+    a transaction: the next response on the same store would fail to begin."""
+    from signal_feeds.identity import identify
+    from signal_feeds.parse import parse_feed
+    from signal_feeds.store import FetchRecord, SourceState
+
+    body = (FIXTURES / "demo-rss.xml").read_bytes()
+    entries = identify("demo", parse_feed(body).entries).rows
+    clock = Clock()
+    state = SourceState(source_id="demo", url="https://example.org/feed")
+    record = FetchRecord(source_id="demo", started_at=clock(), url=state.url, outcome="fetched")
+    with Store(db_path) as store:
+        real = store._conn
+
+        class FailingCommit(FaultyConnection):
+            def execute(self, sql: str, *args: Any) -> sqlite3.Cursor:
+                if sql == "COMMIT":
+                    raise sqlite3.OperationalError("disk I/O error")
+                return real.execute(sql, *args)
+
+        store._conn = FailingCommit(real, Plan())  # type: ignore[assignment]
+        with pytest.raises(signal_feeds.store.StoreError, match="disk I/O error"):
+            store.apply_response(state, entries, record, clock())
+        store._conn = real
+        assert not real.in_transaction
+        counts = store.apply_response(state, entries, record, clock())
+        assert counts.created == 3
+
+
+def test_disk_full_while_storing_is_reported_and_the_next_run_recovers(
+        server: TeachingServer, db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Full disk simulated with an injected ``sqlite3.OperationalError`` carrying
+    SQLite's own message, raised between entries (a real tiny filesystem is in
+    :func:`test_full_filesystem`, where ``mount`` is allowed)."""
+    config = make_config(db_path, {"demo-rss": server.url("/feeds/demo-rss.xml"),
+                                   "demo-atom": server.url("/feeds/demo-atom.xml")})
+    # Every response fails in its first executemany, between its first and second row.
+    class FullDisk(Store):
+        def apply_response(self, *args: Any, **kwargs: Any) -> Any:
+            real = self._conn
+            plan = Plan(fail_at="first-mid", message="database or disk is full")
+            self._conn = FaultyConnection(real, plan)  # type: ignore[assignment]
+            try:
+                return super().apply_response(*args, **kwargs)
+            finally:
+                self._conn = real
+
+    monkeypatch.setattr(signal_feeds.pipeline, "Store", FullDisk)
+    report = run_fetch(config, force=True, parser=InlineParser())
+    for rep in report.sources:
+        assert rep.status == "failed"
+        assert rep.error == "cannot store response: database or disk is full"
+    assert rows(db_path, "SELECT count(*) FROM entries") == [(0,)]
+    monkeypatch.setattr(signal_feeds.pipeline, "Store", Store)
+    report = run_fetch(config, force=True, parser=InlineParser())
+    assert [r.created for r in report.sources] == [3, 2]
+
+
+def _mount_tmpfs(where: Path, size: str) -> bool:
+    if os.geteuid() != 0:
+        return False
+    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)],
+                          capture_output=True, check=False)
+    return proc.returncode == 0
+
+
+def test_full_filesystem(server: TeachingServer, tmp_path: Path) -> None:
+    """A real full disk: a 1 MB tmpfs, filled up after the first run."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    if not _mount_tmpfs(disk, "1m"):
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        db = disk / "signal.db"
+        feed = rss("".join(item(f"e{i}", "t" * 200) for i in range(50)))
+        server.put("/big.xml", feed)
+        config = write_config(tmp_path / "signal.toml", db,
+                              {"demo": server.url("/feeds/demo-rss.xml"),
+                               "big": server.url("/big.xml")})
+        first = _cli("fetch", "--config", str(config), "--source", "demo", "--force")
+        assert first.returncode == 0, first.stderr
+        before = dump(db)
+        filler = disk / "filler"
+        try:
+            with filler.open("wb") as out:
+                while True:
+                    out.write(b"\0" * 4096)
+                    out.flush()
+        except OSError:
+            pass
+        full = _cli("fetch", "--config", str(config), "--force")
+        assert full.returncode == 1
+        assert "Traceback" not in full.stderr
+        assert "full" in (full.stdout + full.stderr), (full.stdout, full.stderr)
+        filler.unlink()  # (reading needs a little room too: the WAL index)
+        after = dump(db)
+        assert [r for r in after["entries"] if r[1] == "big"] == []
+        assert [r for r in after["entries"] if r[1] == "demo"] == before["entries"]
+        again = _cli("fetch", "--config", str(config), "--force")
+        assert again.returncode == 0, again.stdout + again.stderr
+        assert rows(db, "SELECT count(*) FROM entries WHERE source_id = 'big'") == [(50,)]
+    finally:
+        subprocess.run(["umount", str(disk)], check=False)
+
+
+# -- parsing isolated in worker processes ----------------------------------------------------
+
+def _worker_pids() -> set[int]:
+    me = os.getpid()
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        if ppid == me:
+            found.add(int(entry.name))
+    return found
+
+
+def _many_attributes() -> bytes:
+    # CPU-bound for minutes in feedparser, small in memory: a parser that "hangs".
+    attrs = " ".join(f'a{i}="x"' for i in range(200_000))
+    return rss(f"<item><guid>g</guid><title {attrs}>x</title></item>")
+
+
+@pytest.mark.parametrize(("body", "pool", "reason"), [
+    (_many_attributes, {"timeout": 2.0}, "parsing took longer than 2 s"),
+    (lambda: rss(item("big", "T" * 12_000_000)), {"memory": 100 * 2**20, "timeout": 30.0},
+     "memory"),
+], ids=["hangs", "blows-memory"])
+def test_a_parser_that_hangs_or_blows_memory_costs_one_source(
+        server: TeachingServer, db_path: Path, body: Any, pool: dict[str, Any],
+        reason: str) -> None:
+    server.put("/hostile.xml", body())
+    config = make_config(db_path, {"hostile": server.url("/hostile.xml"),
+                                   "demo-rss": server.url("/feeds/demo-rss.xml"),
+                                   "demo-atom": server.url("/feeds/demo-atom.xml")})
+    parser = ParserPool(**pool)
+    try:
+        report = run_fetch(config, force=True, parser=parser)
+        # The pool still works after losing a worker.
+        again = run_fetch(config, force=True, parser=parser, source_ids=["hostile"])
+    finally:
+        parser.close()
+    hostile = report.get("hostile")
+    assert hostile.status == "rejected" and reason in hostile.error, hostile
+    assert again.get("hostile").status == "rejected"
+    assert [(r.status, r.created) for r in report.sources[1:]] == [
+        ("fetched", 3), ("fetched", 2)], report.sources
+    assert rows(db_path, "SELECT count(*) FROM entries WHERE source_id = 'hostile'") == [(0,)]
+    assert not _worker_pids(), "parser processes left behind"
+
+
+# -- a broken database or config: one clean line -------------------------------------------
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "signal_feeds", *args], capture_output=True,
+                          text=True, timeout=120, check=False)
+
+
+def _assert_clean_error(result: Any, code: int, *needles: str) -> None:
+    out = result.stderr if isinstance(result, subprocess.CompletedProcess) else result.output
+    assert result.returncode == code if isinstance(result, subprocess.CompletedProcess) \
+        else result.exit_code == code, out
+    assert "Traceback" not in out
+    lines = [line for line in out.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("signal: error: "), out
+    for needle in needles:
+        assert needle in lines[0], out
+
+
+def test_missing_config_file(tmp_path: Path) -> None:
+    missing = tmp_path / "nope.toml"
+    _assert_clean_error(_cli("fetch", "--config", str(missing)), 2, str(missing),
+                        "config file not found")
+    result = CliRunner().invoke(cli, ["fetch", "--config", str(missing)])
+    _assert_clean_error(result, 2, "config file not found")
+
+
+def test_corrupted_database_file(server: TeachingServer, tmp_path: Path) -> None:
+    db = tmp_path / "signal.db"
+    db.write_bytes(b"this is not a database\n" * 400)
+    config = write_config(tmp_path / "signal.toml", db,
+                          {"demo": server.url("/feeds/demo-rss.xml")})
+    _assert_clean_error(_cli("fetch", "--config", str(config), "--force"), 1,
+                        str(db), "file is not a database")
+    result = CliRunner().invoke(cli, ["fetch", "--config", str(config), "--force"])
+    _assert_clean_error(result, 1, "file is not a database")
+    assert db.read_bytes() == b"this is not a database\n" * 400  # left as it was
+
+
+def test_database_damaged_inside(server: TeachingServer, tmp_path: Path) -> None:
+    db = tmp_path / "signal.db"
+    config = write_config(tmp_path / "signal.toml", db,
+                          {"demo": server.url("/feeds/demo-rss.xml")})
+    assert _cli("fetch", "--config", str(config), "--force").returncode == 0
+    with sqlite3.connect(db) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    data = bytearray(db.read_bytes())
+    page = 4096
+    for start in range(page, len(data), page):  # every page after the header page
+        data[start:start + page] = b"\xa5" * min(page, len(data) - start)
+    db.write_bytes(bytes(data))
+    result = _cli("fetch", "--config", str(config), "--force")
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr + result.stdout
+    text = result.stderr + result.stdout
+    assert "malformed" in text or "not a database" in text, text
+
+
+def test_read_only_database(server: TeachingServer, db_path: Path,
+                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """Read-only: tests run as root, which ignores file modes, so the store's connection
+    is opened with SQLite's URI ``mode=ro`` (SQLite itself refuses every write)."""
+    config = make_config(db_path, {"demo-rss": server.url("/feeds/demo-rss.xml")})
+    run_fetch(config, force=True, parser=InlineParser())
+    server.put("/feeds/demo-rss.xml", _changed_feed())
+    before = dump(db_path)
+    real_connect = sqlite3.connect
+
+    def read_only(path: Any, *args: Any, **kwargs: Any) -> sqlite3.Connection:
+        return real_connect(f"file:{path}?mode=ro", *args, uri=True, **kwargs)
+
+    monkeypatch.setattr(signal_feeds.store.sqlite3, "connect", read_only)
+    report = run_fetch(config, force=True, parser=InlineParser())
+    rep = report.get("demo-rss")
+    assert rep.status == "failed" and "readonly database" in rep.error, rep
+    assert not report.ok
+    monkeypatch.undo()
+    assert dump(db_path) == before

@@ -1,0 +1,223 @@
+"""Hostile HTTP over real connections on 127.0.0.1.
+
+One ``signal fetch`` subprocess meets every misbehaving server of this module next to a
+healthy source; each test checks one source of that run. Redirects towards private
+addresses need an injected resolver, so they run in-process with ``run_fetch``.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from _hostile import RSS_LIMIT, CliRun, rows, run_cli_fetch, write_config
+from conftest import make_config
+
+from signal_feeds import run_fetch
+from signal_feeds.teaching_server import TeachingServer, fixtures_dir
+
+CAP = 2_000_000
+DEADLINE = 3.0
+
+
+class EndlessServer:
+    """Answers every connection with a 200 that has no Content-Length and never ends;
+    counts the body bytes it managed to send before the client hung up."""
+
+    def __init__(self) -> None:
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        self.sent = 0
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        try:
+            conn, _ = self.sock.accept()
+        except OSError:
+            return
+        with conn:
+            conn.recv(65536)
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/rss+xml\r\n"
+                         b"Connection: close\r\n\r\n<rss version=\"2.0\"><channel><!--")
+            chunk = b"x" * 65536
+            try:
+                while self.sent < 1 << 30:  # 1 GB: "the end" a full read would need
+                    conn.sendall(chunk)
+                    self.sent += len(chunk)
+            except OSError:
+                pass
+        self.done.set()
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+@dataclass
+class HttpRun:
+    run: CliRun
+    db: Path
+    server: TeachingServer
+    endless: EndlessServer
+
+
+@pytest.fixture(scope="module")
+def http_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpRun]:
+    tmp = tmp_path_factory.mktemp("hostile-http")
+    endless = EndlessServer()
+    with TeachingServer() as server:
+        demo = server.url("/feeds/demo-rss.xml")
+        server.put("/as-html/feed.xml", (fixtures_dir() / "demo-rss.xml").read_bytes(),
+                   content_type="text/html")
+        sources = {
+            "good": demo,
+            "oversized": server.url("/scenario/oversized?size=50000000"),
+            "endless": f"http://127.0.0.1:{endless.port}/feed.xml",
+            "gzip-bomb": server.url("/scenario/gzip-bomb?size=32000000"),
+            "trickle": server.url("/scenario/trickle?interval=1"),
+            "reset": server.url("/scenario/reset"),
+            "wrong-length": server.url("/scenario/wrong-length"),
+            "redirect-loop": server.url("/scenario/redirect-loop"),
+            "to-file": server.url("/scenario/redirect-to?location=file:///etc/passwd"),
+            "to-javascript": server.url("/scenario/redirect-to?location=javascript:alert(1)"),
+            "to-ftp": server.url("/scenario/redirect-to?location=ftp://127.0.0.1/feed.xml"),
+            "html-type": server.url("/scenario/html"),
+            "feed-as-html": server.url("/as-html/feed.xml"),
+        }
+        db = tmp / "signal.db"
+        config = write_config(tmp / "signal.toml", db, sources, deadline=DEADLINE,
+                              max_body_bytes=CAP)
+        run = run_cli_fetch(config)
+        endless.done.wait(5)
+        yield HttpRun(run, db, server, endless)
+    endless.close()
+
+
+def _assert_nothing_written(db: Path, sid: str) -> None:
+    assert rows(db, "SELECT count(*) FROM entries WHERE source_id = ?", sid) == [(0,)]
+    (state,) = rows(db, "SELECT etag, last_modified, body_digest, error_count, last_error "
+                        "FROM sources WHERE id = ?", sid)
+    assert state[:3] == ("", "", "") and state[3] == 1 and state[4]
+
+
+def test_run_is_bounded_and_the_healthy_source_is_stored(http_run: HttpRun) -> None:
+    run = http_run.run
+    assert run.peak_rss < RSS_LIMIT, f"peak RSS {run.peak_rss / 2**20:.0f} MB"
+    assert run.seconds < DEADLINE + 15
+    assert run.returncode == 1
+    good = run.source("good")
+    assert (good["status"], good["created"]) == ("fetched", 3), good
+    assert rows(http_run.db, "SELECT count(*) FROM entries WHERE source_id = 'good'") == [(3,)]
+
+
+@pytest.mark.parametrize(("sid", "reason"), [
+    ("oversized", "Content-Length 50000000 is larger than the cap of 2000000 bytes"),
+    ("endless", "body larger than the cap of 2000000 bytes"),
+    ("gzip-bomb", "body larger than the cap of 2000000 bytes"),
+    ("trickle", f"no complete response within the {DEADLINE:g} s deadline"),
+    ("reset", "network error"),
+    ("wrong-length", "peer closed connection without sending complete message body"),
+    ("redirect-loop", "redirect loop at"),
+    ("to-file", "redirect to a non-http(s) URL 'file:///etc/passwd' refused"),
+    ("to-javascript", "redirect to an invalid or non-http(s) URL refused"),
+    ("to-ftp", "redirect to a non-http(s) URL 'ftp://127.0.0.1/feed.xml' refused"),
+])
+def test_failure_is_reported_and_nothing_written(http_run: HttpRun, sid: str,
+                                                 reason: str) -> None:
+    rep = http_run.run.source(sid)
+    assert rep["status"] == "failed", rep
+    assert reason in rep["error"], rep["error"]
+    assert "internal error" not in rep["error"]
+    assert rep["duration_ms"] < (DEADLINE + 2) * 1000
+    _assert_nothing_written(http_run.db, sid)
+
+
+def test_download_stops_at_the_cap(http_run: HttpRun) -> None:
+    # The endless body was abandoned near the cap (socket buffers add a few MB), not
+    # read to its 1 GB end.
+    assert http_run.endless.sent < CAP + 16 * 1024 * 1024
+    # The declared length was refused before the body was read at all.
+    assert http_run.server.bytes_sent("/scenario/oversized") < 50_000_000 // 4
+    # A gzip bomb is small on the wire: the cap applies to the inflated bytes.
+    (fetch,) = rows(http_run.db, "SELECT bytes FROM fetches WHERE source_id = 'gzip-bomb'")
+    assert fetch[0] < CAP
+
+
+def test_reset_message_says_what_happened(http_run: HttpRun) -> None:
+    # httpx's ReadError for a reset carries no text of its own; the report still says it.
+    error = http_run.run.source("reset")["error"]
+    kind, _, detail = error.partition(": ")[2].partition(": ")
+    assert kind == "ReadError" and detail.strip(), error
+
+
+def test_html_content_type(http_run: HttpRun) -> None:
+    page = http_run.run.source("html-type")
+    assert (page["status"], page["http_status"]) == ("rejected", 200), page
+    assert "not an RSS or Atom feed" in page["error"]
+    _assert_nothing_written(http_run.db, "html-type")
+    # A real feed with a wrong Content-Type is read, with a warning.
+    feed = http_run.run.source("feed-as-html")
+    assert (feed["status"], feed["created"]) == ("fetched", 3), feed
+    assert feed["warnings"]
+
+
+# -- redirects towards private addresses --------------------------------------------------
+
+PUBLIC = "93.184.216.34"
+
+
+def _resolver(table: dict[str, list[str]]):  # type: ignore[no-untyped-def]
+    async def resolve(host: str) -> list[str]:
+        return table[host]
+    return resolve
+
+
+def _redirect_config(server: TeachingServer, db: Path, target: str, **settings: object):  # type: ignore[no-untyped-def]
+    # "localhost" reaches the test server, but the injected resolver says it is public.
+    origin = server.url(f"/scenario/redirect-to?location={target}").replace(
+        "127.0.0.1", "localhost", 1)
+    return make_config(db, {"public": origin, "control": server.url("/feeds/demo-atom.xml")},
+                       **settings)
+
+
+def test_redirect_from_public_to_loopback_is_refused(server: TeachingServer,
+                                                     db_path: Path) -> None:
+    target = server.url("/feeds/demo-rss.xml")
+    report = run_fetch(_redirect_config(server, db_path, target), force=True,
+                       resolver=_resolver({"localhost": [PUBLIC]}))
+    rep = report.get("public")
+    assert rep.status == "failed"
+    assert "redirect from a public address to a private or loopback one (127.0.0.1)" \
+        in rep.error
+    assert server.requests_for("/feeds/demo-rss.xml") == []  # never requested
+    assert report.get("control").status == "fetched"
+    _assert_nothing_written(db_path, "public")
+
+
+def test_check_is_made_on_the_resolved_address(server: TeachingServer,
+                                               db_path: Path) -> None:
+    # The target's name looks harmless; it resolves to a private address.
+    target = "http://intranet.example:8080/feed.xml"
+    resolver = _resolver({"localhost": [PUBLIC], "intranet.example": ["10.1.2.3"]})
+    report = run_fetch(_redirect_config(server, db_path, target), force=True,
+                       resolver=resolver)
+    assert "private or loopback one (intranet.example)" in report.get("public").error
+
+
+def test_private_redirect_allowed_by_setting(server: TeachingServer, db_path: Path) -> None:
+    config = _redirect_config(server, db_path, server.url("/feeds/demo-rss.xml"),
+                              allow_private_redirects=True)
+    report = run_fetch(config, force=True, resolver=_resolver({"localhost": [PUBLIC]}))
+    assert (report.get("public").status, report.get("public").created) == ("fetched", 3)
+
+
+def test_private_source_may_redirect_to_private(server: TeachingServer,
+                                                db_path: Path) -> None:
+    config = _redirect_config(server, db_path, server.url("/feeds/demo-rss.xml"))
+    report = run_fetch(config, force=True, resolver=_resolver({"localhost": ["127.0.0.1"]}))
+    assert report.get("public").status == "fetched"

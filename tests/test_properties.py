@@ -1,0 +1,175 @@
+"""Property-based tests (hypothesis): the URL policy, ``digest`` and ``identify``."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from signal_feeds import ContradictionError, ParsedEntry, digest, identify
+from signal_feeds.urls import normalize_link
+
+# -- the URL policy -------------------------------------------------------------------------
+
+_SCHEMES = st.sampled_from(["https", "http", "HTTPS", "hTTp", "javascript", "data", "file",
+                            "ftp", "urn", "mailto", ""])
+_HOSTS = st.one_of(
+    st.from_regex(r"[A-Za-z0-9]([A-Za-z0-9-]{0,10}[A-Za-z0-9])?(\.[A-Za-z]{2,5}){0,2}",
+                  fullmatch=True),
+    st.sampled_from(["127.0.0.1", "[::1]", "[2001:DB8::1]", "xn--bcher-kva.example",
+                     "", "exa mple.org", "例え.jp"]),
+)
+_PART = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=12)
+
+
+@st.composite
+def urls(draw: st.DrawFn) -> str:
+    scheme = draw(_SCHEMES)
+    userinfo = draw(st.sampled_from(["", "user@", "user:pw@", ":@", "@"]))
+    host = draw(_HOSTS)
+    port = draw(st.sampled_from(["", ":80", ":443", ":8080", ":0", ":99999", ":x"]))
+    path = draw(st.sampled_from(["", "/", "/a/b", "/%7Euser", "/../x"])) + draw(_PART)
+    query = draw(st.sampled_from(["", "?", "?a=1&b=2", "?utm_source=x"])) + draw(_PART)
+    fragment = draw(st.sampled_from(["", "#", "#top", "#a#b"]))
+    sep = draw(st.sampled_from(["://", ":", ":/", ""]))
+    return f"{scheme}{sep}{userinfo}{host}{port}{path}{query}{fragment}"
+
+
+_ANY_URL = st.one_of(urls(), st.text(max_size=40))
+_BASES = st.one_of(st.none(), st.sampled_from(["https://example.org/feed/", "http://h.example",
+                                               "https://user@h.example/x"]))
+
+
+def _check_policy(out: str | None, allow_http: bool) -> None:
+    if out is None:
+        return
+    parts = urlsplit(out)
+    assert parts.scheme in (("https", "http") if allow_http else ("https",))
+    assert "#" not in out and parts.fragment == ""
+    assert "@" not in parts.netloc and parts.username is None and parts.password is None
+    assert parts.hostname
+
+
+@settings(max_examples=200, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(url=_ANY_URL, base=_BASES, allow_http=st.booleans())
+def test_url_policy_is_idempotent_and_only_yields_plain_web_urls(
+        url: str, base: str | None, allow_http: bool) -> None:
+    once = normalize_link(url, base=base, allow_http=allow_http)
+    _check_policy(once, allow_http)
+    if once is not None:
+        assert normalize_link(once, allow_http=allow_http) == once
+        assert normalize_link(once, base=base, allow_http=allow_http) == once
+
+
+# -- digest -------------------------------------------------------------------------------
+
+_JSON = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(-2**60, 2**60),
+              st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=20)),
+    lambda children: st.one_of(st.lists(children, max_size=4),
+                               st.dictionaries(st.text(max_size=8), children, max_size=4)),
+    max_leaves=20,
+)
+
+
+def _reordered(value: Any) -> Any:
+    """The same value with every dict's keys inserted in reverse order."""
+    if isinstance(value, dict):
+        return {k: _reordered(value[k]) for k in reversed(list(value))}
+    if isinstance(value, list):
+        return [_reordered(v) for v in value]
+    return value
+
+
+@settings(max_examples=150, deadline=None, database=None)
+@given(value=_JSON)
+def test_digest_ignores_key_order(value: Any) -> None:
+    assert digest(_reordered(value)) == digest(value)
+    assert len(digest(value)) == 64
+
+
+_DIGEST_IN_CHILD = """
+import json, sys
+from signal_feeds import digest
+values = json.loads(sys.stdin.read())
+print(json.dumps([digest(v) for v in values]))
+"""
+
+
+@settings(max_examples=2, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(values=st.lists(_JSON, min_size=20, max_size=40))
+def test_digest_is_stable_across_processes(values: list[Any]) -> None:
+    expected = [digest(v) for v in values]
+    for seed in ("1", "2"):  # different string hashing in each process
+        proc = subprocess.run([sys.executable, "-c", _DIGEST_IN_CHILD],
+                              input=json.dumps(values), capture_output=True, text=True,
+                              env={**os.environ, "PYTHONHASHSEED": seed}, check=True)
+        assert json.loads(proc.stdout) == expected
+
+
+def test_digest_pinned_value() -> None:
+    # Canonical JSON: sorted keys, no spaces, UTF-8, ensure_ascii off.
+    import hashlib
+
+    text = '["demo-rss","release-1"]'
+    assert digest(["demo-rss", "release-1"]) == hashlib.sha256(text.encode()).hexdigest()
+    assert digest({"b": 1, "a": "é"}) == hashlib.sha256('{"a":"é","b":1}'.encode()).hexdigest()
+
+
+# -- identify -------------------------------------------------------------------------------
+
+_ENTRIES = st.builds(
+    ParsedEntry,
+    remote_id=st.sampled_from(["", "a", "b", "urn:x"]),
+    url=st.sampled_from(["", "https://example.org/1", "https://example.org/2"]),
+    title=st.sampled_from(["", "T", "U"]),
+    published=st.sampled_from(["", "2026-03-14T09:26:53Z"]),
+    updated=st.just(""),
+    author=st.sampled_from(["", "ana"]),
+)
+
+
+def _outcome(source_id: str, entries: list[ParsedEntry]) -> Any:
+    try:
+        result = identify(source_id, entries)
+    except ContradictionError as exc:
+        return ("contradiction", exc.key)
+    return ("rows", sorted(result.rows, key=lambda r: r.key), result.skipped)
+
+
+@settings(max_examples=200, deadline=None, database=None)
+@given(entries=st.lists(_ENTRIES, max_size=8), data=st.data())
+def test_identify_collapses_or_rejects_and_never_picks_by_order(
+        entries: list[ParsedEntry], data: st.DataObject) -> None:
+    outcome = _outcome("src", entries)
+    shuffled = data.draw(st.permutations(entries))
+    again = _outcome("src", list(shuffled))
+    if outcome[0] == "rows":
+        _, rows, skipped = outcome
+        keys = [r.key for r in rows]
+        assert len(keys) == len(set(keys))  # never two rows with one key
+        assert skipped == sum(1 for e in entries if not (e.remote_id or e.url))
+        assert again == outcome  # same rows whatever the order
+        # Each row is exactly what every entry with its key said.
+        for row in rows:
+            same = {(e.title, e.url, e.published, e.author) for e in entries
+                    if digest(["src", e.remote_id or e.url]) == row.key}
+            assert same == {(row.title, row.url, row.published, row.author)}
+    else:
+        assert again[0] == "contradiction"  # rejected whatever the order
+
+
+@pytest.mark.parametrize("source_id", ["a", "b"])
+def test_identify_keys_depend_on_the_source(source_id: str) -> None:
+    entry = ParsedEntry(remote_id="same", url="", title="t", published="", updated="")
+    (row,) = identify(source_id, [entry]).rows
+    assert row.key == digest([source_id, "same"])
