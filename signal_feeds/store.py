@@ -16,6 +16,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import sqlite3
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field, fields, replace
@@ -260,6 +261,22 @@ def _upgrade_to_v2(conn: sqlite3.Connection) -> None:
         conn.execute(f"CREATE INDEX IF NOT EXISTS {name} ON {target}")
 
 
+def _use_wal(conn: sqlite3.Connection, busy_timeout: float) -> None:
+    """Switch a new database to WAL. The switch needs an exclusive lock and SQLite may
+    report "locked" at once, without waiting, when two processes open a new file
+    together: retry until the busy timeout."""
+    deadline = time.monotonic() + busy_timeout
+    while True:
+        try:
+            if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                conn.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
 def _state_from_row(row: sqlite3.Row) -> SourceState:
     return SourceState(
         source_id=row["id"], url=row["url"], fetch_url=row["fetch_url"] or "",
@@ -312,8 +329,7 @@ class Store:
         try:
             self._conn.row_factory = sqlite3.Row
             self._conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
-            if self._conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
-                self._conn.execute("PRAGMA journal_mode = WAL")
+            _use_wal(self._conn, busy_timeout)
             # WAL + NORMAL: a crash can lose the last commits, never corrupt the file.
             self._conn.execute("PRAGMA synchronous = NORMAL")
             if self._conn.execute("PRAGMA user_version").fetchone()[0] < SCHEMA_VERSION:

@@ -92,3 +92,17 @@ def test_two_fetch_processes_at_once(tmp_path: Path) -> None:
                             ).fetchone() == (feeds * 25, feeds * 25)
         assert conn.execute("SELECT count(*) FROM fetches").fetchone()[0] == 2 * feeds
         assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+
+
+def test_processes_creating_a_new_database_at_once(tmp_path: Path) -> None:
+    code = ("import sys; from signal_feeds.store import Store\n"
+            "with Store(sys.argv[1]) as s: print(s.count('entries'))")
+    for round_ in range(5):
+        db = tmp_path / f"new-{round_}.db"
+        procs = [subprocess.Popen([sys.executable, "-c", code, str(db)], text=True,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                 for _ in range(4)]
+        for proc in procs:
+            out, err = proc.communicate(timeout=120)
+            assert proc.returncode == 0, err
+            assert out.strip() == "0"
