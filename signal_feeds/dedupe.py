@@ -25,14 +25,14 @@ the same code, so both converge on the same markers.
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import html
 import math
 import re
 import sqlite3
 import unicodedata
+import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
@@ -50,6 +50,7 @@ __all__ = [
     "DEFAULT_TITLE_WINDOW",
     "TRACKING_PARAMETERS",
     "DedupeReport",
+    "MAX_POSTINGS",
     "DedupeRow",
     "canonical_key",
     "clusters",
@@ -162,7 +163,9 @@ def prefix_tokens(items: frozenset[str], *,
     must share a token among their first ``n - ceil(t * n) + 1``. We keep one more
     than that (floor instead of ceil), so float rounding can only add candidates.
     """
-    tokens = sorted({hashlib.sha256(s.encode("utf-8")).hexdigest()[:16] for s in items})
+    # crc32 is stable across processes and ~20 times cheaper than a cryptographic hash;
+    # a collision only adds a candidate, which the exact comparison then rejects.
+    tokens = sorted({f"{zlib.crc32(s.encode('utf-8')):08x}" for s in items})
     if not tokens:
         return []
     keep = len(tokens) - math.floor(threshold * len(tokens)) + 1
@@ -186,6 +189,8 @@ class DedupeRow:
     shingles: frozenset[str] = field(repr=False)
     #: The stored markers, by channel name.
     markers: Mapping[str, str] = field(default_factory=dict)
+    #: :func:`prefix_tokens` of ``shingles`` (computed once per pass: hashing dominates).
+    tokens: tuple[str, ...] = field(default=(), repr=False)
 
 
 def links_match(a: DedupeRow, b: DedupeRow) -> bool:
@@ -254,8 +259,9 @@ class DedupeReport:
 
     rows: int
     changed: Mapping[str, int]
-    #: Rows marked as a duplicate of another row after the pass (whole database).
-    duplicates: int
+    #: Rows marked as a duplicate after the pass, in the whole database (counted by
+    #: :func:`recompute` only; ``None`` after marking one response).
+    duplicates: int | None = None
 
     @property
     def total_changed(self) -> int:
@@ -280,19 +286,39 @@ class _Rows:
         self.conn = conn
         self.cache: dict[str, DedupeRow] = {}
 
-    def load(self, keys: Iterable[str]) -> None:
+    def load(self, keys: Iterable[str], *, refresh: bool = False) -> None:
+        """Load rows not yet cached. With ``refresh`` their match keys are recomputed
+        from the stored fields and written back (with their text tokens)."""
         missing = sorted({k for k in keys if k not in self.cache})
         for chunk in _chunks(missing):
             marks = ",".join("?" * len(chunk))
+            tokens: list[tuple[str, str]] = []
+            updates: list[tuple[str, str, str]] = []
             for r in self.conn.execute(
                 "SELECT id, source_id, first_seen_at, published, title, summary, match_url, "
-                f"norm_title, dup_link, dup_title, dup_text FROM entries WHERE id IN ({marks})",
-                chunk,
+                "norm_title, dup_link, dup_title, dup_text, url FROM entries "
+                f"WHERE id IN ({marks})", chunk,
             ):
-                self.cache[r[0]] = DedupeRow(
+                text = shingles(r[4] or "", r[5] or "")
+                row = DedupeRow(
                     key=r[0], source_id=r[1], first_seen_at=r[2], moment=r[3] or r[2],
-                    match_url=r[6], norm_title=r[7], shingles=shingles(r[4] or "", r[5] or ""),
-                    markers={"link": r[8], "title": r[9], "text": r[10]})
+                    match_url=r[6], norm_title=r[7], shingles=text,
+                    markers={"link": r[8], "title": r[9], "text": r[10]},
+                    tokens=tuple(prefix_tokens(text)))
+                if refresh:
+                    fresh = (match_url(r[11] or ""), normalize_title(r[4] or ""))
+                    if fresh != (row.match_url, row.norm_title):
+                        updates.append((*fresh, row.key))
+                        row = replace(row, match_url=fresh[0], norm_title=fresh[1])
+                    tokens.extend((row.key, t) for t in row.tokens)
+                self.cache[row.key] = row
+            if refresh:
+                self.conn.executemany("UPDATE entries SET match_url = ?, norm_title = ? "
+                                      "WHERE id = ?", updates)
+                self.conn.execute(f"DELETE FROM dedupe_tokens WHERE entry_id IN ({marks})",
+                                  chunk)
+                self.conn.executemany("INSERT INTO dedupe_tokens (entry_id, token) "
+                                      "VALUES (?, ?)", tokens)
 
     def get(self, key: str) -> DedupeRow:
         if key not in self.cache:
@@ -300,40 +326,37 @@ class _Rows:
         return self.cache[key]
 
 
-def _refresh_match_keys(conn: sqlite3.Connection, keys: Sequence[str]) -> None:
-    """Recompute ``match_url``, ``norm_title`` and text tokens from the stored fields."""
-    for chunk in _chunks(keys):
-        marks = ",".join("?" * len(chunk))
-        rows = conn.execute(f"SELECT id, url, title, summary, match_url, norm_title "
-                            f"FROM entries WHERE id IN ({marks})", chunk).fetchall()
-        conn.execute(f"DELETE FROM dedupe_tokens WHERE entry_id IN ({marks})", chunk)
-        for key, url, title, summary, old_url, old_title in rows:
-            new_url, new_title = match_url(url or ""), normalize_title(title or "")
-            if (new_url, new_title) != (old_url, old_title):
-                conn.execute("UPDATE entries SET match_url = ?, norm_title = ? WHERE id = ?",
-                             (new_url, new_title, key))
-            conn.executemany(
-                "INSERT INTO dedupe_tokens (entry_id, token) VALUES (?, ?)",
-                [(key, t) for t in prefix_tokens(shingles(title or "", summary or ""))])
+#: A match key shared by more rows than this is too common to tell stories apart
+#: (a feed's home page as every item's link, "Weekly update", a boilerplate footer's
+#: shingles). Skipping it keeps the cost of marking one entry bounded.
+MAX_POSTINGS = 50
+#: Share of a row's prefix tokens a candidate must have before its text is compared.
+TOKEN_SHARE = 0.5
+
+
+def _postings(conn: sqlite3.Connection, sql: str, value: str) -> list[str]:
+    ids = [r[0] for r in conn.execute(sql, (value, MAX_POSTINGS + 1))]
+    return [] if len(ids) > MAX_POSTINGS else ids
 
 
 def _candidates(conn: sqlite3.Connection, channel: str, row: DedupeRow) -> list[str]:
     if channel == "link":
-        if not row.match_url:
-            return []
-        cur = conn.execute("SELECT id FROM entries WHERE match_url = ?", (row.match_url,))
+        found = _postings(conn, "SELECT id FROM entries WHERE match_url = ? LIMIT ?",
+                          row.match_url) if row.match_url else []
     elif channel == "title":
-        if not row.norm_title:
-            return []
-        cur = conn.execute("SELECT id FROM entries WHERE norm_title = ?", (row.norm_title,))
+        found = _postings(conn, "SELECT id FROM entries WHERE norm_title = ? LIMIT ?",
+                          row.norm_title) if row.norm_title else []
     else:
-        tokens = prefix_tokens(row.shingles)
-        if not tokens:
-            return []
-        marks = ",".join("?" * len(tokens))
-        cur = conn.execute(
-            f"SELECT DISTINCT entry_id FROM dedupe_tokens WHERE token IN ({marks})", tokens)
-    return [r[0] for r in cur if r[0] != row.key]
+        shared: dict[str, int] = {}
+        for token in row.tokens:
+            for key in _postings(conn, "SELECT entry_id FROM dedupe_tokens WHERE token = ? "
+                                 "LIMIT ?", token):
+                shared[key] = shared.get(key, 0) + 1
+        # Two texts at or above the threshold share most of their smallest shingle
+        # hashes; one chance common shingle is not worth loading and comparing a row.
+        need = max(1, math.ceil(len(row.tokens) * TOKEN_SHARE))
+        found = [key for key, count in shared.items() if count >= need]
+    return [k for k in dict.fromkeys(found) if k != row.key]
 
 
 def _old_cluster(conn: sqlite3.Connection, column: str, row: DedupeRow,
@@ -346,9 +369,8 @@ def _old_cluster(conn: sqlite3.Connection, column: str, row: DedupeRow,
 
 
 def _mark(conn: sqlite3.Connection, keys: Sequence[str], *, everything: bool) -> DedupeReport:
-    _refresh_match_keys(conn, keys)
     rows = _Rows(conn)
-    rows.load(keys)
+    rows.load(keys, refresh=True)  # first: the candidates queries read these columns
     changed: dict[str, int] = {}
     touched: set[str] = set()
     for channel, column in CHANNELS.items():
@@ -378,9 +400,11 @@ def _mark(conn: sqlite3.Connection, keys: Sequence[str], *, everything: bool) ->
                     count += 1
         changed[channel] = count
     _derive_duplicate_of(conn, sorted(touched))
-    duplicates = conn.execute("SELECT count(*) FROM entries WHERE duplicate_of != ''"
-                              ).fetchone()[0]
-    return DedupeReport(rows=len(keys), changed=changed, duplicates=int(duplicates))
+    duplicates = None
+    if everything:  # a whole-table count is worth it for `signal dedupe`, not per response
+        duplicates = int(conn.execute("SELECT count(*) FROM entries WHERE duplicate_of != ''"
+                                      ).fetchone()[0])
+    return DedupeReport(rows=len(keys), changed=changed, duplicates=duplicates)
 
 
 def _exists(rows: _Rows, key: str) -> bool:

@@ -49,17 +49,15 @@ def _date(value: Any, warnings: list[str]) -> str:
     return moment.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _authors(item: Mapping[str, Any], feed: Mapping[str, Any]) -> str:
-    # 1.1 has "authors" (a list); 1.0 has "author" (one object). Item before feed.
-    for scope in (item, feed):
-        people = scope.get("authors")
-        if not isinstance(people, list):
-            people = [scope.get("author")]
-        names = [_str(p.get("name")) for p in people if isinstance(p, Mapping)]
-        names = [n for n in names if n]
-        if names:
-            return ", ".join(names)
-    return ""
+def _authors(item: Mapping[str, Any]) -> str:
+    # 1.1 has "authors" (a list); 1.0 has "author" (one object). Only the item's own:
+    # feed-level authors are not inherited, as for Atom (feedparser does not either),
+    # so one publisher's feed gives the same rows in either format.
+    people = item.get("authors")
+    if not isinstance(people, list):
+        people = [item.get("author")]
+    names = [_str(p.get("name")) for p in people if isinstance(p, Mapping)]
+    return ", ".join(n for n in names if n)
 
 
 def _remote_id(value: Any) -> str:
@@ -71,8 +69,8 @@ def _remote_id(value: Any) -> str:
     return _str(value)
 
 
-def _entry(item: Mapping[str, Any], feed: Mapping[str, Any], base: str | None,
-           allow_http: bool, limit: _Limiter, warnings: list[str]) -> ParsedEntry:
+def _entry(item: Mapping[str, Any], base: str | None, allow_http: bool, limit: _Limiter,
+           warnings: list[str]) -> ParsedEntry:
     content_html, content_text = _str(item.get("content_html")), _str(item.get("content_text"))
     content = (_as_html(content_html, _HTML) if content_html
                else _as_html(content_text, _TEXT))
@@ -83,7 +81,7 @@ def _entry(item: Mapping[str, Any], feed: Mapping[str, Any], base: str | None,
         title=limit("title", _str(item.get("title"))),
         published=_date(item.get("date_published"), warnings),
         updated=_date(item.get("date_modified"), warnings),
-        author=limit("author", _authors(item, feed)),
+        author=limit("author", _authors(item)),
         summary=limit("summary", _as_html(_str(item.get("summary")), _TEXT)),
         content=limit("content", content),
     )
@@ -123,7 +121,7 @@ def parse_jsonfeed(
         if not isinstance(item, dict):
             warnings.append(f"items[{index}] is not an object; ignored")
             continue
-        entries.append(_entry(item, data, base, allow_http_links, limit, warnings))
+        entries.append(_entry(item, base, allow_http_links, limit, warnings))
     for name, count in sorted(limit.cut.items()):
         warnings.append(f"{name} cut to {field_limits[name]} characters in {count} entries")
     return ParsedFeed(title=_str(data.get("title")), link=home, version=version,

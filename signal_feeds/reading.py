@@ -188,22 +188,9 @@ def _with_duplicates(store: Store, views: list[EntryView]) -> list[EntryView]:
     return out
 
 
-def list_entries(
-    store: Store,
-    *,
-    source_id: str | None = None,
-    since: str | dt.date | dt.datetime | None = None,
-    limit: int | None = DEFAULT_LIMIT,
-    include_duplicates: bool = False,
-) -> list[EntryView]:
-    """Entries newest first (by published date, else first seen).
-
-    Duplicates are collapsed unless ``include_duplicates``: one row per story, the
-    canonical one, listing the rows collapsed into it. With ``source_id`` a source's own
-    copy of a story that another source carried first is still shown (that is what
-    the source published); only duplicates within the source are collapsed.
-    ``since`` is a date or time (UTC); ``limit=None`` means no limit.
-    """
+def _entries_query(*, source_id: str | None, since: str | dt.date | dt.datetime | None,
+                   limit: int | None, include_duplicates: bool) -> tuple[str, list[Any]]:
+    """The SQL of :func:`list_entries` (kept apart so tests can check its query plan)."""
     where: list[str] = []
     args: list[Any] = []
     if source_id is not None:
@@ -226,6 +213,27 @@ def list_entries(
     if limit is not None:
         sql += " LIMIT ?"
         args.append(max(limit, 0))
+    return sql, args
+
+
+def list_entries(
+    store: Store,
+    *,
+    source_id: str | None = None,
+    since: str | dt.date | dt.datetime | None = None,
+    limit: int | None = DEFAULT_LIMIT,
+    include_duplicates: bool = False,
+) -> list[EntryView]:
+    """Entries newest first (by published date, else first seen).
+
+    Duplicates are collapsed unless ``include_duplicates``: one row per story, the
+    canonical one, listing the rows collapsed into it. With ``source_id`` a source's own
+    copy of a story that another source carried first is still shown (that is what
+    the source published); only duplicates within the source are collapsed.
+    ``since`` is a date or time (UTC); ``limit=None`` means no limit.
+    """
+    sql, args = _entries_query(source_id=source_id, since=since, limit=limit,
+                               include_duplicates=include_duplicates)
     views = [_view(r) for r in _query(store, sql, args)]
     return views if include_duplicates else _with_duplicates(store, views)
 
@@ -273,14 +281,17 @@ def _root(store: Store, view: EntryView) -> EntryView:
     return view
 
 
+_LOOKUP_SQL = ("SELECT * FROM entries WHERE (match_url = ? AND match_url != '') OR url = ? "
+               "ORDER BY first_seen_at, id")
+
+
 def lookup(store: Store, url: str) -> LookupResult | None:
     """Do we know this link? Matches the link the way duplicate detection does (scheme,
     ``www.``, trailing slash and tracking parameters ignored) and answers with the
     canonical entry of the story, even when the matching row is a marked duplicate."""
     key = match_url(url)
     exact = normalize_link(url, allow_http=True) or url.strip()
-    rows = _query(store, "SELECT * FROM entries WHERE (match_url = ? AND match_url != '') "
-                         "OR url = ? ORDER BY first_seen_at, id", (key, exact))
+    rows = _query(store, _LOOKUP_SQL, (key, exact))
     if not rows:
         return None
     matches = [_view(r) for r in rows]

@@ -8,13 +8,15 @@ from __future__ import annotations
 import datetime as dt
 import json
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
 from .config import DEFAULT_CONFIG_PATH, load_config
 from .errors import ConfigError, SignalError
-from .store import Store
+
+if TYPE_CHECKING:  # the store (and through it the parser) loads only when a command runs
+    from .store import Store
 
 __all__ = ["dedupe", "entries", "export", "history", "import_opml", "lookup"]
 
@@ -35,6 +37,8 @@ def _fail(exc: SignalError) -> NoReturn:
 
 def _open_store(config_path: str, db_path: str | None) -> Store:
     """The database to read: ``--db``, else the config's; never created by a read."""
+    from .store import Store
+
     path = Path(db_path) if db_path is not None else load_config(config_path).settings.database
     if not path.exists():
         raise ConfigError(f"no database at {path}; run 'signal fetch' first")

@@ -1,0 +1,145 @@
+"""JSON Feed 1.0 and 1.1 give the same rows as RSS and Atom."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import make_config
+
+from signal_feeds import ParseError, digest, parse_feed, run_fetch
+from signal_feeds.parse import ParsedEntry
+from signal_feeds.teaching_server import TeachingServer
+from signal_feeds.workers import ParserPool
+
+RSS = b"""<?xml version="1.0" encoding="utf-8"?>
+<rss version="2.0"><channel><title>Same story</title><link>https://example.org/</link>
+<item><guid isPermaLink="false">story-1</guid><title>Release 2.0 is out</title>
+<link>https://example.org/posts/2-0?ref=feed</link>
+<pubDate>Mon, 02 Mar 2026 10:00:00 +0300</pubDate>
+<author>Ana Lima</author>
+<description>Faster parsing and fewer surprises.</description></item>
+</channel></rss>"""
+
+ATOM = b"""<?xml version="1.0" encoding="utf-8"?>
+<feed xmlns="http://www.w3.org/2005/Atom"><title>Same story</title>
+<id>urn:x:feed</id><updated>2026-03-05T12:00:00Z</updated>
+<entry><id>story-1</id><title>Release 2.0 is out</title>
+<link rel="alternate" href="https://example.org/posts/2-0?ref=feed"/>
+<published>2026-03-02T07:00:00Z</published><updated>2026-03-05T12:00:00Z</updated>
+<author><name>Ana Lima</name></author>
+<summary>Faster parsing and fewer surprises.</summary></entry></feed>"""
+
+
+def json_feed(version: str, **item: Any) -> bytes:
+    base: dict[str, Any] = {"id": "story-1", "url": "https://example.org/posts/2-0?ref=feed",
+                            "title": "Release 2.0 is out",
+                            "date_published": "2026-03-02T10:00:00+03:00",
+                            "summary": "Faster parsing and fewer surprises.",
+                            "content_text": "Faster parsing and fewer surprises."}
+    if version == "1":
+        base["author"] = {"name": "Ana Lima"}
+    else:
+        base["authors"] = [{"name": "Ana Lima"}]
+    base.update(item)
+    return json.dumps({"version": f"https://jsonfeed.org/version/{version}",
+                       "title": "Same story", "home_page_url": "https://example.org/",
+                       "items": [{k: v for k, v in base.items() if v is not None}]}).encode()
+
+
+def comparable(entry: ParsedEntry) -> tuple[str, ...]:
+    return (entry.remote_id, entry.url, entry.title, entry.published, entry.updated,
+            entry.author, entry.summary)
+
+
+@pytest.mark.parametrize("version", ["1", "1.1"])
+def test_json_feed_gives_the_same_row_as_rss_and_atom(version: str) -> None:
+    rss = parse_feed(RSS).entries[0]
+    atom = parse_feed(ATOM).entries[0]
+    feed = parse_feed(json_feed(version, date_modified="2026-03-05T12:00:00Z"))
+    assert feed.version == {"1": "json1", "1.1": "json11"}[version]
+    assert feed.title == "Same story" and feed.link == "https://example.org/"
+    (entry,) = feed.entries
+    assert comparable(entry) == comparable(atom)
+    assert comparable(entry)[:4] == comparable(rss)[:4]  # RSS has no <updated>
+    assert entry.published == "2026-03-02T07:00:00Z"
+    assert entry.author == rss.author == "Ana Lima"
+    assert entry.summary == rss.summary
+
+
+def test_feed_level_authors_are_not_inherited_as_in_atom() -> None:
+    atom = ATOM.replace(b"<author><name>Ana Lima</name></author>", b"").replace(
+        b"<id>urn:x:feed</id>", b"<id>urn:x:feed</id><author><name>Feed</name></author>")
+    data = json.loads(json_feed("1.1", authors=None))
+    data["authors"] = [{"name": "Feed"}]
+    assert parse_feed(atom).entries[0].author == ""
+    assert parse_feed(json.dumps(data).encode()).entries[0].author == ""
+
+
+def test_url_policy_limits_and_sanitizing_apply() -> None:
+    feed = parse_feed(json_feed(
+        "1.1", id=12345, url="javascript:alert(1)", title="x" * 5000,
+        content_html="<p>ok</p><script>alert('no')</script>", content_text=None,
+        date_published="yesterday"))
+    (entry,) = feed.entries
+    assert entry.remote_id == "12345"  # numbers are read as strings
+    assert entry.url == ""  # refused scheme
+    assert len(entry.title) == 2048
+    assert entry.content == "<p>ok</p>" and "script" not in entry.content
+    assert entry.published == ""
+    assert any("title cut" in w for w in feed.warnings)
+    assert any("not RFC 3339" in w for w in feed.warnings)
+
+    relative = parse_feed(json_feed("1.1", url="/posts/3#frag"),
+                          url="https://example.org/feed.json").entries[0]
+    assert relative.url == "https://example.org/posts/3"
+    plain_http = json_feed("1.1", url="http://example.org/p")
+    assert parse_feed(plain_http).entries[0].url == ""
+    assert parse_feed(plain_http, allow_http_links=True).entries[0].url == "http://example.org/p"
+    escaped = parse_feed(json_feed("1", summary="<b>not markup</b>")).entries[0]
+    assert escaped.summary == "&lt;b&gt;not markup&lt;/b&gt;"
+
+
+def test_dispatch_by_body_or_content_type_and_clear_errors() -> None:
+    body = b"\xef\xbb\xbf \n" + json_feed("1.1")
+    assert parse_feed(body).version == "json11"
+    assert parse_feed(json_feed("1"), content_type="application/feed+json").version == "json1"
+    assert parse_feed(RSS, content_type="application/json").version == "rss20"
+    with pytest.raises(ParseError, match="not a JSON Feed"):
+        parse_feed(b'{"items": []}')
+    with pytest.raises(ParseError, match="invalid JSON"):
+        parse_feed(b'{"version": "https://jsonfeed.org/version/1.1", "items": [')
+    with pytest.raises(ParseError, match="invalid JSON"):
+        parse_feed(b"{" * 100_000 + b"}" * 100_000)  # deep nesting is an error, not a crash
+    with pytest.raises(ParseError, match="not a JSON Feed"):
+        parse_feed(b"[1, 2]", content_type="application/json")
+
+
+@pytest.fixture(scope="module")
+def parser() -> Iterator[ParserPool]:
+    pool = ParserPool(workers=1)
+    yield pool
+    pool.close()
+
+
+def test_json_feed_over_http_stores_the_same_rows_as_rss(server: TeachingServer,
+                                                         tmp_path: Path,
+                                                         parser: ParserPool) -> None:
+    server.put("/feed.xml", RSS)
+    server.put("/feed.json", json_feed("1.1"), content_type="application/feed+json")
+    stored = {}
+    for name, path in (("rss", "/feed.xml"), ("json", "/feed.json")):
+        db = tmp_path / f"{name}.db"
+        report = run_fetch(make_config(db, {"same": server.url(path)}), force=True,
+                           parser=parser)
+        assert (report.sources[0].status, report.sources[0].created) == ("fetched", 1)
+        with sqlite3.connect(db) as conn:
+            stored[name] = conn.execute(
+                "SELECT id, remote_id, url, title, published, updated, author, summary, "
+                "fingerprint FROM entries").fetchall()
+    assert stored["json"] == stored["rss"]
+    assert stored["json"][0][0] == digest(["same", "story-1"])

@@ -1,0 +1,144 @@
+"""OPML import into the TOML source list, and the checks it shares with hand-written
+entries."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from xml.sax.saxutils import quoteattr
+
+import pytest
+from click.testing import CliRunner
+
+from signal_feeds import ConfigError, load_config
+from signal_feeds.cli import cli
+from signal_feeds.opml import import_opml, parse_opml, slugify
+
+EXISTING = """# Reviewed by ana, 2026-11.
+[settings]
+min_interval = 900
+
+[[sources]]
+id = "python-insider"
+url = "https://pythoninsider.blogspot.com/feeds/posts/default"
+title = "Python Insider"
+"""
+
+
+def opml(outlines: list[tuple[str, str]], *, nested: bool = True) -> bytes:
+    """An OPML 2.0 file; with ``nested`` the second half sits in a folder."""
+    def line(title: str, url: str) -> str:
+        return f"<outline type='rss' text={quoteattr(title)} xmlUrl={quoteattr(url)}/>"
+
+    half = len(outlines) // 2 if nested else len(outlines)
+    body = "".join(line(t, u) for t, u in outlines[:half])
+    if nested:
+        body += ("<outline text='Folder'>"
+                 + "".join(line(t, u) for t, u in outlines[half:]) + "</outline>")
+    return ("<?xml version='1.0' encoding='utf-8'?><opml version='2.0'><head><title>Mine"
+            f"</title></head><body>{body}</body></opml>").encode()
+
+
+def fifty() -> list[tuple[str, str]]:
+    """50 feeds: 45 good, 3 duplicates (one of the existing list, two repeats in other
+    spellings) and 2 bad URLs."""
+    feeds = [(f"Blog number {i}", f"https://blog{i}.example/feed.xml") for i in range(45)]
+    feeds[10:10] = [("Python Insider again",
+                     "https://PythonInsider.blogspot.com:443/feeds/posts/default")]
+    feeds[20:20] = [("Blog number 3 (copy)", "https://BLOG3.example/feed.xml")]
+    feeds[30:30] = [("Blog number 7 (old link)", "https://blog7.example:443/feed.xml#x")]
+    feeds[40:40] = [("Gopher hole", "gopher://old.example/1/feed")]
+    feeds.append(("Private", "https://user:secret@private.example/feed"))
+    assert len(feeds) == 50
+    return feeds
+
+
+def test_fifty_feeds_with_three_duplicates_and_two_bad_urls_add_45(tmp_path: Path) -> None:
+    config = tmp_path / "signal.toml"
+    config.write_text(EXISTING, encoding="utf-8")
+    file = tmp_path / "subscriptions.opml"
+    file.write_bytes(opml(fifty()))
+
+    result = CliRunner().invoke(cli, ["sources", "import-opml", str(file), "--config",
+                                      str(config), "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    assert len(report["added"]) == 45
+    skipped = {s["title"]: s["reason"] for s in report["skipped"]}
+    assert sorted(skipped) == sorted(["Python Insider again", "Blog number 3 (copy)",
+                                      "Blog number 7 (old link)", "Gopher hole", "Private"])
+    assert skipped["Python Insider again"] == "duplicate url: already source 'python-insider'"
+    assert skipped["Blog number 3 (copy)"] == "duplicate url: already source 'blog-number-3'"
+    assert skipped["Gopher hole"].startswith("bad url:") and "gopher" in skipped["Gopher hole"]
+    assert "credentials" in skipped["Private"]
+
+    loaded = load_config(config)  # the file as written validates, settings intact
+    assert len(loaded.sources) == 46 and loaded.settings.min_interval == 900
+    assert loaded.sources[1].id == "blog-number-0"
+    assert loaded.sources[1].title == "Blog number 0"
+    assert config.read_text(encoding="utf-8").startswith(EXISTING)  # comments kept
+
+    text = CliRunner().invoke(cli, ["sources", "import-opml", str(file), "--config",
+                                    str(config)])
+    assert text.exit_code == 0
+    assert "added 0 source(s)" in text.output and "skipped 50:" in text.output
+
+
+def test_a_doctype_is_refused_and_the_list_is_untouched(tmp_path: Path) -> None:
+    config = tmp_path / "signal.toml"
+    config.write_text(EXISTING, encoding="utf-8")
+    bomb = (b"<?xml version='1.0'?><!DOCTYPE opml [<!ENTITY a 'aaaaaaaaaa'>"
+            b"<!ENTITY b '&a;&a;&a;&a;&a;&a;&a;&a;'>]><opml version='2.0'><body>"
+            b"<outline text='&b;' xmlUrl='https://x.example/feed'/></body></opml>")
+    file = tmp_path / "bomb.opml"
+    file.write_bytes(bomb)
+    result = CliRunner().invoke(cli, ["sources", "import-opml", str(file), "--config",
+                                      str(config)])
+    assert result.exit_code == 2 and "DOCTYPE" in result.output
+    assert config.read_text(encoding="utf-8") == EXISTING
+
+
+def test_slugs_titles_and_quoting(tmp_path: Path) -> None:
+    assert slugify("Python Insider: News & Notes!") == "python-insider-news-notes"
+    assert slugify("Заметки") == ""
+    assert len(slugify("x" * 200)) == 64
+    feeds = [("Same Title", "https://a.example/feed"), ("Same title", "https://b.example/feed"),
+             ("Заметки о выпуске", "https://www.notes.example/rss.xml"),
+             ('Quote " and \\ backslash', "https://q.example/feed"),
+             ("", "https://untitled.example/atom")]
+    config = tmp_path / "new" / "signal.toml"  # created, with its folder
+    report = import_opml(config, opml(feeds, nested=False))
+    assert [a.id for a in report.added] == ["same-title", "same-title-2",
+                                            "notes-example-rss-xml", "quote-and-backslash",
+                                            "untitled-example-atom"]
+    loaded = load_config(config)
+    assert [s.title for s in loaded.sources] == [t for t, _ in feeds]
+    assert [s.url for s in loaded.sources] == [u for _, u in feeds]
+
+
+def test_dry_run_writes_nothing(tmp_path: Path) -> None:
+    config = tmp_path / "signal.toml"
+    config.write_text(EXISTING, encoding="utf-8")
+    report = import_opml(config, opml([("A feed", "https://a.example/f")]), dry_run=True)
+    assert [a.id for a in report.added] == ["a-feed"] and report.dry_run
+    assert config.read_text(encoding="utf-8") == EXISTING
+
+
+def test_an_invalid_list_is_never_appended_to(tmp_path: Path) -> None:
+    config = tmp_path / "signal.toml"
+    config.write_text('[[sources]]\nid = "Bad Slug"\nurl = "https://a.example/f"\n',
+                      encoding="utf-8")
+    with pytest.raises(ConfigError, match="not a slug"):
+        import_opml(config, opml([("A feed", "https://b.example/f")]))
+
+
+def test_parse_opml_reads_nested_outlines_and_refuses_non_opml() -> None:
+    feeds = parse_opml(b"<opml version='1.0'><body><outline text='f'><outline text='x' "
+                       b"xmlurl='https://x.example/rss' htmlUrl='https://x.example/'/>"
+                       b"</outline><outline text='no feed'/></body></opml>")
+    assert [(f.title, f.url, f.html_url) for f in feeds] == [
+        ("x", "https://x.example/rss", "https://x.example/")]
+    with pytest.raises(ConfigError, match="not an OPML"):
+        parse_opml(b"<rss><channel/></rss>")
+    with pytest.raises(ConfigError, match="well-formed"):
+        parse_opml(b"<opml><body>")

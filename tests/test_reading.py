@@ -1,0 +1,220 @@
+"""Reading the aggregate: entries, history, lookup and export (real HTTP, real SQLite)."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+from xml.sax.saxutils import escape
+
+import feedparser
+import pytest
+from click.testing import CliRunner, Result
+from conftest import Clock, make_config
+
+from signal_feeds import Store, digest, run_fetch
+from signal_feeds.cli import cli
+from signal_feeds.opml import parse_opml
+from signal_feeds.reading import (
+    entry_history,
+    entry_urn,
+    export_entries,
+    list_entries,
+    lookup,
+    resolve_key,
+)
+from signal_feeds.teaching_server import TeachingServer
+from signal_feeds.workers import ParserPool
+
+STORY = ("Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor "
+         "incididunt ut labore et dolore magna aliqua.")
+
+
+def rss(*items: dict[str, str]) -> bytes:
+    parts = []
+    for item in items:
+        # isPermaLink="false": otherwise the guid is read as a link relative to the feed.
+        fields = "".join(f"<{tag}>{escape(item[key])}</{tag.split()[0]}>" for key, tag in (
+            ("guid", 'guid isPermaLink="false"'), ("title", "title"), ("link", "link"),
+            ("description", "description"), ("date", "pubDate"), ("author", "author"))
+            if key in item)
+        parts.append(f"<item>{fields}</item>")
+    return ("<?xml version='1.0' encoding='utf-8'?><rss version='2.0'><channel><title>t"
+            "</title><link>https://example.org/</link>" + "".join(parts)
+            + "</channel></rss>").encode()
+
+
+Fetch = Callable[[str, bytes], None]
+
+
+@pytest.fixture(scope="module")
+def parser() -> Iterator[ParserPool]:
+    pool = ParserPool(workers=1)
+    yield pool
+    pool.close()
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def fetch(server: TeachingServer, db_path: Path, parser: ParserPool, clock: Clock) -> Fetch:
+    def run(source_id: str, body: bytes) -> None:
+        clock.advance(60)  # each fetch a minute after the last: first seen is ordered
+        server.put(f"/{source_id}.xml", body)
+        report = run_fetch(make_config(db_path, {source_id: server.url(f"/{source_id}.xml")}),
+                           force=True, parser=parser, clock=clock)
+        assert report.sources[0].status == "fetched", report.sources[0]
+
+    return run
+
+
+def invoke(*args: str) -> Result:
+    return CliRunner().invoke(cli, list(args))
+
+
+def as_json(*args: str) -> Any:
+    result = invoke(*args, "--json")
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output)
+
+
+PUB = {"guid": "p-1", "title": "The big story of the week", "description": STORY,
+       "link": "https://news.example/2026/big-story", "date": "Mon, 02 Mar 2026 10:00:00 GMT",
+       "author": "ana@example.org (Ana)"}
+
+
+@pytest.fixture
+def aggregate(fetch: Fetch) -> dict[str, str]:
+    """A publisher, a mirror and a planet carrying one story, plus two other entries."""
+    fetch("publisher", rss(PUB, {"guid": "p-2", "title": "An older quiet announcement",
+                                 "link": "https://news.example/2026/quiet",
+                                 "date": "Sun, 01 Feb 2026 10:00:00 GMT"}))
+    fetch("mirror", rss({**PUB, "guid": "m-1",
+                         "link": "https://www.news.example/2026/big-story/?utm_source=m"}))
+    fetch("planet", rss({**PUB, "guid": "x-1", "link": "https://planet.example/p/1"},
+                        {"guid": "x-2", "title": "Planet meta: new members this month",
+                         "link": "https://planet.example/p/2",
+                         "date": "Tue, 03 Mar 2026 08:00:00 GMT"}))
+    return {"publisher": digest(["publisher", "p-1"]), "quiet": digest(["publisher", "p-2"]),
+            "mirror": digest(["mirror", "m-1"]), "planet": digest(["planet", "x-1"]),
+            "meta": digest(["planet", "x-2"])}
+
+
+def test_entries_newest_first_collapsed_filtered_and_limited(aggregate: dict[str, str],
+                                                             db_path: Path) -> None:
+    db = ("--db", str(db_path))
+    shown = [e["id"] for e in as_json("entries", *db)["entries"]]
+    assert shown == [aggregate["meta"], aggregate["publisher"], aggregate["quiet"]]
+    every = as_json("entries", *db, "--all")["entries"]
+    assert len(every) == 5
+    assert [e["id"] for e in as_json("entries", *db, "--limit", "1")["entries"]] == [
+        aggregate["meta"]]
+    since = as_json("entries", *db, "--since", "2026-03-02")["entries"]
+    assert [e["id"] for e in since] == [aggregate["meta"], aggregate["publisher"]]
+    # A source's own copy is still that source's entry.
+    mirror = as_json("entries", *db, "--source", "mirror")["entries"]
+    assert [(e["id"], e["duplicate_of"]) for e in mirror] == [
+        (aggregate["mirror"], aggregate["publisher"])]
+    text = invoke("entries", *db)
+    assert text.exit_code == 0 and "(+2: mirror, planet)" in text.output
+    assert invoke("entries", *db, "--since", "March").exit_code == 2
+
+
+def test_history_lists_every_version_with_when_it_was_seen(fetch: Fetch,
+                                                           db_path: Path) -> None:
+    fetch("publisher", rss(PUB))
+    fetch("publisher", rss({**PUB, "title": "The big story of the week (corrected)"}))
+    key = digest(["publisher", "p-1"])
+    found = as_json("history", key[:10], "--db", str(db_path))
+    assert found["entry"]["id"] == key
+    assert found["entry"]["title"] == "The big story of the week (corrected)"
+    versions = found["versions"]
+    assert [v["title"] for v in versions] == ["The big story of the week",
+                                              "The big story of the week (corrected)"]
+    assert versions[0]["first_seen_at"] < versions[1]["first_seen_at"]
+    assert all(v["last_seen_at"] >= v["first_seen_at"] for v in versions)
+    missing = invoke("history", "0" * 64, "--db", str(db_path))
+    assert missing.exit_code == 1 and "no entry" in missing.output
+    with Store(db_path) as store:
+        assert resolve_key(store, key[:3]) is None  # too short to try
+        history = entry_history(store, key)
+        assert history is not None and len(history.versions) == 2
+
+
+def test_lookup_of_a_duplicates_link_answers_the_canonical_entry(
+        aggregate: dict[str, str], db_path: Path) -> None:
+    # The planet's own link matches only the planet's row, a marked duplicate.
+    found = as_json("lookup", "https://planet.example/p/1", "--db", str(db_path))
+    assert found["found"] is True
+    assert found["canonical"]["id"] == aggregate["publisher"]
+    assert [m["id"] for m in found["matches"]] == [aggregate["planet"]]
+    # The mirror's spelling with other tracking parameters matches publisher and mirror.
+    found = as_json("lookup", "http://news.example/2026/big-story?fbclid=abc",
+                    "--db", str(db_path))
+    assert found["canonical"]["id"] == aggregate["publisher"]
+    assert {m["id"] for m in found["matches"]} == {aggregate["publisher"], aggregate["mirror"]}
+    unknown = invoke("lookup", "https://nowhere.example/", "--db", str(db_path), "--json")
+    assert unknown.exit_code == 1 and json.loads(unknown.output)["found"] is False
+    with Store(db_path) as store:
+        result = lookup(store, "https://planet.example/p/1/")
+        assert result is not None and result.canonical.also_in == ("mirror", "planet")
+
+
+def test_exported_atom_round_trips_through_feedparser(aggregate: dict[str, str],
+                                                      db_path: Path, tmp_path: Path) -> None:
+    out = tmp_path / "export.atom"
+    result = invoke("export", "--db", str(db_path), "--format", "atom", "--output", str(out))
+    assert result.exit_code == 0, result.output
+    ET.fromstring(out.read_bytes())  # well-formed XML
+    parsed = feedparser.parse(out.read_bytes())
+    assert parsed.bozo == 0 and parsed.version == "atom10"
+    with Store(db_path) as store:
+        shown = list_entries(store, limit=None)
+    assert len(shown) == 3
+    assert [e.id for e in parsed.entries] == [entry_urn(v.key) for v in shown]
+    assert [e.link for e in parsed.entries] == [v.url for v in shown]
+    assert [e.title for e in parsed.entries] == [v.title for v in shown]
+    story = parsed.entries[1]
+    assert story.published.startswith("2026-03-02T10:00:00")
+    assert "Lorem ipsum" in story.summary
+
+    every = feedparser.parse(invoke("export", "--db", str(db_path), "--format", "atom",
+                                    "--all").output.encode())
+    assert {e.id for e in every.entries} == {entry_urn(k) for k in aggregate.values()}
+    assert {e.link for e in every.entries} >= {"https://planet.example/p/1",
+                                               "https://news.example/2026/big-story"}
+
+
+def test_export_json_is_the_collapsed_selection(aggregate: dict[str, str],
+                                                db_path: Path) -> None:
+    data = json.loads(invoke("export", "--db", str(db_path)).output)
+    assert data["collapsed"] is True
+    assert [e["id"] for e in data["entries"]] == [aggregate["meta"], aggregate["publisher"],
+                                                  aggregate["quiet"]]
+    with Store(db_path) as store:
+        text = export_entries(store, format="json", include_duplicates=True, source_id="planet")
+    assert {e["id"] for e in json.loads(text)["entries"]} == {aggregate["planet"],
+                                                              aggregate["meta"]}
+
+
+def test_export_opml_lists_the_configured_sources(tmp_path: Path) -> None:
+    config = tmp_path / "signal.toml"
+    config.write_text('[[sources]]\nid = "a"\nurl = "https://a.example/feed.xml"\n'
+                      'title = "A & B <news>"\n\n[[sources]]\nid = "b"\n'
+                      'url = "https://b.example/atom"\n', encoding="utf-8")
+    result = invoke("export", "--config", str(config), "--format", "opml")
+    assert result.exit_code == 0, result.output
+    feeds = parse_opml(result.output.encode())
+    assert [(f.title, f.url) for f in feeds] == [("A & B <news>", "https://a.example/feed.xml"),
+                                                 ("b", "https://b.example/atom")]
+
+
+def test_reading_a_missing_database_is_a_clear_error(tmp_path: Path) -> None:
+    result = invoke("entries", "--db", str(tmp_path / "nothing.db"))
+    assert result.exit_code == 2 and "signal fetch" in result.output
+    assert not (tmp_path / "nothing.db").exists()
