@@ -1,0 +1,1 @@
+"""Building blocks of the Signal-vs-reader benchmark harness (see ``benchmarks/run.py``)."""
