@@ -26,7 +26,8 @@ _EXPORTS = {
                "SignalError", "StoreError"],
     "identity": ["EntryRow", "Identified", "digest", "entry_key", "identify",
                  "metadata_fingerprint"],
-    "parse": ["NORMALIZER_VERSION", "ParsedEntry", "ParsedFeed", "parse_feed"],
+    "parse": ["parse_feed"],
+    "rows": ["NORMALIZER_VERSION", "ParsedEntry", "ParsedFeed"],
     "pipeline": ["parse_files", "run_fetch"],
     "report": ["RunReport", "SourceReport"],
     "store": ["SourceState", "Store", "StoredEntry", "StoredVersion"],
@@ -98,7 +99,8 @@ if TYPE_CHECKING:
         identify,
         metadata_fingerprint,
     )
-    from .parse import NORMALIZER_VERSION, ParsedEntry, ParsedFeed, parse_feed
+    from .parse import parse_feed
     from .pipeline import parse_files, run_fetch
     from .report import RunReport, SourceReport
+    from .rows import NORMALIZER_VERSION, ParsedEntry, ParsedFeed
     from .store import SourceState, Store, StoredEntry, StoredVersion

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from .errors import ContradictionError
-from .parse import NORMALIZER_VERSION, ParsedEntry
+from .rows import NORMALIZER_VERSION, ParsedEntry
 
 __all__ = [
     "EntryRow",

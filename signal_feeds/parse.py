@@ -12,13 +12,13 @@ import io
 import re
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import feedparser
 import nh3
 
 from .errors import ParseError
+from .rows import NORMALIZER_VERSION, ParsedEntry, ParsedFeed
 from .urls import normalize_link
 
 __all__ = [
@@ -30,10 +30,6 @@ __all__ = [
     "defuse",
     "parse_feed",
 ]
-
-#: Bumped whenever a change here can change a stored field or fingerprint for the same
-#: bytes; stored with every row so the data says which rules produced it.
-NORMALIZER_VERSION = 1
 
 #: Characters kept per field; longer values are cut and a warning is reported.
 DEFAULT_FIELD_LIMITS: Mapping[str, int] = {
@@ -62,32 +58,6 @@ _AUTHOR_TEXT = re.compile(
 _ENTRY_END = re.compile(rb"</(?:[\w.-]+:)?(?:item|entry)\s*>", re.IGNORECASE)
 # What feedparser is told about bytes that defuse() has already decoded to UTF-8.
 _UTF8_HEADERS = {"content-type": "application/xml; charset=utf-8"}
-
-
-@dataclass(frozen=True, slots=True)
-class ParsedEntry:
-    """One entry, normalized. Dates are ISO 8601 UTC (``2026-03-14T09:26:53Z``) or ``""``."""
-
-    remote_id: str
-    url: str
-    title: str
-    published: str
-    updated: str
-    author: str = ""
-    summary: str = ""
-    content: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class ParsedFeed:
-    """A parsed feed: its entries in document order and what was noticed on the way."""
-
-    title: str
-    link: str
-    version: str
-    ttl_seconds: int | None
-    entries: tuple[ParsedEntry, ...]
-    warnings: tuple[str, ...] = ()
 
 
 def _declaration_end(data: bytes, pos: int) -> int:

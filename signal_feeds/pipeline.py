@@ -29,6 +29,7 @@ from .errors import ConfigError, FetchError, SignalError, StoreError
 from .fetch import FetchLimits, FetchResponse, Resolver, fetch
 from .identity import Identified
 from .report import RunReport, SourceReport, SourceStatus
+from .rows import NORMALIZER_VERSION
 from .schedule import PollDecision, check_due, next_poll
 from .store import FetchRecord, SourceState, Store
 from .timeutil import format_time, utcnow
@@ -38,20 +39,6 @@ __all__ = ["Progress", "parse_files", "run_fetch"]
 
 log = logging.getLogger("signal_feeds")
 T = TypeVar("T")
-
-# The normalizer version decides whether a byte-identical body may skip parsing; it is
-# read from parse lazily so that a run of 304s never imports feedparser.
-_NORMALIZER_VERSION: int | None = None
-
-
-def _normalizer_version() -> int:
-    global _NORMALIZER_VERSION
-    if _NORMALIZER_VERSION is None:
-        from .parse import NORMALIZER_VERSION
-
-        _NORMALIZER_VERSION = NORMALIZER_VERSION
-    return _NORMALIZER_VERSION
-
 
 @dataclass(frozen=True)
 class Progress:
@@ -243,7 +230,7 @@ class _Run:
                   started: dt.datetime) -> SourceReport:
         outcome: SourceStatus = "moved" if state.moved_to else "fetched"
         if (response.body_digest and response.body_digest == state.body_digest
-                and state.body_normalizer_version == _normalizer_version()):
+                and state.body_normalizer_version == NORMALIZER_VERSION):
             # Byte-identical to the stored body: nothing to parse, but keep the validators.
             new = replace(self._succeeded(src, state, response, started, state.ttl_seconds),
                           etag=response.etag, last_modified=response.last_modified)
@@ -267,7 +254,7 @@ class _Run:
         new = replace(self._succeeded(src, state, response, started, parsed.ttl_seconds),
                       etag=response.etag, last_modified=response.last_modified,
                       body_digest=response.body_digest,
-                      body_normalizer_version=_normalizer_version(),
+                      body_normalizer_version=NORMALIZER_VERSION,
                       body_entries=len(identified.rows), ttl_seconds=parsed.ttl_seconds)
         record = self._record(src, started, response.url, outcome, response,
                               skipped=identified.skipped)
