@@ -31,6 +31,7 @@ _EXPORTS = {
     "pipeline": ["parse_files", "run_fetch"],
     "report": ["RunReport", "SourceReport"],
     "store": ["SourceState", "Store", "StoredEntry", "StoredVersion"],
+    "store.reading": ["entry_history", "export_entries", "list_entries", "lookup"],
 }
 _WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
 
@@ -57,9 +58,13 @@ __all__ = [
     "StoredVersion",
     "__version__",
     "digest",
+    "entry_history",
     "entry_key",
+    "export_entries",
     "identify",
+    "list_entries",
     "load_config",
+    "lookup",
     "metadata_fingerprint",
     "parse_config",
     "parse_feed",
@@ -104,3 +109,4 @@ if TYPE_CHECKING:
     from .report import RunReport, SourceReport
     from .rows import NORMALIZER_VERSION, ParsedEntry, ParsedFeed
     from .store import SourceState, Store, StoredEntry, StoredVersion
+    from .store.reading import entry_history, export_entries, list_entries, lookup

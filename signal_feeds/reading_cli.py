@@ -88,7 +88,7 @@ def _selection_options(func: Any) -> Any:
 def entries(config_path: str, db_path: str | None, source_id: str | None, since: str | None,
             include_duplicates: bool, limit: int, as_json: bool) -> None:
     """List entries, newest first, one per story unless --all."""
-    from .reading import list_entries
+    from .store.reading import list_entries
 
     when = _since(since)
     try:
@@ -111,7 +111,7 @@ def entries(config_path: str, db_path: str | None, source_id: str | None, since:
 @_json_option
 def history(key: str, config_path: str, db_path: str | None, as_json: bool) -> None:
     """Every version of an entry (KEY or a unique prefix of it), with when it was seen."""
-    from .reading import entry_history
+    from .store.reading import entry_history
 
     try:
         with _open_store(config_path, db_path) as store:
@@ -138,7 +138,7 @@ def history(key: str, config_path: str, db_path: str | None, as_json: bool) -> N
 @_json_option
 def lookup(url: str, config_path: str, db_path: str | None, as_json: bool) -> None:
     """Do we know this link? Answers with the canonical entry of the story."""
-    from .reading import lookup as lookup_url
+    from .store.reading import lookup as lookup_url
 
     try:
         with _open_store(config_path, db_path) as store:
@@ -172,7 +172,7 @@ def export(config_path: str, db_path: str | None, fmt: str, output: str,
            source_id: str | None, since: str | None, include_duplicates: bool,
            limit: int | None) -> None:
     """Export the entries (collapsed unless --all) as JSON or Atom, or the sources as OPML."""
-    from .reading import export_entries
+    from .store.reading import export_entries
 
     when = _since(since)
     try:
@@ -199,7 +199,7 @@ def export(config_path: str, db_path: str | None, fmt: str, output: str,
 @_json_option
 def dedupe(config_path: str, db_path: str | None, as_json: bool) -> None:
     """Recompute every cross-source duplicate marker (idempotent; nothing is deleted)."""
-    from .dedupe import recompute
+    from .store.dedupe import recompute
 
     try:
         with _open_store(config_path, db_path) as store:

@@ -17,7 +17,8 @@ from conftest import make_config
 
 from signal_feeds import Store, digest, run_fetch
 from signal_feeds.cli import cli
-from signal_feeds.dedupe import (
+from signal_feeds.store import _V2_INDEXES, SCHEMA_VERSION
+from signal_feeds.store.dedupe import (
     DedupeRow,
     canonical_key,
     clusters,
@@ -29,7 +30,6 @@ from signal_feeds.dedupe import (
     shingles,
     titles_match,
 )
-from signal_feeds.store import _V2_INDEXES, SCHEMA_VERSION
 from signal_feeds.teaching_server import TeachingServer
 from signal_feeds.workers import ParserPool
 
@@ -286,7 +286,7 @@ def test_a_marking_failure_stores_the_entry_unmarked(fetch: Fetch, server: Teach
     def broken(*args: object) -> None:
         raise RuntimeError("marking exploded")
 
-    monkeypatch.setattr("signal_feeds.dedupe.mark_new_entries", broken)
+    monkeypatch.setattr("signal_feeds.store.dedupe.mark_new_entries", broken)
     with caplog.at_level(logging.WARNING, logger="signal_feeds"):
         fetch("mirror", rss({"guid": "m-1", "title": "The big story of the",
                                               "link": "https://news.example/s"}))
@@ -330,7 +330,7 @@ def _plan(conn: sqlite3.Connection, sql: str, args: tuple[object, ...] = ()) -> 
 
 
 def test_the_reads_use_indexes(db_path: Path) -> None:
-    from signal_feeds.reading import _LOOKUP_SQL, _entries_query
+    from signal_feeds.store.reading import _LOOKUP_SQL, _entries_query
 
     with Store(db_path) as store:
         conn = store.connection

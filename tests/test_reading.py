@@ -17,7 +17,7 @@ from conftest import Clock, make_config
 from signal_feeds import Store, digest, run_fetch
 from signal_feeds.cli import cli
 from signal_feeds.opml import parse_opml
-from signal_feeds.reading import (
+from signal_feeds.store.reading import (
     entry_history,
     entry_urn,
     export_entries,

@@ -6,8 +6,7 @@ nothing is ever deleted. Every function takes an open :class:`~signal_feeds.stor
 and returns frozen dataclasses with a ``to_dict()`` for JSON, or text for export.
 
 ```python
-from signal_feeds.store import Store
-from signal_feeds.reading import list_entries, lookup
+from signal_feeds import Store, list_entries, lookup
 
 with Store("signal.db") as store:
     for entry in list_entries(store, limit=20):
@@ -28,12 +27,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from . import __version__
+from .. import __version__
+from ..errors import SignalError, StoreError
+from ..timeutil import format_time, utcnow
+from ..urls import normalize_link
+from . import ENTRY_ORDER_EXPR, Store, StoredVersion
 from .dedupe import CHANNELS, match_url
-from .errors import SignalError, StoreError
-from .store import ENTRY_ORDER_EXPR, Store, StoredVersion
-from .timeutil import format_time, utcnow
-from .urls import normalize_link
 
 __all__ = [
     "ATOM_NS",

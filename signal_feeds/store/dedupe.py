@@ -36,10 +36,10 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
-from .timeutil import parse_time
+from ..timeutil import parse_time
 
 if TYPE_CHECKING:
-    from .store import Store
+    from . import Store
 
 __all__ = [
     "CHANNELS",

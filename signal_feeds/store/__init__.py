@@ -1,9 +1,10 @@
 """SQLite storage behind a narrow interface.
 
-Only this module speaks SQL (with ``dedupe`` and ``reading``, which run their queries on
-the connection it hands out). The rest of Signal asks it to apply one response, to read
-and update a source's state, and to read entries, so that another store (PostgreSQL, for
-deployments that outgrow one machine) can take its place.
+Only this package speaks SQL: this module writes responses and source state, and its
+``dedupe`` (duplicate markers) and ``reading`` (entries, history, lookup, export) modules
+query through the connection it holds. The rest of Signal asks it to apply one response,
+to read and update a source's state, and to read entries, so that another store
+(PostgreSQL, for deployments that outgrow one machine) can take its place.
 
 Every response is applied in one ``BEGIN IMMEDIATE`` transaction: entries, versions,
 validators and the fetch row commit together or not at all. WAL mode lets readers
@@ -23,9 +24,9 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from .errors import StoreError
-from .identity import EntryRow, Outcome, classify_change
-from .timeutil import format_time, parse_time
+from ..errors import StoreError
+from ..identity import EntryRow, Outcome, classify_change
+from ..timeutil import format_time, parse_time
 
 __all__ = [
     "DEFAULT_BUSY_TIMEOUT",
