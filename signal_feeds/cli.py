@@ -11,23 +11,16 @@ from typing import Any
 
 import click
 
-from .config import DEFAULT_CONFIG_PATH, load_config
-from .errors import ConfigError, SignalError
-
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
-
-
-def _fail(exc: SignalError) -> None:
-    click.echo(f"signal: error: {exc}", err=True)
-    raise SystemExit(EXIT_USAGE if isinstance(exc, ConfigError) else EXIT_FAILED)
-
-
-config_option = click.option("--config", "config_path", default=DEFAULT_CONFIG_PATH,
-                             show_default=True, type=click.Path(dir_okay=False),
-                             help="The TOML source list.")
-db_option = click.option("--db", "db_path", default=None, type=click.Path(dir_okay=False),
-                         help="Database file (default: the config's [settings] database).")
-json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+from ._cli_common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    config_option,
+    db_option,
+    fail,
+    json_option,
+)
+from .config import load_config
+from .errors import SignalError
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -73,7 +66,7 @@ def fetch(config_path: str, db_path: str | None, source_ids: tuple[str, ...], fo
         report = run_fetch(config, database=db_path, source_ids=source_ids or None,
                            force=force, progress=progress)
     except SignalError as exc:
-        _fail(exc)
+        fail(exc)
     finally:
         if progress is not None:
             progress.close()
@@ -110,7 +103,7 @@ def demo(db_path: str) -> None:
     try:
         run_demo(db_path, echo=click.echo)
     except SignalError as exc:
-        _fail(exc)
+        fail(exc)
 
 
 @cli.group(invoke_without_command=True)
@@ -135,7 +128,7 @@ def sources(ctx: click.Context, config_path: str, db_path: str | None, reset_id:
             return
         rows = source_table(config, database=db_path)
     except SignalError as exc:
-        _fail(exc)
+        fail(exc)
     if as_json:
         click.echo(json.dumps({"sources": rows}, ensure_ascii=False))
         return

@@ -8,32 +8,25 @@ from __future__ import annotations
 import datetime as dt
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from .config import DEFAULT_CONFIG_PATH, load_config
+from ._cli_common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    config_option,
+    db_option,
+    fail,
+    json_option,
+)
+from .config import load_config
 from .errors import ConfigError, SignalError
 
 if TYPE_CHECKING:  # the store (and through it the parser) loads only when a command runs
     from .store import Store
 
 __all__ = ["dedupe", "entries", "export", "history", "import_opml", "lookup"]
-
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
-
-_config_option = click.option("--config", "config_path", default=DEFAULT_CONFIG_PATH,
-                              show_default=True, type=click.Path(dir_okay=False),
-                              help="The TOML source list.")
-_db_option = click.option("--db", "db_path", default=None, type=click.Path(dir_okay=False),
-                          help="Database file (default: the config's [settings] database).")
-_json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-
-
-def _fail(exc: SignalError) -> NoReturn:
-    click.echo(f"signal: error: {exc}", err=True)
-    raise SystemExit(EXIT_USAGE if isinstance(exc, ConfigError) else EXIT_FAILED)
-
 
 def _open_store(config_path: str, db_path: str | None) -> Store:
     """The database to read: ``--db``, else the config's; never created by a read."""
@@ -79,12 +72,12 @@ def _selection_options(func: Any) -> Any:
 
 
 @click.command()
-@_config_option
-@_db_option
+@config_option
+@db_option
 @_selection_options
 @click.option("--limit", default=50, show_default=True, type=click.IntRange(min=0),
               help="At most N entries.")
-@_json_option
+@json_option
 def entries(config_path: str, db_path: str | None, source_id: str | None, since: str | None,
             include_duplicates: bool, limit: int, as_json: bool) -> None:
     """List entries, newest first, one per story unless --all."""
@@ -96,7 +89,7 @@ def entries(config_path: str, db_path: str | None, source_id: str | None, since:
             rows = list_entries(store, source_id=source_id, since=when, limit=limit,
                                 include_duplicates=include_duplicates)
     except SignalError as exc:
-        _fail(exc)
+        fail(exc)
     if as_json:
         click.echo(json.dumps({"entries": [r.to_dict() for r in rows]}, ensure_ascii=False))
         return
@@ -106,9 +99,9 @@ def entries(config_path: str, db_path: str | None, source_id: str | None, since:
 
 @click.command()
 @click.argument("key")
-@_config_option
-@_db_option
-@_json_option
+@config_option
+@db_option
+@json_option
 def history(key: str, config_path: str, db_path: str | None, as_json: bool) -> None:
     """Every version of an entry (KEY or a unique prefix of it), with when it was seen."""
     from .store.reading import entry_history
@@ -117,7 +110,7 @@ def history(key: str, config_path: str, db_path: str | None, as_json: bool) -> N
         with _open_store(config_path, db_path) as store:
             found = entry_history(store, key)
     except SignalError as exc:
-        _fail(exc)
+        fail(exc)
     if found is None:
         click.echo(f"signal: no entry with key {key!r}", err=True)
         raise SystemExit(EXIT_FAILED)
@@ -133,9 +126,9 @@ def history(key: str, config_path: str, db_path: str | None, as_json: bool) -> N
 
 @click.command()
 @click.argument("url")
-@_config_option
-@_db_option
-@_json_option
+@config_option
+@db_option
+@json_option
 def lookup(url: str, config_path: str, db_path: str | None, as_json: bool) -> None:
     """Do we know this link? Answers with the canonical entry of the story."""
     from .store.reading import lookup as lookup_url
@@ -144,7 +137,7 @@ def lookup(url: str, config_path: str, db_path: str | None, as_json: bool) -> No
         with _open_store(config_path, db_path) as store:
             found = lookup_url(store, url)
     except SignalError as exc:
-        _fail(exc)
+        fail(exc)
     if as_json:
         click.echo(json.dumps({"found": found is not None,
                                **(found.to_dict() if found else {"query": url})},
@@ -160,8 +153,8 @@ def lookup(url: str, config_path: str, db_path: str | None, as_json: bool) -> No
 
 
 @click.command()
-@_config_option
-@_db_option
+@config_option
+@db_option
 @click.option("--format", "fmt", type=click.Choice(["json", "atom", "opml"]), default="json",
               show_default=True, help="Entries as JSON or Atom; the source list as OPML.")
 @click.option("--output", "-o", type=click.Path(dir_okay=False, allow_dash=True), default="-",
@@ -186,7 +179,7 @@ def export(config_path: str, db_path: str | None, fmt: str, output: str,
                                       source_id=source_id, since=when, limit=limit,
                                       include_duplicates=include_duplicates)
     except SignalError as exc:
-        _fail(exc)
+        fail(exc)
     if output == "-":
         click.echo(text, nl=False)
     else:
@@ -194,9 +187,9 @@ def export(config_path: str, db_path: str | None, fmt: str, output: str,
 
 
 @click.command()
-@_config_option
-@_db_option
-@_json_option
+@config_option
+@db_option
+@json_option
 def dedupe(config_path: str, db_path: str | None, as_json: bool) -> None:
     """Recompute every cross-source duplicate marker (idempotent; nothing is deleted)."""
     from .store.dedupe import recompute
@@ -205,7 +198,7 @@ def dedupe(config_path: str, db_path: str | None, as_json: bool) -> None:
         with _open_store(config_path, db_path) as store:
             report = recompute(store)
     except SignalError as exc:
-        _fail(exc)
+        fail(exc)
     if as_json:
         click.echo(json.dumps(report.to_dict()))
         return
@@ -216,9 +209,9 @@ def dedupe(config_path: str, db_path: str | None, as_json: bool) -> None:
 
 @click.command("import-opml")
 @click.argument("file", type=click.Path(exists=True, dir_okay=False))
-@_config_option
+@config_option
 @click.option("--dry-run", is_flag=True, help="Report what would be added; write nothing.")
-@_json_option
+@json_option
 def import_opml(file: str, config_path: str, dry_run: bool, as_json: bool) -> None:
     """Add the feeds of an OPML file to the source list (same checks as by hand)."""
     from .opml import import_opml as run_import
@@ -227,7 +220,7 @@ def import_opml(file: str, config_path: str, dry_run: bool, as_json: bool) -> No
         report = run_import(config_path, Path(file).read_bytes(), opml_name=Path(file).name,
                             dry_run=dry_run)
     except SignalError as exc:
-        _fail(exc)
+        fail(exc)
     if as_json:
         click.echo(json.dumps(report.to_dict(), ensure_ascii=False))
         return
