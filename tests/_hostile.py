@@ -28,7 +28,6 @@ finally:
     sys.stderr.write(f"\\nPEAK_RSS_KB={peak}\\n")
 """
 
-TABLES = ("sources", "entries", "entry_versions", "fetches")
 
 
 def rss(items: str = "", *, prolog: str = "", channel: str = "",
@@ -82,16 +81,6 @@ def run_cli_fetch(config: Path, *extra: str, timeout: float = 120.0) -> CliRun:
     assert "Traceback" not in proc.stderr, proc.stderr
     report = json.loads(proc.stdout) if proc.stdout.strip() else {}
     return CliRun(proc.returncode, report, proc.stderr, int(match.group(1)) * 1024, seconds)
-
-
-def dump(db: Path) -> dict[str, list[tuple[object, ...]]]:
-    """Every row of every table, sorted: equal dumps mean equal databases."""
-    conn = sqlite3.connect(db)
-    try:
-        return {t: sorted(conn.execute(f"SELECT * FROM {t}").fetchall(), key=repr)
-                for t in TABLES}
-    finally:
-        conn.close()
 
 
 def rows(db: Path, sql: str, *args: object) -> list[tuple[Any, ...]]:

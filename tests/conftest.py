@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,6 +13,17 @@ from signal_feeds.config import Config, Settings, Source
 from signal_feeds.teaching_server import TeachingServer, fixtures_dir
 
 FIXTURES = fixtures_dir()
+TABLES = ("sources", "entries", "entry_versions", "fetches")
+
+
+def dump(db: Path) -> dict[str, list[tuple[object, ...]]]:
+    """Every row of every table, sorted: equal dumps mean equal databases."""
+    conn = sqlite3.connect(db)
+    try:
+        return {t: sorted(conn.execute(f"SELECT * FROM {t}").fetchall(), key=repr)
+                for t in TABLES}
+    finally:
+        conn.close()
 
 
 @pytest.fixture

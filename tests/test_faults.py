@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _hostile import dump, item, rows, rss, write_config
+from _hostile import item, rows, rss, write_config
 from click.testing import CliRunner
-from conftest import FIXTURES, Clock, make_config
+from conftest import FIXTURES, Clock, dump, make_config
 
 import signal_feeds.pipeline
 import signal_feeds.store

@@ -2,19 +2,12 @@
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 
-from conftest import FIXTURES, Clock, make_config
+from conftest import FIXTURES, Clock, dump, make_config
 
 from signal_feeds import Store, digest, run_fetch
 from signal_feeds.teaching_server import TeachingServer
-
-
-def dump(db: Path) -> dict[str, list[tuple[object, ...]]]:
-    with sqlite3.connect(db) as conn:
-        return {t: sorted(conn.execute(f"SELECT * FROM {t}").fetchall(), key=repr)
-                for t in ("sources", "entries", "entry_versions", "fetches")}
 
 
 def demo_config(server: TeachingServer, db: Path):  # type: ignore[no-untyped-def]

@@ -10,16 +10,10 @@ import sys
 import textwrap
 from pathlib import Path
 
+from conftest import dump
 from test_cli import write_config
 
 from signal_feeds.teaching_server import TeachingServer
-
-
-def dump(db: Path) -> dict[str, list[tuple[object, ...]]]:
-    with sqlite3.connect(db) as conn:
-        return {t: sorted(conn.execute(f"SELECT * FROM {t}").fetchall(), key=repr)
-                for t in ("sources", "entries", "entry_versions", "fetches")}
-
 
 KILLER = textwrap.dedent("""
     import os, signal, sys

@@ -16,21 +16,9 @@ from pathlib import Path
 
 import httpx
 import pytest
+from conftest import FIXTURES
 
-from signal_feeds.teaching_server import (
-    RequestRecord,
-    ScriptedResponse,
-    TeachingServer,
-    fixtures_dir,
-)
-
-FIXTURES = fixtures_dir()
-
-
-@pytest.fixture
-def server() -> Iterator[TeachingServer]:
-    with TeachingServer() as srv:
-        yield srv
+from signal_feeds.teaching_server import RequestRecord, ScriptedResponse, TeachingServer
 
 
 @pytest.fixture
