@@ -58,11 +58,11 @@ def normalize_link(
     if not url:
         return None
     text = url.strip()
-    if base and text and not urlsplit(text).scheme:
-        try:
+    try:  # urlsplit raises on some malformed links ("https://127.0.0.1["): refuse them
+        if base and text and not urlsplit(text).scheme:
             text = urljoin(base, text)
-        except ValueError:
-            return None
+    except ValueError:
+        return None
     schemes = frozenset({"https", "http"}) if allow_http else frozenset({"https"})
     try:
         return _canonical(text, allowed_schemes=schemes)

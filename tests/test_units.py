@@ -33,6 +33,10 @@ def test_http_links_are_a_setting_and_relative_links_resolve() -> None:
     assert normalize_link("http://Example.org:80/x", allow_http=True) == "http://example.org/x"
     assert normalize_link("/post/1#c", base="https://example.org/feed") == \
         "https://example.org/post/1"
+    # A malformed host is refused, with or without a base, never raised (found by
+    # hypothesis in test_properties).
+    assert normalize_link("https://127.0.0.1[", base="https://example.org/feed/") is None
+    assert normalize_link("https://127.0.0.1[") is None
 
 
 def test_pinned_digests() -> None:
