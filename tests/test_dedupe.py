@@ -6,6 +6,7 @@ import json
 import logging
 import random
 import sqlite3
+import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,8 @@ from signal_feeds.cli import cli
 from signal_feeds.store import _V2_INDEXES, SCHEMA_VERSION
 from signal_feeds.store.dedupe import (
     DedupeRow,
+    _window_hash,
+    _words,
     canonical_key,
     clusters,
     jaccard,
@@ -124,9 +127,22 @@ def test_shingle_overlap_finds_near_identical_text_only() -> None:
     assert shingles("Short", "too short") == frozenset()
 
 
+def test_shingle_hashes_are_pinned() -> None:
+    # They are stored (entries.text_tokens, dedupe_text): a change to the hashing must be
+    # a deliberate schema change that rebuilds them, never an accident.
+    text = shingles("A title", STORY)
+    assert len(text) == 19
+    assert sorted(text)[:3] == [404409542207930922, 614693372529315783, 1120454642242389685]
+    assert all(0 <= h < 2**63 for h in text)  # fits SQLite's signed INTEGER
+    # The unrolled default path and the general one agree.
+    words = [zlib.crc32(w.encode()) for w in _words("A title " + STORY)]
+    assert text == {_window_hash(words[i:i + 3], 3) for i in range(len(words) - 2)}
+    assert len(shingles("A title", STORY, size=4)) == 18
+
+
 def test_prefix_filter_never_misses_a_pair_above_the_threshold() -> None:
     rng = random.Random(7)
-    vocab = [f"w{i}" for i in range(400)]
+    vocab = [rng.getrandbits(63) for _ in range(400)]
     for _ in range(300):
         base = frozenset(rng.sample(vocab, rng.randint(5, 80)))
         drop = set(rng.sample(sorted(base), rng.randint(0, max(1, len(base) // 12))))
@@ -227,8 +243,9 @@ def test_dedupe_recomputes_the_same_markers_and_twice_changes_nothing(
     incremental = markers(db_path)
     with sqlite3.connect(db_path) as conn:  # forget every marker
         conn.execute("UPDATE entries SET dup_link = '', dup_title = '', dup_text = '', "
-                     "duplicate_of = '', match_url = '', norm_title = ''")
-        conn.execute("DELETE FROM dedupe_tokens")
+                     "duplicate_of = '', match_url = '', norm_title = '', "
+                     "text_tokens = NULL")
+        conn.execute("DELETE FROM dedupe_text")
 
     first = run_cli("dedupe", "--db", str(db_path), "--json")
     assert first["total_changed"] == 5 and first["duplicates"] == 2
@@ -283,7 +300,7 @@ def test_a_marking_failure_stores_the_entry_unmarked(fetch: Fetch, server: Teach
     fetch("publisher", rss({"guid": "p-1", "title": "The big story of the",
                                              "link": "https://news.example/s"}))
 
-    def broken(*args: object) -> None:
+    def broken(*args: object, **kwargs: object) -> None:
         raise RuntimeError("marking exploded")
 
     monkeypatch.setattr("signal_feeds.store.dedupe.mark_new_entries", broken)
@@ -306,19 +323,20 @@ def test_a_version_1_database_is_upgraded_in_place(tmp_path: Path) -> None:
     with Store(db):
         pass
     with sqlite3.connect(db) as conn:  # turn it back into what version 1 wrote
-        for name in _V2_INDEXES:
+        for name in [*_V2_INDEXES, "entries_dup_link", "entries_dup_title",
+                     "entries_dup_text"]:
             conn.execute(f"DROP INDEX {name}")
         for column in ("match_url", "norm_title", "dup_link", "dup_title", "dup_text",
-                       "duplicate_of"):
+                       "duplicate_of", "text_tokens"):
             conn.execute(f"ALTER TABLE entries DROP COLUMN {column}")
-        conn.execute("DROP TABLE dedupe_tokens")
+        conn.execute("DROP TABLE dedupe_text")
         conn.execute("INSERT INTO entries (id, source_id, fingerprint, first_seen_at, "
                      "last_seen_at, title) VALUES ('k', 's', 'f', 't', 't', 'kept')")
         conn.execute("PRAGMA user_version = 1")
     with Store(db) as store:
         assert store.entry("k") is not None and store.entry("k").title == "kept"  # type: ignore[union-attr]
         conn = store.connection
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 2
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
         columns = {r[1] for r in conn.execute("PRAGMA table_info(entries)")}
         assert {"dup_link", "dup_title", "dup_text", "duplicate_of", "match_url",
                 "norm_title"} <= columns
@@ -346,11 +364,11 @@ def test_the_reads_use_indexes(db_path: Path) -> None:
         assert "entries_match_url" in lookup_plan and "entries_url" in lookup_plan
         assert "entries_norm_title" in _plan(conn, "SELECT id FROM entries WHERE "
                                                    "norm_title = ?", ("x",))
-        for column in ("dup_link", "dup_title", "dup_text"):
+        for column in ("dup_link", "dup_title", "dup_text"):  # partial: marked rows only
             assert f"entries_{column}" in _plan(
-                conn, f"SELECT id FROM entries WHERE {column} = ?", ("x",))
-        assert "dedupe_tokens_token" in _plan(
-            conn, "SELECT entry_id FROM dedupe_tokens WHERE token IN (?, ?)", ("a", "b"))
+                conn, f"SELECT id FROM entries WHERE {column} = ? AND {column} != ''", ("x",))
+        assert "PRIMARY KEY" in _plan(
+            conn, "SELECT entry_id FROM dedupe_text WHERE token = ? LIMIT 5", (1,))
         assert "entry_versions_entry_fp" in _plan(
             conn, "SELECT * FROM entry_versions WHERE entry_id = ? ORDER BY first_seen_at",
             ("k",))

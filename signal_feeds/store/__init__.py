@@ -17,8 +17,9 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import sqlite3
+import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -27,6 +28,7 @@ from typing import Any
 from ..errors import StoreError
 from ..identity import EntryRow, Outcome, classify_change
 from ..timeutil import format_time, parse_time
+from . import dedupe
 
 __all__ = [
     "DEFAULT_BUSY_TIMEOUT",
@@ -40,8 +42,18 @@ __all__ = [
 
 #: Seconds a writer waits for another writer before giving up.
 DEFAULT_BUSY_TIMEOUT = 60.0
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 _KEY_CHUNK = 500  # bound on SQL variables per SELECT ... IN (...)
+
+
+@dataclass(frozen=True)
+class _Stored:
+    """What the writer needs to know about an entry already stored."""
+
+    fingerprints: tuple[str, str]
+    first_seen_at: str
+    markers: dict[str, str]
+    tokens: bytes | None
 
 log = logging.getLogger("signal_feeds")
 
@@ -147,7 +159,8 @@ class StoredVersion:
 
 _ENTRY_COLUMNS = ("id", "source_id", "remote_id", "url", "title", "published", "updated",
                   "author", "summary", "content", "fingerprint", "content_fingerprint",
-                  "first_seen_at", "last_seen_at", "normalizer_version")
+                  "first_seen_at", "last_seen_at", "normalizer_version", "match_url",
+                  "norm_title", "text_tokens")
 
 _UPSERT_ENTRY = f"""
 INSERT INTO entries ({", ".join(_ENTRY_COLUMNS)})
@@ -157,7 +170,9 @@ ON CONFLICT(id) DO UPDATE SET
   published = excluded.published, updated = excluded.updated, author = excluded.author,
   summary = excluded.summary, content = excluded.content,
   fingerprint = excluded.fingerprint, content_fingerprint = excluded.content_fingerprint,
-  last_seen_at = excluded.last_seen_at, normalizer_version = excluded.normalizer_version
+  last_seen_at = excluded.last_seen_at, normalizer_version = excluded.normalizer_version,
+  match_url = excluded.match_url, norm_title = excluded.norm_title,
+  text_tokens = excluded.text_tokens
 """
 _UPSERT_VERSION = """
 INSERT INTO entry_versions (entry_id, fingerprint, content_fingerprint, title, url, published,
@@ -211,13 +226,11 @@ def _create_schema(conn: sqlite3.Connection) -> None:
     )
     conn.execute("CREATE UNIQUE INDEX IF NOT EXISTS entry_versions_entry_fp "
                  "ON entry_versions (entry_id, fingerprint, content_fingerprint)")
-    conn.execute("CREATE INDEX IF NOT EXISTS entries_source_published "
-                 "ON entries (source_id, published)")
-    conn.execute("CREATE INDEX IF NOT EXISTS entries_first_seen ON entries (first_seen_at)")
     conn.execute("CREATE INDEX IF NOT EXISTS entries_url ON entries (url)")
     conn.execute("CREATE INDEX IF NOT EXISTS fetches_source_started "
                  "ON fetches (source_id, started_at)")
     _upgrade_to_v2(conn)
+    _upgrade_to_v3(conn)
     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
 
@@ -232,15 +245,10 @@ _V2_ENTRY_COLUMNS = ("match_url", "norm_title", "dup_link", "dup_title", "dup_te
 _V2_INDEXES = {
     "entries_match_url": "entries (match_url)",
     "entries_norm_title": "entries (norm_title)",
-    "entries_dup_link": "entries (dup_link)",
-    "entries_dup_title": "entries (dup_title)",
-    "entries_dup_text": "entries (dup_text)",
     # In the reading order itself (newest first, then key), so a page is an index walk.
     "entries_shown_order": f"entries (duplicate_of, {ENTRY_ORDER_EXPR} DESC, id)",
     "entries_source_order": f"entries (source_id, {ENTRY_ORDER_EXPR} DESC, id)",
     "entries_order": f"entries ({ENTRY_ORDER_EXPR} DESC, id)",
-    "dedupe_tokens_token": "dedupe_tokens (token)",
-    "dedupe_tokens_entry": "dedupe_tokens (entry_id)",
 }
 
 
@@ -254,12 +262,33 @@ def _upgrade_to_v2(conn: sqlite3.Connection) -> None:
             # NOT NULL DEFAULT '': existing rows read as "not a duplicate" until
             # `signal dedupe` computes their markers.
             conn.execute(f"ALTER TABLE entries ADD COLUMN {column} TEXT NOT NULL DEFAULT ''")
-    # Prefix tokens of each entry's text shingles (see dedupe.py): an index lookup finds
-    # every candidate for a near-identical text without comparing all pairs.
-    conn.execute("CREATE TABLE IF NOT EXISTS dedupe_tokens "
-                 "(entry_id TEXT NOT NULL, token TEXT NOT NULL)")
     for name, target in _V2_INDEXES.items():
         conn.execute(f"CREATE INDEX IF NOT EXISTS {name} ON {target}")
+
+
+# Version 3: cheaper writes. Text tokens are 63-bit integers in a WITHOUT ROWID table
+# (one B-tree, no rowid index) and are kept on the entry too, so an edit deletes exactly
+# its old tokens; the marker indexes hold only marked rows (most rows are not
+# duplicates); two indexes no query used are gone.
+_V3_DROPPED = ("entries_source_published", "entries_first_seen", "entries_dup_link",
+               "entries_dup_title", "entries_dup_text", "dedupe_tokens_token",
+               "dedupe_tokens_entry")
+
+
+def _upgrade_to_v3(conn: sqlite3.Connection) -> None:
+    for name in _V3_DROPPED:
+        conn.execute(f"DROP INDEX IF EXISTS {name}")
+    conn.execute("DROP TABLE IF EXISTS dedupe_tokens")
+    for column in ("dup_link", "dup_title", "dup_text"):
+        conn.execute(f"CREATE INDEX IF NOT EXISTS entries_{column} ON entries ({column}) "
+                     f"WHERE {column} != ''")
+    if "text_tokens" not in {row[1] for row in conn.execute("PRAGMA table_info(entries)")}:
+        conn.execute("ALTER TABLE entries ADD COLUMN text_tokens BLOB")
+    # Prefix tokens of each entry's text shingles (see dedupe.py): an index lookup finds
+    # every candidate for a near-identical text without comparing all pairs.
+    conn.execute("CREATE TABLE IF NOT EXISTS dedupe_text (token INTEGER NOT NULL, "
+                 "entry_id TEXT NOT NULL, PRIMARY KEY (token, entry_id)) WITHOUT ROWID")
+    dedupe.refresh_match_keys(conn)  # the old text tokens were strings: rebuild them
 
 
 def _use_wal(conn: sqlite3.Connection, busy_timeout: float) -> None:
@@ -295,6 +324,12 @@ def _state_from_row(row: sqlite3.Row) -> SourceState:
     )
 
 
+def _for_url(stored: SourceState | None, source_id: str, url: str) -> SourceState:
+    if stored is None or stored.url != url:
+        return SourceState(source_id=source_id, url=url)
+    return stored
+
+
 def _state_values(state: SourceState) -> tuple[Any, ...]:
     def t(moment: dt.datetime | None) -> str | None:
         return format_time(moment) if moment else None
@@ -317,11 +352,70 @@ _INSERT_FETCH = ("INSERT INTO fetches (source_id, started_at, url, outcome, http
                  "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
 
 
+#: WAL size, in bytes, at which a commit asks for a checkpoint (SQLite's own default is
+#: 1000 pages of 4 KiB).
+CHECKPOINT_WAL_BYTES = 4 * 1024 * 1024
+
+
+class _Checkpointer:
+    """Runs ``PRAGMA wal_checkpoint(PASSIVE)`` on its own connection and thread when the
+    WAL has grown past :data:`CHECKPOINT_WAL_BYTES`.
+
+    SQLite releases the GIL while it copies and syncs, so the checkpoint overlaps with the
+    writer's next responses instead of stalling one commit. PASSIVE never blocks a
+    writer or a reader; what it cannot copy now, the next one does.
+    """
+
+    def __init__(self, path: Path, busy_timeout: float) -> None:
+        self._wal = Path(f"{path}-wal")
+        self._path = path
+        self._busy_timeout = busy_timeout
+        self._wake = threading.Event()
+        self._stopping = False
+        self._thread: threading.Thread | None = None
+
+    def committed(self) -> None:
+        try:
+            size = self._wal.stat().st_size
+        except OSError:
+            return
+        if size < CHECKPOINT_WAL_BYTES:
+            return
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="signal-checkpoint",
+                                            daemon=True)
+            self._thread.start()
+        self._wake.set()
+
+    def _run(self) -> None:
+        conn = sqlite3.connect(self._path, timeout=self._busy_timeout, isolation_level=None)
+        try:
+            while True:
+                self._wake.wait()
+                self._wake.clear()
+                if self._stopping:
+                    return
+                try:
+                    conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+                except sqlite3.Error as exc:  # the file is still consistent: try next time
+                    log.debug("background checkpoint of %s failed: %s", self._path, exc)
+        finally:
+            conn.close()
+
+    def close(self) -> None:
+        if self._thread is not None:
+            self._stopping = True
+            self._wake.set()
+            self._thread.join()
+            self._thread = None
+
+
 class Store:
     """A Signal database in one SQLite file. Use as a context manager or call close()."""
 
     def __init__(self, path: str | Path, *, busy_timeout: float = DEFAULT_BUSY_TIMEOUT) -> None:
         self.path = Path(path)
+        self._batch_depth = 0
         try:
             self._conn = sqlite3.connect(self.path, timeout=busy_timeout,
                                          isolation_level=None, check_same_thread=False)
@@ -333,6 +427,10 @@ class Store:
             _use_wal(self._conn, busy_timeout)
             # WAL + NORMAL: a crash can lose the last commits, never corrupt the file.
             self._conn.execute("PRAGMA synchronous = NORMAL")
+            # Checkpoints (copying the WAL into the file, with its fsyncs) happen on a
+            # thread of their own, not inside whichever commit crosses the threshold.
+            self._conn.execute("PRAGMA wal_autocheckpoint = 0")
+            self._checkpointer = _Checkpointer(self.path, busy_timeout)
             if self._conn.execute("PRAGMA user_version").fetchone()[0] < SCHEMA_VERSION:
                 with self._transaction():
                     if self._conn.execute("PRAGMA user_version").fetchone()[0] < SCHEMA_VERSION:
@@ -342,7 +440,8 @@ class Store:
             raise StoreError(f"cannot use database {self.path}: {exc}") from exc
 
     def close(self) -> None:
-        """Close the connection."""
+        """Close the connection (closing the last one folds the WAL into the file)."""
+        self._checkpointer.close()
         self._conn.close()
 
     @property
@@ -362,17 +461,52 @@ class Store:
         self.close()
 
     @contextmanager
+    def batch(self) -> Iterator[None]:
+        """Group the writes made inside into one transaction, committed at the end.
+
+        Each write (:meth:`apply_response`, :meth:`save_attempt`, ...) keeps its own
+        savepoint, so a failing write is undone alone and the others still commit. One
+        commit for many responses writes each shared page once instead of once per
+        response. If the commit fails, none of the batch is stored.
+        """
+        with self._transaction():
+            self._batch_depth += 1
+            try:
+                yield
+            finally:
+                self._batch_depth -= 1
+            if not self._conn.in_transaction:  # SQLite rolled everything back itself
+                raise StoreError("the batch's transaction was rolled back by SQLite")
+
+    @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
+        if self._batch_depth:
+            yield from self._savepoint()
+            return
         self._conn.execute("BEGIN IMMEDIATE")
         try:
             yield self._conn
             self._conn.execute("COMMIT")
+            self._checkpointer.committed()
         except BaseException:
             # A failed COMMIT (disk full, I/O error) can leave the transaction open; an
             # error SQLite already rolled back leaves none. Either way: no transaction
             # survives, and the original error is the one raised.
             if self._conn.in_transaction:
                 self._conn.execute("ROLLBACK")
+            raise
+
+    def _savepoint(self) -> Iterator[sqlite3.Connection]:
+        self._conn.execute("SAVEPOINT signal_write")
+        try:
+            yield self._conn
+            self._conn.execute("RELEASE signal_write")
+        except BaseException:
+            # Undo this write alone; the batch's other writes stay. (If SQLite has rolled
+            # back the whole transaction, there is nothing left to undo.)
+            if self._conn.in_transaction:
+                self._conn.execute("ROLLBACK TO signal_write")
+                self._conn.execute("RELEASE signal_write")
             raise
 
     # -- sources ---------------------------------------------------------------------
@@ -389,9 +523,12 @@ class Store:
                                      (source_id,)).fetchone()
         except sqlite3.Error as exc:
             raise StoreError(f"cannot read source state: {exc}", source_id=source_id) from exc
-        if row is None or row["url"] != url:
-            return SourceState(source_id=source_id, url=url)
-        return _state_from_row(row)
+        return _for_url(_state_from_row(row) if row else None, source_id, url)
+
+    def source_states_for(self, urls: Mapping[str, str]) -> dict[str, SourceState]:
+        """:meth:`source_state` of many sources (source id -> configured url) at once."""
+        stored = {state.source_id: state for state in self.source_states()}
+        return {sid: _for_url(stored.get(sid), sid, url) for sid, url in urls.items()}
 
     def source_states(self) -> list[SourceState]:
         """Every stored source state, ordered by id."""
@@ -437,8 +574,8 @@ class Store:
         stamp = format_time(now)
         try:
             with self._transaction() as conn:
-                counts = self._write_entries(conn, rows, stamp)
-                self._mark_duplicates(conn, counts, now, state.source_id)
+                counts, written = self._write_entries(conn, rows, stamp)
+                self._mark_duplicates(conn, counts, written, state.source_id)
                 conn.execute(_SAVE_STATE, _state_values(state))
                 conn.execute(_INSERT_FETCH, self._fetch_values(replace(
                     fetch, created=counts.created, updated=counts.updated,
@@ -449,67 +586,86 @@ class Store:
         return counts
 
     @staticmethod
-    def _mark_duplicates(conn: sqlite3.Connection, counts: ApplyCounts, now: dt.datetime,
-                         source_id: str) -> None:
+    def _mark_duplicates(conn: sqlite3.Connection, counts: ApplyCounts,
+                         written: Sequence[dedupe.DedupeRow], source_id: str) -> None:
         """Mark cross-source duplicates of the created and updated entries.
 
         Runs inside the response's transaction under a savepoint: if marking fails only
         the marking is rolled back. Deduplication is an optimization, never a reason to
         lose an entry; ``signal dedupe`` recomputes the markers later.
         """
-        keys = [key for key, outcome in counts.keys.items() if outcome != "unchanged"]
-        if not keys:
+        if not written:
             return
-        from .dedupe import mark_new_entries
-
+        created = [key for key, outcome in counts.keys.items() if outcome == "created"]
         conn.execute("SAVEPOINT signal_dedupe")
         try:
-            mark_new_entries(conn, keys, now)
+            dedupe.mark_new_entries(conn, written, created=created)
         except Exception as exc:
             conn.execute("ROLLBACK TO signal_dedupe")
             log.warning("duplicate marking failed for %s (entries stored unmarked; "
                         "run 'signal dedupe'): %s: %s", source_id, type(exc).__name__, exc)
         conn.execute("RELEASE signal_dedupe")
 
-    def _stored_fingerprints(self, conn: sqlite3.Connection,
-                             keys: Sequence[str]) -> dict[str, tuple[str, str]]:
-        found: dict[str, tuple[str, str]] = {}
+    def _stored(self, conn: sqlite3.Connection, keys: Sequence[str]) -> dict[str, _Stored]:
+        found: dict[str, _Stored] = {}
         for start in range(0, len(keys), _KEY_CHUNK):
             chunk = keys[start:start + _KEY_CHUNK]
             marks = ",".join("?" * len(chunk))
-            for key, fp, cfp in conn.execute(
-                f"SELECT id, fingerprint, content_fingerprint FROM entries WHERE id IN ({marks})",
-                chunk,
+            for r in conn.execute(
+                "SELECT id, fingerprint, content_fingerprint, first_seen_at, dup_link, "
+                f"dup_title, dup_text, text_tokens FROM entries WHERE id IN ({marks})", chunk,
             ):
-                found[key] = (fp, cfp)
+                found[r[0]] = _Stored((r[1], r[2]), r[3], {"link": r[4], "title": r[5],
+                                                            "text": r[6]}, r[7])
         return found
 
-    def _write_entries(self, conn: sqlite3.Connection, rows: Sequence[EntryRow],
-                       stamp: str) -> ApplyCounts:
-        stored = self._stored_fingerprints(conn, [r.key for r in rows])
+    def _write_entries(self, conn: sqlite3.Connection, rows: Sequence[EntryRow], stamp: str
+                       ) -> tuple[ApplyCounts, list[dedupe.DedupeRow]]:
+        """Write the rows; return the counts and the dedupe view of what changed."""
+        stored = self._stored(conn, [r.key for r in rows])
         upserts: list[tuple[Any, ...]] = []
         versions: list[tuple[Any, ...]] = []
         touches: list[tuple[str, str]] = []
         outcomes: dict[str, Outcome] = {}
+        written: list[dedupe.DedupeRow] = []
+        old_tokens: list[tuple[int, str]] = []
+        new_tokens: list[tuple[int, str]] = []
         for row in rows:
-            outcome = classify_change(stored.get(row.key), row)
+            before = stored.get(row.key)
+            outcome = classify_change(before.fingerprints if before else None, row)
             outcomes[row.key] = outcome
             if outcome == "unchanged":
                 touches.append((stamp, row.key))
                 continue
+            keys = dedupe.match_keys(row.url, row.title, row.summary)
+            packed = dedupe.pack_tokens(keys.tokens)
             upserts.append((row.key, row.source_id, row.remote_id, row.url, row.title,
                             row.published, row.updated, row.author, row.summary, row.content,
                             row.fingerprint, row.content_fingerprint, stamp, stamp,
-                            row.normalizer_version))
+                            row.normalizer_version, keys.match_url, keys.norm_title, packed))
             versions.append((row.key, row.fingerprint, row.content_fingerprint, row.title,
                              row.url, row.published, row.updated, stamp, stamp,
                              row.normalizer_version))
+            old = set(dedupe.unpack_tokens(before.tokens)) if before else set()
+            old_tokens.extend((t, row.key) for t in old.difference(keys.tokens))
+            new_tokens.extend((t, row.key) for t in keys.tokens if t not in old)
+            first_seen = before.first_seen_at if before else stamp
+            written.append(dedupe.DedupeRow(
+                key=row.key, source_id=row.source_id, first_seen_at=first_seen,
+                moment=row.published or first_seen, match_url=keys.match_url,
+                norm_title=keys.norm_title, shingles=keys.shingles,
+                markers=before.markers if before else {}, tokens=keys.tokens))
         conn.executemany(_UPSERT_ENTRY, upserts)
         conn.executemany(_UPSERT_VERSION, versions)
         conn.executemany(_TOUCH_ENTRY, touches)
+        conn.executemany("DELETE FROM dedupe_text WHERE token = ? AND entry_id = ?", old_tokens)
+        conn.executemany("INSERT OR IGNORE INTO dedupe_text (token, entry_id) VALUES (?, ?)",
+                         new_tokens)
         values = list(outcomes.values())
-        return ApplyCounts(created=values.count("created"), updated=values.count("updated"),
-                           unchanged=values.count("unchanged"), keys=outcomes)
+        counts = ApplyCounts(created=values.count("created"),
+                             updated=values.count("updated"),
+                             unchanged=values.count("unchanged"), keys=outcomes)
+        return counts, written
 
     @staticmethod
     def _fetch_values(fetch: FetchRecord) -> tuple[Any, ...]:

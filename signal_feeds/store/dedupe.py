@@ -25,13 +25,15 @@ the same code, so both converge on the same markers.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import html
 import math
 import re
 import sqlite3
+import struct
 import unicodedata
 import zlib
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
@@ -52,18 +54,23 @@ __all__ = [
     "DedupeReport",
     "MAX_POSTINGS",
     "DedupeRow",
+    "MatchKeys",
     "canonical_key",
     "clusters",
     "jaccard",
     "links_match",
     "mark_new_entries",
+    "match_keys",
     "match_url",
     "normalize_title",
+    "pack_tokens",
     "prefix_tokens",
     "recompute",
+    "refresh_match_keys",
     "shingles",
     "texts_match",
     "titles_match",
+    "unpack_tokens",
 ]
 
 #: Detection channels in ``duplicate_of`` priority order, with their marker columns.
@@ -136,40 +143,72 @@ def normalize_title(title: str, *, min_chars: int = DEFAULT_MIN_TITLE_CHARS) -> 
     return norm if len(norm) >= min_chars else ""
 
 
-def shingles(title: str, summary: str, *, size: int = DEFAULT_SHINGLE_SIZE,
-             min_words: int = DEFAULT_MIN_TEXT_WORDS) -> frozenset[str]:
-    """Word shingles (``size`` consecutive words) of the title and the summary's text.
+_MASK63 = (1 << 63) - 1
+_MIX = 0x9E3779B97F4A7C15  # odd 64-bit constant (the golden ratio): a multiplicative hash
 
-    Empty when the text has fewer than ``min_words`` words.
+
+def _window_hash(window: Sequence[int], size: int) -> int:
+    value = 0
+    for word in window:
+        value = value << 32 | word
+    # The word hashes packed side by side, times the constant: the product's upper bits
+    # depend on every word. 63 bits of them fit SQLite's signed INTEGER.
+    return (value * _MIX >> max(32 * size - 63, 0)) & _MASK63
+
+
+def shingles(title: str, summary: str, *, size: int = DEFAULT_SHINGLE_SIZE,
+             min_words: int = DEFAULT_MIN_TEXT_WORDS) -> frozenset[int]:
+    """Hashes of the word shingles (``size`` consecutive words) of the title and the
+    summary's text, as non-negative 63-bit integers.
+
+    Empty when the text has fewer than ``min_words`` words. The hashes are stable across
+    processes and Python versions (CRC-32 of each word, then a fixed multiplicative mix
+    of each window): they are stored as the text channel's tokens.
     """
     words = _words(html.unescape(title) + " " + html.unescape(_TAG.sub(" ", summary)))
     if len(words) < max(min_words, size):
         return frozenset()
-    return frozenset(" ".join(words[i:i + size]) for i in range(len(words) - size + 1))
+    table = {w: zlib.crc32(w.encode("utf-8")) for w in set(words)}
+    hashed = [table[w] for w in words]
+    if size == 3:  # the default, unrolled (_window_hash inline): it runs for every entry
+        return frozenset(((a << 64 | b << 32 | c) * _MIX >> 33) & _MASK63
+                         for a, b, c in zip(hashed, hashed[1:], hashed[2:], strict=False))
+    return frozenset(_window_hash(hashed[i:i + size], size)
+                     for i in range(len(words) - size + 1))
 
 
-def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
+def jaccard(a: frozenset[Any], b: frozenset[Any]) -> float:
     """Size of the intersection over size of the union (0.0 for two empty sets)."""
     if not a or not b:
         return 0.0
     return len(a & b) / len(a | b)
 
 
-def prefix_tokens(items: frozenset[str], *,
-                  threshold: float = DEFAULT_TEXT_THRESHOLD) -> list[str]:
-    """The prefix-filter tokens of a shingle set.
+def prefix_tokens(items: frozenset[int], *,
+                  threshold: float = DEFAULT_TEXT_THRESHOLD) -> list[int]:
+    """The prefix-filter tokens of a set of shingle hashes: its smallest values.
 
-    Shingles are hashed and sorted in one global order; two sets with Jaccard >= t
-    must share a token among their first ``n - ceil(t * n) + 1``. We keep one more
-    than that (floor instead of ceil), so float rounding can only add candidates.
+    In one global order (the hashes' numeric order, which is pseudo-random), two sets
+    with Jaccard >= t share a token among their first ``n - ceil(t * n) + 1``. The
+    product ``t * n`` is rounded down a hair before the ceiling, so that float error
+    (0.9 * 30 is 27.000000000000004) can only lengthen the prefix, never shorten it.
     """
-    # crc32 is stable across processes and ~20 times cheaper than a cryptographic hash;
-    # a collision only adds a candidate, which the exact comparison then rejects.
-    tokens = sorted({f"{zlib.crc32(s.encode('utf-8')):08x}" for s in items})
-    if not tokens:
+    if not items:
         return []
-    keep = len(tokens) - math.floor(threshold * len(tokens)) + 1
-    return tokens[:keep]
+    keep = len(items) - math.ceil(threshold * len(items) - 1e-9) + 1
+    return sorted(items)[:keep]
+
+
+def pack_tokens(tokens: Sequence[int]) -> bytes:
+    """Tokens as stored in ``entries.text_tokens``: big-endian signed 64-bit integers."""
+    return struct.pack(f">{len(tokens)}q", *tokens)
+
+
+def unpack_tokens(blob: bytes | None) -> tuple[int, ...]:
+    """The inverse of :func:`pack_tokens` (``()`` for NULL or an empty blob)."""
+    if not blob:
+        return ()
+    return struct.unpack(f">{len(blob) // 8}q", blob)
 
 
 # -- clustering decisions (pure) ----------------------------------------------------------
@@ -186,11 +225,13 @@ class DedupeRow:
     moment: str
     match_url: str
     norm_title: str
-    shingles: frozenset[str] = field(repr=False)
+    #: :func:`shingles` of the title and summary (left empty until the text channel
+    #: compares this row: most rows are never compared).
+    shingles: frozenset[int] = field(default=frozenset(), repr=False)
     #: The stored markers, by channel name.
     markers: Mapping[str, str] = field(default_factory=dict)
-    #: :func:`prefix_tokens` of ``shingles`` (computed once per pass: hashing dominates).
-    tokens: tuple[str, ...] = field(default=(), repr=False)
+    #: :func:`prefix_tokens` of ``shingles``, as stored in ``entries.text_tokens``.
+    tokens: tuple[int, ...] = field(default=(), repr=False)
 
 
 def links_match(a: DedupeRow, b: DedupeRow) -> bool:
@@ -274,56 +315,76 @@ class DedupeReport:
                 "total_changed": self.total_changed, "duplicates": self.duplicates}
 
 
+@dataclass(frozen=True)
+class MatchKeys:
+    """What an entry is compared by, computed once when it is written."""
+
+    match_url: str
+    norm_title: str
+    shingles: frozenset[int] = field(repr=False)
+    #: :func:`prefix_tokens` of ``shingles``: the rows of ``dedupe_text`` for the entry.
+    tokens: tuple[int, ...] = field(repr=False)
+
+
+def match_keys(url: str, title: str, summary: str) -> MatchKeys:
+    """The match URL, normalized title, shingles and text tokens of one entry."""
+    text = shingles(title, summary)
+    return MatchKeys(match_url(url), normalize_title(title), text, tuple(prefix_tokens(text)))
+
+
 def _chunks(items: Sequence[str]) -> Iterable[Sequence[str]]:
     for start in range(0, len(items), _CHUNK):
         yield items[start:start + _CHUNK]
 
 
-class _Rows:
-    """Loads and caches the dedupe view of rows for one pass."""
+_ROW_SQL = ("SELECT id, source_id, first_seen_at, published, match_url, norm_title, "
+            "dup_link, dup_title, dup_text, text_tokens FROM entries WHERE id IN ({marks})")
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
+
+class _Rows:
+    """The dedupe view of the rows one pass touches, loaded on first use.
+
+    Shingles are computed only for rows the text channel actually compares: hashing a
+    summary costs more than everything else a row needs.
+    """
+
+    def __init__(self, conn: sqlite3.Connection, given: Iterable[DedupeRow] = ()) -> None:
         self.conn = conn
         self.cache: dict[str, DedupeRow] = {}
+        self.texts: dict[str, frozenset[int]] = {}
+        for row in given:  # computed by the writer: shingles included
+            self.cache[row.key] = row
+            self.texts[row.key] = row.shingles
 
-    def load(self, keys: Iterable[str], *, refresh: bool = False) -> None:
-        """Load rows not yet cached. With ``refresh`` their match keys are recomputed
-        from the stored fields and written back (with their text tokens)."""
+    def load(self, keys: Iterable[str]) -> None:
         missing = sorted({k for k in keys if k not in self.cache})
         for chunk in _chunks(missing):
-            marks = ",".join("?" * len(chunk))
-            tokens: list[tuple[str, str]] = []
-            updates: list[tuple[str, str, str]] = []
-            for r in self.conn.execute(
-                "SELECT id, source_id, first_seen_at, published, title, summary, match_url, "
-                "norm_title, dup_link, dup_title, dup_text, url FROM entries "
-                f"WHERE id IN ({marks})", chunk,
-            ):
-                text = shingles(r[4] or "", r[5] or "")
-                row = DedupeRow(
+            for r in self.conn.execute(_ROW_SQL.format(marks=",".join("?" * len(chunk))),
+                                       chunk):
+                self.cache[r[0]] = DedupeRow(
                     key=r[0], source_id=r[1], first_seen_at=r[2], moment=r[3] or r[2],
-                    match_url=r[6], norm_title=r[7], shingles=text,
-                    markers={"link": r[8], "title": r[9], "text": r[10]},
-                    tokens=tuple(prefix_tokens(text)))
-                if refresh:
-                    fresh = (match_url(r[11] or ""), normalize_title(r[4] or ""))
-                    if fresh != (row.match_url, row.norm_title):
-                        updates.append((*fresh, row.key))
-                        row = replace(row, match_url=fresh[0], norm_title=fresh[1])
-                    tokens.extend((row.key, t) for t in row.tokens)
-                self.cache[row.key] = row
-            if refresh:
-                self.conn.executemany("UPDATE entries SET match_url = ?, norm_title = ? "
-                                      "WHERE id = ?", updates)
-                self.conn.execute(f"DELETE FROM dedupe_tokens WHERE entry_id IN ({marks})",
-                                  chunk)
-                self.conn.executemany("INSERT INTO dedupe_tokens (entry_id, token) "
-                                      "VALUES (?, ?)", tokens)
+                    match_url=r[4], norm_title=r[5],
+                    markers={"link": r[6], "title": r[7], "text": r[8]},
+                    tokens=unpack_tokens(r[9]))
 
     def get(self, key: str) -> DedupeRow:
         if key not in self.cache:
             self.load([key])
         return self.cache[key]
+
+    def exists(self, key: str) -> bool:
+        self.load([key])
+        return key in self.cache
+
+    def with_text(self, keys: Sequence[str]) -> list[DedupeRow]:
+        """The rows with their shingles filled in."""
+        missing = sorted({k for k in keys if k not in self.texts})
+        for chunk in _chunks(missing):
+            marks = ",".join("?" * len(chunk))
+            for key, title, summary in self.conn.execute(
+                    f"SELECT id, title, summary FROM entries WHERE id IN ({marks})", chunk):
+                self.texts[key] = shingles(title or "", summary or "")
+        return [replace(self.get(k), shingles=self.texts.get(k, frozenset())) for k in keys]
 
 
 #: A match key shared by more rows than this is too common to tell stories apart
@@ -332,31 +393,55 @@ class _Rows:
 MAX_POSTINGS = 50
 #: Share of a row's prefix tokens a candidate must have before its text is compared.
 TOKEN_SHARE = 0.5
+#: Token lookups per statement (SQLite allows 500 terms in a compound SELECT), padded to
+#: a multiple of ``_TOKEN_GROUP`` so that few distinct statements are prepared.
+_MAX_TERMS = 200
+_TOKEN_GROUP = 8
+_LINK, _TITLE = -2, -1  # labels of the link and title lookups; tokens are 0, 1, ...
 
 
-def _postings(conn: sqlite3.Connection, sql: str, value: str) -> list[str]:
-    ids = [r[0] for r in conn.execute(sql, (value, MAX_POSTINGS + 1))]
-    return [] if len(ids) > MAX_POSTINGS else ids
+@functools.lru_cache(maxsize=64)
+def _candidates_sql(tokens: int) -> str:
+    # Each lookup keeps its own LIMIT, so one very common key costs at most
+    # MAX_POSTINGS + 1 rows; one statement per row instead of one per key.
+    terms = [f"SELECT {_LINK}, id FROM (SELECT id FROM entries WHERE match_url = ? LIMIT ?)",
+             f"SELECT {_TITLE}, id FROM (SELECT id FROM entries WHERE norm_title = ? LIMIT ?)"]
+    terms += [f"SELECT {i}, entry_id FROM (SELECT entry_id FROM dedupe_text "
+              "WHERE token = ? LIMIT ?)" for i in range(tokens)]
+    return " UNION ALL ".join(terms)
 
 
-def _candidates(conn: sqlite3.Connection, channel: str, row: DedupeRow) -> list[str]:
-    if channel == "link":
-        found = _postings(conn, "SELECT id FROM entries WHERE match_url = ? LIMIT ?",
-                          row.match_url) if row.match_url else []
-    elif channel == "title":
-        found = _postings(conn, "SELECT id FROM entries WHERE norm_title = ? LIMIT ?",
-                          row.norm_title) if row.norm_title else []
-    else:
-        shared: dict[str, int] = {}
-        for token in row.tokens:
-            for key in _postings(conn, "SELECT entry_id FROM dedupe_tokens WHERE token = ? "
-                                 "LIMIT ?", token):
-                shared[key] = shared.get(key, 0) + 1
-        # Two texts at or above the threshold share most of their smallest shingle
-        # hashes; one chance common shingle is not worth loading and comparing a row.
-        need = max(1, math.ceil(len(row.tokens) * TOKEN_SHARE))
-        found = [key for key, count in shared.items() if count >= need]
-    return [k for k in dict.fromkeys(found) if k != row.key]
+def _candidates(conn: sqlite3.Connection, row: DedupeRow) -> dict[str, list[str]]:
+    """Rows that share a match key with ``row``, by channel (``row`` itself excluded)."""
+    limit = MAX_POSTINGS + 1
+    tokens = list(row.tokens)
+    hits: dict[int, list[str]] = {}
+    for start in range(0, max(len(tokens), 1), _MAX_TERMS):
+        part: list[int | None] = list(tokens[start:start + _MAX_TERMS])
+        part += [None] * (-len(part) % _TOKEN_GROUP)  # "token = NULL" matches nothing
+        first = start == 0
+        args: list[object] = [(row.match_url or None) if first else None, limit,
+                              (row.norm_title or None) if first else None, limit]
+        for token in part:
+            args += (token, limit)
+        for label, key in conn.execute(_candidates_sql(len(part)), args):
+            hits.setdefault(label if label < 0 else label + start, []).append(key)
+
+    def posted(label: int) -> list[str]:
+        keys = hits.get(label, [])
+        return [] if len(keys) > MAX_POSTINGS else keys
+
+    shared: dict[str, int] = {}
+    for label in range(len(tokens)):
+        for key in posted(label):
+            shared[key] = shared.get(key, 0) + 1
+    # Two texts at or above the threshold share most of their smallest shingle hashes;
+    # one chance common shingle is not worth loading and comparing a row.
+    need = max(1, math.ceil(len(tokens) * TOKEN_SHARE))
+    found = {"link": posted(_LINK), "title": posted(_TITLE),
+             "text": [key for key, count in shared.items() if count >= need]}
+    return {channel: [k for k in dict.fromkeys(keys) if k != row.key]
+            for channel, keys in found.items()}
 
 
 def _old_cluster(conn: sqlite3.Connection, column: str, row: DedupeRow,
@@ -364,13 +449,19 @@ def _old_cluster(conn: sqlite3.Connection, column: str, row: DedupeRow,
     """Members of the cluster the row belonged to before this pass."""
     canon = row.markers.get(channel) or row.key
     members = [r[0] for r in conn.execute(
-        f"SELECT id FROM entries WHERE {column} = ?", (canon,))]
+        f"SELECT id FROM entries WHERE {column} = ? AND {column} != ''", (canon,))]
     return [canon, *members]
 
 
-def _mark(conn: sqlite3.Connection, keys: Sequence[str], *, everything: bool) -> DedupeReport:
-    rows = _Rows(conn)
-    rows.load(keys, refresh=True)  # first: the candidates queries read these columns
+def _mark(conn: sqlite3.Connection, rows: _Rows, keys: Sequence[str], *,
+          created: Collection[str], everything: bool) -> DedupeReport:
+    found: dict[str, dict[str, list[str]]] = {}
+
+    def candidates(key: str, channel: str) -> list[str]:
+        if key not in found:
+            found[key] = _candidates(conn, rows.get(key))
+        return found[key][channel]
+
     changed: dict[str, int] = {}
     touched: set[str] = set()
     for channel, column in CHANNELS.items():
@@ -378,21 +469,33 @@ def _mark(conn: sqlite3.Connection, keys: Sequence[str], *, everything: bool) ->
         seeds: list[str] = list(keys)
         if not everything:
             # Rows that shared a cluster with a changed row may now fall apart or join
-            # another: their whole old clusters are recomputed too.
+            # another: their whole old clusters are recomputed too. A row created just
+            # now was in no cluster, and no marker can name it yet.
             for key in keys:
-                if key in rows.cache:
-                    seeds.extend(_old_cluster(conn, column, rows.cache[key], channel))
-        seeds = [k for k in dict.fromkeys(seeds) if k in rows.cache or _exists(rows, k)]
+                if key not in created and rows.exists(key):
+                    seeds.extend(_old_cluster(conn, column, rows.get(key), channel))
+        seeds = [k for k in dict.fromkeys(seeds) if rows.exists(k)]
 
         def neighbours(key: str, channel: str = channel,
                        match: Callable[[DedupeRow, DedupeRow], bool] = match) -> list[str]:
-            row = rows.get(key)
-            found = _candidates(conn, channel, row)
-            rows.load(found)
-            return [k for k in found if match(row, rows.cache[k])]
+            others = candidates(key, channel)
+            rows.load(others)
+            # Rows of one source never match each other (every matcher says so): drop
+            # them before the text channel pays for their shingles.
+            source = rows.get(key).source_id
+            others = [k for k in others if k in rows.cache and rows.cache[k].source_id != source]
+            if not others:
+                return []
+            if channel == "text":
+                row, *compared = rows.with_text([key, *others])
+            else:
+                row, compared = rows.get(key), [rows.get(k) for k in others]
+            return [other.key for other in compared if match(row, other)]
 
         count = 0
         for group in clusters(seeds, neighbours):
+            if len(group) == 1 and not rows.get(next(iter(group))).markers.get(channel):
+                continue  # alone and unmarked: the common case, nothing to write
             for key, marker in markers_for(rows.get(k) for k in group).items():
                 if rows.get(key).markers.get(channel, "") != marker:
                     conn.execute(f"UPDATE entries SET {column} = ? WHERE id = ?", (marker, key))
@@ -407,11 +510,6 @@ def _mark(conn: sqlite3.Connection, keys: Sequence[str], *, everything: bool) ->
     return DedupeReport(rows=len(keys), changed=changed, duplicates=duplicates)
 
 
-def _exists(rows: _Rows, key: str) -> bool:
-    rows.load([key])
-    return key in rows.cache
-
-
 _DERIVED = " ".join(f"WHEN {col} != '' THEN {col}" for col in list(CHANNELS.values())[:-1])
 _DUPLICATE_OF = f"CASE {_DERIVED} ELSE {list(CHANNELS.values())[-1]} END"
 
@@ -423,22 +521,54 @@ def _derive_duplicate_of(conn: sqlite3.Connection, keys: Sequence[str]) -> None:
                      f"WHERE id IN ({marks}) AND duplicate_of != {_DUPLICATE_OF}", chunk)
 
 
-def mark_new_entries(conn: sqlite3.Connection, keys: Sequence[str],
-                     now: dt.datetime | None = None) -> DedupeReport:
-    """Mark the duplicates among the clusters touched by ``keys`` (rows just created or
-    updated), inside the caller's open transaction.
+def mark_new_entries(conn: sqlite3.Connection, rows: Sequence[DedupeRow], *,
+                     created: Collection[str] = ()) -> DedupeReport:
+    """Mark the duplicates among the clusters touched by ``rows`` (entries just created
+    or updated, as written, shingles included), inside the caller's open transaction.
 
-    ``now`` is the transaction's time (the ``first_seen_at`` of created rows); it is not
-    needed for the decisions, which use only stored values, and is accepted so callers
-    pass what they have.
+    ``created`` names the rows that did not exist before this transaction: they belonged
+    to no cluster, so no old cluster has to be recomputed for them.
     """
-    del now  # decisions depend on stored data only, so incremental == recompute
-    return _mark(conn, list(dict.fromkeys(keys)), everything=False)
+    given = list({r.key: r for r in rows}.values())
+    return _mark(conn, _Rows(conn, given), [r.key for r in given],
+                 created=frozenset(created), everything=False)
+
+
+_REFRESH_BATCH = 500
+
+
+def refresh_match_keys(conn: sqlite3.Connection) -> None:
+    """Recompute every entry's match keys and text tokens from its stored fields,
+    rewrite those that changed, and rebuild ``dedupe_text`` (inside the caller's
+    transaction). Walks the table in key order, a batch at a time."""
+    conn.execute("DELETE FROM dedupe_text")
+    last = ""
+    while True:
+        batch = conn.execute(
+            "SELECT id, url, title, summary, match_url, norm_title, text_tokens FROM entries "
+            "WHERE id > ? ORDER BY id LIMIT ?", (last, _REFRESH_BATCH)).fetchall()
+        if not batch:
+            return
+        updates: list[tuple[str, str, bytes, str]] = []
+        tokens: list[tuple[int, str]] = []
+        for key, url, title, summary, old_url, old_title, old_tokens in batch:
+            keys = match_keys(url or "", title or "", summary or "")
+            packed = pack_tokens(keys.tokens)
+            if (keys.match_url, keys.norm_title, packed) != (old_url, old_title,
+                                                             old_tokens or b""):
+                updates.append((keys.match_url, keys.norm_title, packed, key))
+            tokens.extend((token, key) for token in keys.tokens)
+        conn.executemany("UPDATE entries SET match_url = ?, norm_title = ?, text_tokens = ? "
+                         "WHERE id = ?", updates)
+        conn.executemany("INSERT OR IGNORE INTO dedupe_text (token, entry_id) VALUES (?, ?)",
+                         tokens)
+        last = batch[-1][0]
 
 
 def recompute(store: Store) -> DedupeReport:
     """Recompute every match key and every cluster (``signal dedupe``) in one
     transaction. Running it again changes nothing."""
     with store.transaction() as conn:
+        refresh_match_keys(conn)
         keys = [r[0] for r in conn.execute("SELECT id FROM entries ORDER BY id")]
-        return _mark(conn, keys, everything=True)
+        return _mark(conn, _Rows(conn), keys, created=(), everything=True)
