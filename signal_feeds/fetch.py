@@ -1,4 +1,4 @@
-"""Bounded conditional GET with httpx.
+"""Bounded conditional GET over the pool of :mod:`signal_feeds.connections`.
 
 One request per call: validators are sent back exactly as the server gave them,
 redirects are followed by hand (so each hop is checked and counted), the body is decoded
@@ -14,13 +14,12 @@ import ipaddress
 import socket
 import time
 import zlib
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from urllib.parse import urljoin, urlsplit
-
-import httpx
+from urllib.parse import SplitResult, quote, urljoin, urlsplit
 
 from .config import Settings
+from .connections import Connection, ConnectionPool, HTTPError, Origin, ResponseHead
 from .errors import FetchError
 
 __all__ = ["FetchLimits", "FetchResponse", "Resolver", "fetch", "is_private_address"]
@@ -168,22 +167,81 @@ class _Decoder:
                              reason="too_large")
 
 
-async def _read_body(response: httpx.Response, cap: int) -> tuple[bytes, int]:
-    declared = response.headers.get("content-length", "")
-    encoding = response.headers.get("content-encoding", "")
+async def _read_body(conn: Connection, head: ResponseHead, limits: FetchLimits
+                     ) -> tuple[bytes, int]:
+    cap = limits.max_body_bytes
+    declared = head.get("content-length")
+    encoding = head.get("content-encoding")
     if declared.isdigit() and not encoding and int(declared) > cap:
         raise FetchError(f"Content-Length {declared} is larger than the cap of {cap} bytes",
                          reason="too_large")
     decoder = _Decoder(encoding, cap)
     wire = 0
-    async for chunk in response.aiter_raw():
+    async for chunk in conn.body(limits.read_timeout):
         wire += len(chunk)
         decoder.feed(chunk)
     return bytes(decoder.out), wire
 
 
+#: A redirect's own body is read and dropped up to this size (then the connection can
+#: be reused); beyond it the connection is closed instead.
+_REDIRECT_BODY_LIMIT = 64 * 1024
+
+
+async def _drain(conn: Connection, limits: FetchLimits) -> bool:
+    seen = 0
+    async for chunk in conn.body(limits.read_timeout):
+        seen += len(chunk)
+        if seen > _REDIRECT_BODY_LIMIT:
+            return False
+    return True
+
+
+def _origin(parts: SplitResult) -> Origin:
+    scheme = parts.scheme.lower()
+    if scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"not an http(s) URL: {parts.geturl()!r}")
+    return Origin(scheme, parts.hostname, parts.port or (443 if scheme == "https" else 80))
+
+
+# Characters a request target may carry as they are; anything else (a space or a
+# non-ASCII letter in a Location header) is percent-encoded. "%" stays: escapes already
+# in the URL are kept.
+_TARGET_SAFE = "/?#[]@!$&'()*+,;=:-._~%"
+
+
+def _target(parts: SplitResult) -> str:
+    target = parts.path or "/"
+    if parts.query:
+        target += "?" + parts.query
+    return quote(target, safe=_TARGET_SAFE)
+
+
+async def _exchange(pool: ConnectionPool, parts: SplitResult,
+                    headers: Sequence[tuple[str, str]], limits: FetchLimits
+                    ) -> tuple[Connection, ResponseHead]:
+    """Send the GET and read the response head, on a kept-alive connection if possible."""
+    origin = _origin(parts)
+    while True:
+        conn = await pool.connect(origin, timeout=limits.connect_timeout)
+        reused = conn.requests > 0
+        try:
+            await conn.send_get(_target(parts), headers)
+            return conn, await conn.read_head(limits.read_timeout)
+        except HTTPError as exc:
+            conn.close()
+            # A kept-alive connection the server closed while it sat idle fails at once;
+            # a GET can safely go again, once, on a fresh connection.
+            if reused and exc.kind in ("read", "write"):
+                continue
+            raise
+        except BaseException:
+            conn.close()
+            raise
+
+
 async def fetch(
-    client: httpx.AsyncClient,
+    pool: ConnectionPool,
     url: str,
     *,
     limits: FetchLimits,
@@ -194,19 +252,19 @@ async def fetch(
 ) -> FetchResponse:
     """GET ``url`` conditionally and return the final response.
 
-    Raises :class:`FetchError` (with a ``reason``) on network errors, timeouts, the
-    deadline, the body cap, and refused or too many redirects. HTTP error statuses are
-    returned, not raised: deciding what a 429 or a 410 means is the caller's job.
+    The caller holds one of the pool's slots (``async with pool.slot()``). Raises
+    :class:`FetchError` (with a ``reason``) on network errors, timeouts, the deadline,
+    the body cap, and refused or too many redirects. HTTP error statuses are returned,
+    not raised: deciding what a 429 or a 410 means is the caller's job.
     """
     started = time.monotonic()
-    headers = {"User-Agent": limits.user_agent, "Accept-Encoding": "gzip, deflate",
-               "Accept": "application/atom+xml, application/rss+xml, application/xml;q=0.9, "
-                         "text/xml;q=0.8, */*;q=0.1"}
+    headers = [("User-Agent", limits.user_agent), ("Accept-Encoding", "gzip, deflate"),
+               ("Accept", "application/atom+xml, application/rss+xml, application/xml;q=0.9, "
+                          "text/xml;q=0.8, */*;q=0.1")]
     if etag:
-        headers["If-None-Match"] = etag
+        headers.append(("If-None-Match", etag))
     if last_modified:
-        headers["If-Modified-Since"] = last_modified
-    timeout = httpx.Timeout(limits.read_timeout, connect=limits.connect_timeout)
+        headers.append(("If-Modified-Since", last_modified))
     origin_private = await _host_is_private(urlsplit(url).hostname or "",
                                             resolver or _system_resolver)
     redirects: list[tuple[int, str]] = []
@@ -214,59 +272,56 @@ async def fetch(
     try:
         async with asyncio.timeout(limits.deadline):
             while True:
-                request = client.build_request("GET", current, headers=headers, timeout=timeout)
-                response = await client.send(request, stream=True)
+                conn, head = await _exchange(pool, urlsplit(current), headers, limits)
+                keep = False
                 try:
-                    if response.status_code in _REDIRECTS and "location" in response.headers:
-                        target = await _next_hop(current, response, redirects, limits,
+                    location = head.get("location").strip()
+                    if head.status in _REDIRECTS and location:
+                        target = await _next_hop(current, location, redirects, limits,
                                                  origin_private, resolver)
-                        redirects.append((response.status_code, target))
+                        keep = await _drain(conn, limits)
+                        redirects.append((head.status, target))
                         current = target
                         continue
-                    body = b""
-                    wire = 0
-                    if response.status_code != 304:
-                        body, wire = await _read_body(response, limits.max_body_bytes)
+                    body, wire = await _read_body(conn, head, limits)
+                    keep = True
                     return FetchResponse(
-                        status=response.status_code, url=current,
-                        headers={k.lower(): v for k, v in _joined(response.headers).items()},
+                        status=head.status, url=current, headers=_joined(head.headers),
                         body=body, redirects=tuple(redirects),
                         elapsed=time.monotonic() - started, wire_bytes=wire,
                         body_digest=hashlib.sha256(body).hexdigest() if body else "",
                     )
                 finally:
-                    await response.aclose()
+                    if keep:
+                        pool.release(conn)
+                    else:
+                        conn.close()
     except FetchError as exc:
         exc.source_id = source_id
         raise
     except TimeoutError as exc:
         raise FetchError(f"no complete response within the {limits.deadline:g} s deadline",
                          source_id=source_id, reason="deadline") from exc
-    except httpx.TimeoutException as exc:
-        raise FetchError(f"timed out ({type(exc).__name__})", source_id=source_id,
-                         reason="timeout") from exc
-    except httpx.ConnectError as exc:
-        raise FetchError(f"cannot connect: {exc}", source_id=source_id,
-                         reason="connect") from exc
-    except httpx.InvalidURL as exc:
-        # Our own URLs are valid when sent; httpx raises this (outside its HTTPError tree)
-        # while reading a Location it cannot parse, e.g. "javascript:alert(1)".
-        raise FetchError(f"redirect to an invalid or non-http(s) URL refused ({exc})",
-                         source_id=source_id, reason="redirect") from exc
-    except httpx.HTTPError as exc:
-        detail = str(exc) or "the connection was reset or closed mid-response"
-        raise FetchError(f"network error: {type(exc).__name__}: {detail}",
-                         source_id=source_id, reason="network") from exc
+    except HTTPError as exc:
+        if exc.kind == "timeout":
+            raise FetchError(f"timed out ({exc.message})", source_id=source_id,
+                             reason="timeout") from exc
+        if exc.kind == "connect":
+            raise FetchError(f"cannot connect: {exc.message}", source_id=source_id,
+                             reason="connect") from exc
+        kind = {"read": "ReadError", "write": "WriteError"}.get(exc.kind,
+                                                               "RemoteProtocolError")
+        raise FetchError(f"network error: {kind}: {exc.message}", source_id=source_id,
+                         reason="network") from exc
     except (OSError, ValueError) as exc:
         raise FetchError(f"request failed: {exc}", source_id=source_id,
                          reason="network") from exc
 
 
-async def _next_hop(current: str, response: httpx.Response, redirects: list[tuple[int, str]],
+async def _next_hop(current: str, location: str, redirects: list[tuple[int, str]],
                     limits: FetchLimits, origin_private: bool, resolver: Resolver | None) -> str:
     if len(redirects) >= limits.max_redirects:
         raise FetchError(f"more than {limits.max_redirects} redirects", reason="redirect")
-    location = response.headers["location"].strip()
     try:
         target = urljoin(current, location)
         parts = urlsplit(target)
@@ -287,9 +342,8 @@ async def _next_hop(current: str, response: httpx.Response, redirects: list[tupl
     return target
 
 
-def _joined(headers: httpx.Headers) -> dict[str, str]:
+def _joined(headers: Sequence[tuple[str, str]]) -> dict[str, str]:
     joined: dict[str, str] = {}
-    for name, value in headers.multi_items():
-        key = name.lower()
+    for key, value in headers:
         joined[key] = f"{joined[key]}, {value}" if key in joined else value
     return joined

@@ -2,28 +2,26 @@
 
 Sources are fetched concurrently over one pool of connections, with a global limit and
 a per-host limit; parsing happens in worker processes; the store is written from one
-thread, one transaction per response. A failure is reported for its source and the run
-goes on.
+thread of its own (:mod:`signal_feeds.writer`), each response under its own savepoint and
+many responses per commit. A failure is reported for its source and the run goes on.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import datetime as dt
 import logging
 import random
-import ssl
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
+from http import HTTPStatus
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-import httpx
-
 from .config import Config, Source
+from .connections import ConnectionPool
 from .errors import ConfigError, FetchError, SignalError, StoreError
 from .fetch import FetchLimits, FetchResponse, Resolver, fetch
 from .identity import Identified
@@ -33,6 +31,7 @@ from .schedule import PollDecision, check_due, next_poll
 from .store import FetchRecord, SourceState, Store
 from .timeutil import format_time, utcnow
 from .workers import ParseJob, ParserPool
+from .writer import StoreWriter
 
 __all__ = ["Progress", "parse_files", "run_fetch"]
 
@@ -54,19 +53,23 @@ class _Run:
     def __init__(self, config: Config, store: Store, *, force: bool,
                  clock: Callable[[], dt.datetime], resolver: Resolver | None,
                  parser: ParserPool, progress: Callable[[Progress], None] | None,
-                 total: int) -> None:
+                 sources: Sequence[Source], writer: StoreWriter) -> None:
         self.config = config
         self.store = store
+        self.writer = writer
+        # One query for every source's state; from here on the writer thread alone uses
+        # the connection.
+        self.states = store.source_states_for({s.id: s.url for s in sources})
         self.force = force
         self.clock = clock
         self.resolver = resolver
         self.parser = parser
         self.progress = progress
-        self.total = total
+        self.total = len(sources)
         self.done = 0
         self.failed = 0
         self.in_flight: dict[str, float] = {}
-        self.clients = _ClientPool(config.settings.concurrency)
+        self.pool = ConnectionPool(config.settings.concurrency)
         self.host_limits: dict[str, asyncio.Semaphore] = {}
     def host_limit(self, url: str) -> asyncio.Semaphore:
         host = (urlsplit(url).hostname or "").lower()
@@ -95,7 +98,7 @@ class _Run:
         return rep
 
     async def _source(self, src: Source) -> SourceReport:
-        state = self.store.source_state(src.id, src.url)
+        state = self.states[src.id]
         now = self.clock()
         if src.is_expired(now.date()):
             owner = f" (owner {src.owner})" if src.owner else ""
@@ -118,12 +121,13 @@ class _Run:
         settings = self.config.effective(src)
         url = state.request_url
         started = self.clock()
-        # The host's limit is taken before a client: a source waiting for its host
-        # must not hold one of the global slots other hosts could use.
-        async with self.host_limit(url), self.clients.client(url) as client:
+        # The host's limit is taken before a global slot: a source waiting for its host
+        # must not hold one of the slots other hosts could use.
+        async with self.host_limit(url), self.pool.slot():
             self.in_flight[src.id] = time.monotonic()
             try:
-                response = await fetch(client, url, limits=FetchLimits.from_settings(settings),
+                response = await fetch(self.pool, url,
+                                       limits=FetchLimits.from_settings(settings),
                                        etag=state.etag, last_modified=state.last_modified,
                                        source_id=src.id, resolver=self.resolver)
             except FetchError as exc:
@@ -148,10 +152,13 @@ class _Run:
                                 else "error", response.headers if response else {}, errors)
         new = replace(state, status=status, http_status=http, last_fetch_at=started,
                       error_count=errors, last_error=error, next_due_at=decision.next_due_at)
-        self.store.save_attempt(new, self._record(
+        await self._save(new, self._record(
             src, started, url, status, response, error=error))
         return SourceReport(source=src.id, status=status, http_status=http, error=error,
                             next_due=decision.next_due_at)
+
+    async def _save(self, state: SourceState, record: FetchRecord) -> None:
+        await self.writer.call(lambda: self.store.save_attempt(state, record))
 
     def _record(self, src: Source, started: dt.datetime, url: str, outcome: str,
                 response: FetchResponse | None, *, error: str = "", skipped: int = 0,
@@ -173,7 +180,7 @@ class _Run:
             new = replace(state, status="gone", gone=True, http_status=410,
                           last_fetch_at=started, next_due_at=None,
                           last_error="410 Gone")
-            self.store.save_attempt(new,
+            await self._save(new,
                           self._record(src, started, response.url, "gone", response))
             return SourceReport(source=src.id, status="gone", http_status=410,
                                 error="the server answered 410 Gone; not polled until "
@@ -185,7 +192,7 @@ class _Run:
                           last_fetch_at=started, error_count=errors,
                           next_due_at=decision.next_due_at, retry_after=decision.retry_after,
                           last_error=f"HTTP {status}")
-            self.store.save_attempt(new, self._record(
+            await self._save(new, self._record(
                 src, started, response.url, "retry_later", response, error=f"HTTP {status}"))
             return SourceReport(source=src.id, status="retry_later", http_status=status,
                                 retry_after=decision.retry_after,
@@ -193,7 +200,7 @@ class _Run:
         if status == 304:
             return await self._not_modified(src, state, response, started)
         if not 200 <= status < 300:
-            phrase = httpx.codes.get_reason_phrase(status)
+            phrase = _reason_phrase(status)
             return await self._failed(src, state, started, response,
                                       f"HTTP {status} {phrase}".strip(), response.url)
         return await self._ok(src, state, response, started)
@@ -213,7 +220,7 @@ class _Run:
                       etag=response.etag or state.etag,
                       last_modified=response.last_modified or state.last_modified)
         outcome: SourceStatus = "moved" if new.moved_to else "not_modified"
-        self.store.save_attempt(new,
+        await self._save(new,
                       self._record(src, started, response.url, outcome, response))
         return SourceReport(source=src.id, status=outcome, http_status=304,
                             moved_to=new.moved_to, next_due=new.next_due_at)
@@ -226,7 +233,7 @@ class _Run:
             # Byte-identical to the stored body: nothing to parse, but keep the validators.
             new = replace(self._succeeded(src, state, response, started, state.ttl_seconds),
                           etag=response.etag, last_modified=response.last_modified)
-            self.store.save_attempt(new, self._record(
+            await self._save(new, self._record(
                 src, started, response.url, outcome, response, unchanged=state.body_entries))
             return SourceReport(source=src.id, status=outcome,
                                 http_status=response.status, unchanged=state.body_entries,
@@ -251,8 +258,9 @@ class _Run:
         record = self._record(src, started, response.url, outcome, response,
                               skipped=identified.skipped)
         try:
-            counts = self.store.apply_response(new, identified.rows, record,
-                                   self.clock())
+            now = self.clock()
+            counts = await self.writer.call(
+                lambda: self.store.apply_response(new, identified.rows, record, now))
         except StoreError as exc:
             return SourceReport(source=src.id, status="failed", http_status=response.status,
                                 error=exc.message)
@@ -261,6 +269,13 @@ class _Run:
                             updated=counts.updated, unchanged=counts.unchanged,
                             skipped=identified.skipped, moved_to=new.moved_to,
                             next_due=new.next_due_at, warnings=parsed.warnings)
+
+
+def _reason_phrase(status: int) -> str:
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return ""
 
 
 def _select(config: Config, source_ids: Sequence[str] | None) -> list[Source]:
@@ -275,53 +290,14 @@ def _select(config: Config, source_ids: Sequence[str] | None) -> list[Source]:
     return [s for s in config.sources if s.id in wanted]
 
 
-async def _run_async(run: _Run, sources: Sequence[Source]) -> list[SourceReport]:
-    try:
-        return list(await asyncio.gather(*(run.source(s) for s in sources)))
-    finally:
-        await run.clients.aclose()
-
-
-class _ClientPool:
-    """``size`` small HTTP clients, each holding at most one connection.
-
-    One shared httpx pool with many connections goes CPU-bound: httpcore scans every
-    connection on every request event (httpcore issue 1035). Many one-connection clients
-    keep that scan constant; handing a client back to the host it last talked to keeps
-    keep-alive reuse. Taking a client is also the global concurrency limit.
-    """
-
-    def __init__(self, size: int) -> None:
-        self.size = size
-        self.idle: list[tuple[str, httpx.AsyncClient]] = []
-        self.created: list[httpx.AsyncClient] = []
-        self.slots = asyncio.Semaphore(size)
-        self.ssl_context: ssl.SSLContext | None = None
-
-    def _new_client(self) -> httpx.AsyncClient:
-        if self.ssl_context is None:  # building one is slow: share it
-            self.ssl_context = ssl.create_default_context()
-        client = httpx.AsyncClient(
-            limits=httpx.Limits(max_connections=1, max_keepalive_connections=1),
-            verify=self.ssl_context, follow_redirects=False, trust_env=False)
-        self.created.append(client)
-        return client
-
-    @contextlib.asynccontextmanager
-    async def client(self, url: str) -> AsyncIterator[httpx.AsyncClient]:
-        host = (urlsplit(url).hostname or "").lower()
-        async with self.slots:
-            index = next((i for i in range(len(self.idle) - 1, -1, -1)
-                          if self.idle[i][0] == host), len(self.idle) - 1)
-            chosen = self.idle.pop(index)[1] if self.idle else self._new_client()
-            try:
-                yield chosen
-            finally:
-                self.idle.append((host, chosen))
-
-    async def aclose(self) -> None:
-        for client in self.created:
-            await client.aclose()
+async def _run_async(config: Config, store: Store, sources: Sequence[Source],
+                     **options: Any) -> list[SourceReport]:
+    async with StoreWriter(store) as writer:
+        run = _Run(config, store, sources=sources, writer=writer, **options)
+        try:
+            return list(await asyncio.gather(*(run.source(s) for s in sources)))
+        finally:
+            await run.pool.aclose()
 
 
 def run_fetch(
@@ -348,10 +324,10 @@ def run_fetch(
     own_parser = parser is None
     pool = parser or ParserPool()
     with Store(db_path) as store:
-        run = _Run(config, store, force=force, clock=clock, resolver=resolver, parser=pool,
-                   progress=progress, total=len(sources))
         try:
-            reports = asyncio.run(_run_async(run, sources))
+            reports = asyncio.run(_run_async(config, store, sources, force=force, clock=clock,
+                                             resolver=resolver, parser=pool,
+                                             progress=progress))
         finally:
             if own_parser:
                 pool.close()

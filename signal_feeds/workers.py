@@ -100,6 +100,11 @@ def _limit_self(memory: int) -> None:
         threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
     if os.getppid() != parent:  # the parent died before the watch began
         os._exit(1)
+    # Parsing is throughput work; the parent's event loop is latency work (a response
+    # read late holds a connection slot, and the next request waits for it). On a busy
+    # machine the scheduler should favour the loop.
+    with contextlib.suppress(OSError, AttributeError):
+        os.nice(PARSER_NICENESS)
 
 
 def _watch_parent(parent: int) -> None:
@@ -134,6 +139,8 @@ def _receive(stream: IO[bytes]) -> Any:
     return pickle.loads(_read_exact(stream, size))
 
 
+#: How much lower a parser process's CPU priority is than the fetching process's.
+PARSER_NICENESS = 5
 #: What a worker sends once it can take jobs.
 _READY = "signal-parse-worker-ready"
 #: Seconds a new worker may take to start, apart from any document's time limit.
@@ -267,6 +274,10 @@ class ParserPool:
             self._threads = None
         with self._lock:
             idle, self._idle = self._idle, []
+        # Idle workers hold no state: stop them all at once rather than waiting for each
+        # interpreter to wind down in turn.
+        for worker in idle:
+            worker.kill()
         for worker in idle:
             worker.close()
 

@@ -1,0 +1,102 @@
+"""Store writes of a run, on one thread of their own, many responses per commit.
+
+The event loop only talks HTTP and hands finished work over; the writer thread applies
+it. Whatever is waiting when the writer comes round goes into one transaction
+(:meth:`Store.batch`), each write under its own savepoint. Under load that is one commit
+for dozens of responses, and the time SQLite spends in C (it releases the GIL) overlaps
+with the loop's work instead of stalling it. A coroutine's ``await`` returns only once its
+write is committed, so the report never claims what the database does not hold.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import queue
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from .errors import StoreError
+from .store import Store
+
+__all__ = ["DEFAULT_MAX_BATCH", "StoreWriter"]
+
+log = logging.getLogger("signal_feeds")
+T = TypeVar("T")
+
+#: Most writes in one transaction: bounds how long other processes wait for the lock.
+DEFAULT_MAX_BATCH = 64
+
+_Job = tuple[Callable[[], Any], "asyncio.Future[Any]", asyncio.AbstractEventLoop]
+
+
+class StoreWriter:
+    """Runs store calls on one thread, in batches; use as an async context manager."""
+
+    def __init__(self, store: Store, *, max_batch: int = DEFAULT_MAX_BATCH) -> None:
+        self.store = store
+        self.max_batch = max_batch
+        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._run, name="signal-writer", daemon=True)
+        self.batches = 0  # commits made, for tests and benchmarks
+
+    async def __aenter__(self) -> StoreWriter:
+        self._thread.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        self._jobs.put(None)
+        await asyncio.get_running_loop().run_in_executor(None, self._thread.join)
+
+    async def call(self, fn: Callable[[], T]) -> T:
+        """Run ``fn`` (a store call) on the writer thread; return once it is committed."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[T] = loop.create_future()
+        self._jobs.put((fn, future, loop))
+        return await future
+
+    def _run(self) -> None:
+        stopping = False
+        while not stopping:
+            first = self._jobs.get()
+            if first is None:
+                return
+            jobs = [first]
+            while len(jobs) < self.max_batch:
+                try:
+                    job = self._jobs.get_nowait()
+                except queue.Empty:
+                    break
+                if job is None:
+                    stopping = True
+                    break
+                jobs.append(job)
+            self._apply(jobs)
+
+    def _apply(self, jobs: list[_Job]) -> None:
+        results: list[tuple[bool, Any]] = []
+        try:
+            with self.store.batch():
+                for fn, _future, _loop in jobs:
+                    try:
+                        results.append((True, fn()))
+                    except Exception as exc:  # this write was undone alone
+                        results.append((False, exc))
+        except Exception as exc:  # the commit failed: nothing of the batch is stored
+            log.warning("a batch of %d writes was not committed: %s", len(jobs), exc)
+            message = exc.message if isinstance(exc, StoreError) else str(exc)
+            results = [(False, StoreError(f"not stored: the commit failed: {message}"))
+                       for _job in jobs]
+        self.batches += 1
+        for (_fn, future, loop), (ok, value) in zip(jobs, results, strict=True):
+            loop.call_soon_threadsafe(_settle, future, ok, value)
+
+
+def _settle(future: asyncio.Future[Any], ok: bool, value: Any) -> None:
+    if future.cancelled():
+        return
+    if ok:
+        future.set_result(value)
+    else:
+        future.set_exception(value)

@@ -1,0 +1,195 @@
+"""The HTTP/1.1 client under the fetcher, against real servers on 127.0.0.1: keep-alive,
+a kept-alive connection the server has dropped, chunked and compressed bodies, 1xx
+responses, and TLS."""
+
+from __future__ import annotations
+
+import gzip
+import socket
+import ssl
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from conftest import FIXTURES, make_config
+
+from signal_feeds import run_fetch
+from signal_feeds.teaching_server import TeachingServer
+
+FEED = (FIXTURES / "demo-rss.xml").read_bytes()
+
+Answer = Callable[[bytes], tuple[bytes, bool]]  # request head -> (response, close after)
+
+
+class RawServer:
+    """A threaded server that reads one request head at a time and writes what
+    ``answer`` returns, byte for byte; counts connections and requests."""
+
+    def __init__(self, answer: Answer, *, tls: ssl.SSLContext | None = None) -> None:
+        self.answer = answer
+        self.tls = tls
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        self.connections = 0
+        self.requests = 0
+        self.lock = threading.Lock()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            with self.lock:
+                self.connections += 1
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        try:
+            if self.tls is not None:
+                conn = self.tls.wrap_socket(conn, server_side=True)
+            buffer = b""
+            while True:
+                while b"\r\n\r\n" not in buffer:
+                    data = conn.recv(65536)
+                    if not data:
+                        return
+                    buffer += data
+                head, _, buffer = buffer.partition(b"\r\n\r\n")
+                with self.lock:
+                    self.requests += 1
+                response, close = self.answer(head)
+                conn.sendall(response)
+                if close:
+                    return
+        except OSError:
+            return
+        finally:
+            conn.close()
+
+    def url(self, path: str, host: str = "127.0.0.1") -> str:
+        scheme = "https" if self.tls else "http"
+        return f"{scheme}://{host}:{self.port}{path}"
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def ok(body: bytes, *extra: str) -> bytes:
+    headers = ["HTTP/1.1 200 OK", "Content-Type: application/rss+xml",
+               f"Content-Length: {len(body)}", *extra]
+    return ("\r\n".join(headers) + "\r\n\r\n").encode() + body
+
+
+@pytest.fixture
+def raw() -> Iterator[Callable[..., RawServer]]:
+    servers: list[RawServer] = []
+
+    def start(answer: Answer, **kwargs: object) -> RawServer:
+        server = RawServer(answer, **kwargs)  # type: ignore[arg-type]
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        server.close()
+
+
+def test_sources_on_one_host_share_kept_alive_connections(raw: Callable[..., RawServer],
+                                                          db_path: Path) -> None:
+    server = raw(lambda head: (ok(FEED), False))
+    sources = {f"s{i}": server.url(f"/feed/{i}.xml") for i in range(12)}
+    report = run_fetch(make_config(db_path, sources, per_host=2), force=True)
+    assert [s.status for s in report.sources] == ["fetched"] * 12
+    assert server.requests == 12 and server.connections <= 2
+
+
+def test_a_connection_the_server_dropped_while_idle_is_replaced(
+        raw: Callable[..., RawServer], db_path: Path) -> None:
+    # The server closes every connection after one answer without saying so (as one
+    # does when its keep-alive timeout expires): the next GET on it fails at once and
+    # goes again on a new connection.
+    server = raw(lambda head: (ok(FEED), True))
+    sources = {f"s{i}": server.url(f"/feed/{i}.xml") for i in range(5)}
+    report = run_fetch(make_config(db_path, sources, per_host=1, concurrency=1), force=True)
+    assert [s.status for s in report.sources] == ["fetched"] * 5, report.sources
+    assert server.connections >= 5
+
+
+def test_chunked_gzip_body_and_informational_responses(raw: Callable[..., RawServer],
+                                                       db_path: Path) -> None:
+    packed = gzip.compress(FEED)
+    chunks = b"".join(b"%x\r\n%s\r\n" % (len(packed[i:i + 100]), packed[i:i + 100])
+                      for i in range(0, len(packed), 100))
+    response = (b"HTTP/1.1 100 Continue\r\n\r\n"
+                b"HTTP/1.1 200 OK\r\nContent-Type: application/rss+xml\r\n"
+                b"Content-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n"
+                b"ETag: \"v1\"\r\n\r\n" + chunks + b"0\r\n\r\n")
+    server = raw(lambda head: (response, False))
+    report = run_fetch(make_config(db_path, {"chunked": server.url("/feed.xml")}), force=True)
+    rep = report.get("chunked")
+    assert (rep.status, rep.created) == ("fetched", 3), rep
+
+
+def test_validators_go_back_byte_for_byte(raw: Callable[..., RawServer],
+                                          db_path: Path) -> None:
+    # Header values are opaque bytes: a Latin-1 byte in an ETag comes back unchanged.
+    seen: list[bytes] = []
+    etag = b'W/"caf\xe9-1"'
+
+    def answer(head: bytes) -> tuple[bytes, bool]:
+        seen.append(head)
+        if b"If-None-Match" in head:
+            return b"HTTP/1.1 304 Not Modified\r\nETag: " + etag + b"\r\n\r\n", False
+        return ok(FEED, f"ETag: {etag.decode('latin-1')}").replace(
+            b"caf\xc3\xa9", b"caf\xe9"), False
+
+    server = raw(answer)
+    config = make_config(db_path, {"s": server.url("/feed.xml")})
+    assert run_fetch(config, force=True).get("s").status == "fetched"
+    assert run_fetch(config, force=True).get("s").status == "not_modified"
+    assert b"If-None-Match: " + etag in seen[1].split(b"\r\n")
+
+
+def test_garbage_instead_of_http_is_a_clear_network_error(raw: Callable[..., RawServer],
+                                                          db_path: Path) -> None:
+    server = raw(lambda head: (b"SSH-2.0-OpenSSH_9.2\r\n\r\n", True))
+    rep = run_fetch(make_config(db_path, {"odd": server.url("/feed.xml")}),
+                    force=True).get("odd")
+    assert rep.status == "failed" and rep.error.startswith("network error: "), rep.error
+
+
+def test_https_with_a_trusted_certificate(raw: Callable[..., RawServer], db_path: Path,
+                                          tmp_path: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    trustme = pytest.importorskip("trustme")
+    ca = trustme.CA()
+    server_context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ca.issue_cert("localhost").configure_cert(server_context)
+    server = raw(lambda head: (ok(FEED), False), tls=server_context)
+    url = server.url("/feed.xml", host="localhost")
+
+    # Without the CA the certificate is refused, and the report says so.
+    rep = run_fetch(make_config(db_path, {"tls": url}), force=True).get("tls")
+    assert rep.status == "failed" and "certificate" in rep.error.lower(), rep.error
+
+    ca_file = tmp_path / "ca.pem"
+    ca.cert_pem.write_to_path(str(ca_file))
+    monkeypatch.setenv("SSL_CERT_FILE", str(ca_file))  # OpenSSL's own trust override
+    rep = run_fetch(make_config(db_path, {"tls": url}), force=True).get("tls")
+    assert (rep.status, rep.created) == ("fetched", 3), rep
+
+
+def test_the_teaching_server_sees_one_request_per_source(server: TeachingServer,
+                                                         db_path: Path) -> None:
+    sources = {"rss": server.url("/feeds/demo-rss.xml"),
+               "atom": server.url("/feeds/demo-atom.xml")}
+    report = run_fetch(make_config(db_path, sources), force=True)
+    assert {s.status for s in report.sources} == {"fetched"}
+    for path in ("/feeds/demo-rss.xml", "/feeds/demo-atom.xml"):
+        (record,) = server.requests_for(path)
+        assert record.header("Host") == server.base_url.split("://", 1)[1].rstrip("/")
+        assert record.header("Accept-Encoding") == "gzip, deflate"
+        assert "signal" in (record.header("User-Agent") or "").lower()
