@@ -260,7 +260,8 @@ class _Run:
         try:
             now = self.clock()
             counts = await self.writer.call(
-                lambda: self.store.apply_response(new, identified.rows, record, now))
+                lambda: self.store.apply_response(new, identified.rows, record, now,
+                                                  match_keys=parsed.match_keys))
         except StoreError as exc:
             return SourceReport(source=src.id, status="failed", http_status=response.status,
                                 error=exc.message)
@@ -292,8 +293,13 @@ def _select(config: Config, source_ids: Sequence[str] | None) -> list[Source]:
 
 async def _run_async(config: Config, store: Store, sources: Sequence[Source],
                      **options: Any) -> list[SourceReport]:
-    async with StoreWriter(store) as writer:
+    runs: list[_Run] = []
+    # Each source makes at most one write: once every unfinished source's write is in
+    # the open batch, nothing else can come, and the writer commits at once.
+    async with StoreWriter(store, pending=lambda: runs[0].total - runs[0].done if runs
+                           else len(sources)) as writer:
         run = _Run(config, store, sources=sources, writer=writer, **options)
+        runs.append(run)
         try:
             return list(await asyncio.gather(*(run.source(s) for s in sources)))
         finally:

@@ -7,11 +7,13 @@ query string means, and refuses anything that is not a plain web address.
 
 from __future__ import annotations
 
+import re
 from urllib.parse import urljoin, urlsplit, urlunsplit
 
 __all__ = ["UrlRejected", "canonical_source_url", "normalize_link"]
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
+_CONTROL = re.compile(r"[\x00-\x20\x7f]")
 
 
 class UrlRejected(ValueError):
@@ -22,7 +24,7 @@ def _canonical(url: str, *, allowed_schemes: frozenset[str]) -> str:
     text = url.strip()
     if not text:
         raise UrlRejected("empty URL")
-    if any(ord(ch) <= 0x20 or ord(ch) == 0x7F for ch in text):
+    if _CONTROL.search(text):
         raise UrlRejected("URL contains whitespace or control characters")
     try:
         parts = urlsplit(text)

@@ -14,29 +14,44 @@ import asyncio
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 from .errors import StoreError
 from .store import Store
 
-__all__ = ["DEFAULT_MAX_BATCH", "StoreWriter"]
+__all__ = ["DEFAULT_COMMIT_WINDOW", "DEFAULT_MAX_BATCH", "StoreWriter"]
 
 log = logging.getLogger("signal_feeds")
 T = TypeVar("T")
 
 #: Most writes in one transaction: bounds how long other processes wait for the lock.
 DEFAULT_MAX_BATCH = 64
+#: Seconds a batch stays open for more writes. One commit rewrites every page its writes
+#: touched; on a small database one response touches most pages of the token index, so
+#: ten responses per commit cost little more than one.
+DEFAULT_COMMIT_WINDOW = 0.2
 
 _Job = tuple[Callable[[], Any], "asyncio.Future[Any]", asyncio.AbstractEventLoop]
 
 
 class StoreWriter:
-    """Runs store calls on one thread, in batches; use as an async context manager."""
+    """Runs store calls on one thread, in batches; use as an async context manager.
 
-    def __init__(self, store: Store, *, max_batch: int = DEFAULT_MAX_BATCH) -> None:
+    A batch opens with the first waiting write and takes what arrives within ``window``
+    seconds (at most ``max_batch`` writes), each applied as it comes. ``pending``, if
+    given, says how many writes may still come in this run; when the batch holds them
+    all it commits at once instead of waiting out the window.
+    """
+
+    def __init__(self, store: Store, *, max_batch: int = DEFAULT_MAX_BATCH,
+                 window: float = DEFAULT_COMMIT_WINDOW,
+                 pending: Callable[[], int] | None = None) -> None:
         self.store = store
         self.max_batch = max_batch
+        self.window = window
+        self.pending = pending
         self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="signal-writer", daemon=True)
         self.batches = 0  # commits made, for tests and benchmarks
@@ -57,32 +72,40 @@ class StoreWriter:
         return await future
 
     def _run(self) -> None:
-        stopping = False
-        while not stopping:
+        while True:
             first = self._jobs.get()
-            if first is None:
+            if first is None or not self._batch(first):
                 return
-            jobs = [first]
-            while len(jobs) < self.max_batch:
-                try:
-                    job = self._jobs.get_nowait()
-                except queue.Empty:
-                    break
-                if job is None:
-                    stopping = True
-                    break
-                jobs.append(job)
-            self._apply(jobs)
 
-    def _apply(self, jobs: list[_Job]) -> None:
+    def _all_here(self, count: int) -> bool:
+        return self.pending is not None and self.pending() <= count
+
+    def _batch(self, first: _Job) -> bool:
+        """Apply ``first`` and what follows it in one transaction; False once the
+        writer has been told to stop."""
+        jobs: list[_Job] = []
         results: list[tuple[bool, Any]] = []
+        going = True
         try:
             with self.store.batch():
-                for fn, _future, _loop in jobs:
+                job = first
+                deadline = time.monotonic() + self.window
+                while True:
+                    jobs.append(job)
                     try:
-                        results.append((True, fn()))
+                        results.append((True, job[0]()))
                     except Exception as exc:  # this write was undone alone
                         results.append((False, exc))
+                    if len(jobs) >= self.max_batch or self._all_here(len(jobs)):
+                        break
+                    try:
+                        waiting = self._jobs.get(timeout=max(0.0, deadline - time.monotonic()))
+                    except queue.Empty:
+                        break
+                    if waiting is None:
+                        going = False
+                        break
+                    job = waiting
         except Exception as exc:  # the commit failed: nothing of the batch is stored
             log.warning("a batch of %d writes was not committed: %s", len(jobs), exc)
             message = exc.message if isinstance(exc, StoreError) else str(exc)
@@ -91,6 +114,7 @@ class StoreWriter:
         self.batches += 1
         for (_fn, future, loop), (ok, value) in zip(jobs, results, strict=True):
             loop.call_soon_threadsafe(_settle, future, ok, value)
+        return going
 
 
 def _settle(future: asyncio.Future[Any], ok: bool, value: Any) -> None:

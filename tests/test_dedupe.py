@@ -427,3 +427,19 @@ def test_marking_on_write_always_equals_a_full_recompute(tmp_path: Path) -> None
             report = recompute(store)
             assert report.total_changed == 0, (step, report)
         assert report.duplicates
+
+
+def test_parser_workers_send_the_same_match_keys_the_store_computes() -> None:
+    from dataclasses import replace
+
+    from signal_feeds.store.dedupe import match_keys
+    from signal_feeds.workers import ParseJob, parse_job
+
+    body = rss({"guid": "a", "title": "A headline long enough to match on",
+                "link": "https://www.pub.example/a/?utm_source=rss", "description": STORY})
+    outcome = parse_job(ParseJob(source_id="s", body=body, url="", content_type="",
+                                 allow_http_links=True))
+    (row,) = outcome.identified.rows  # type: ignore[attr-defined]
+    sent = outcome.match_keys[row.key]
+    assert sent == replace(match_keys(row.url, row.title, row.summary), shingles=frozenset())
+    assert sent.tokens and sent.match_url == "pub.example/a"

@@ -22,8 +22,8 @@ KILLER = textwrap.dedent("""
 
     original = Store._write_entries
 
-    def write_then_die(self, conn, rows, stamp):
-        counts = original(self, conn, rows, stamp)
+    def write_then_die(self, conn, *args):
+        counts = original(self, conn, *args)
         # Entries and versions are written, the transaction is still open.
         os.kill(os.getpid(), signal.SIGKILL)
         return counts

@@ -114,3 +114,29 @@ def test_relative_guid_is_kept_as_given_and_links_resolve() -> None:
     (entry,) = parse_feed(body, url="https://example.org/feed").entries
     assert entry.remote_id == "/p/1"
     assert entry.url == "https://example.org/p/1"
+
+
+def _escaped_html_feed() -> bytes:
+    # Escaped HTML with many entity references (expat splits text at each of them),
+    # text longer than the driver's buffer, CDATA and a malformed tail.
+    para = "&lt;p&gt;Caf&amp;eacute; &amp;amp; cr&#232;me &lt;a href=&quot;/x&quot;&gt;x&lt;/a&gt;"
+    items = "".join(
+        f"<item><guid>g{i}</guid><title>T&amp;{i} &lt;b&gt;bold&lt;/b&gt;</title>"
+        f"<link>https://example.org/{i}</link><description>{para * (40 + i * 400)}"
+        f"</description><content:encoded><![CDATA[<p>cdata {i}</p>]]></content:encoded></item>"
+        for i in range(3))
+    return ('<?xml version="1.0"?><rss version="2.0" '
+            'xmlns:content="http://purl.org/rss/1.0/modules/content/"><channel><title>t</title>'
+            f"{items}</channel></rss>").encode()
+
+
+def test_the_buffered_sax_driver_changes_no_field(monkeypatch: pytest.MonkeyPatch) -> None:
+    import feedparser.api
+
+    bodies = [p.read_bytes() for p in sorted(FIXTURES.rglob("*.xml"))]
+    bodies.append(_escaped_html_feed())
+    plain = [parse_feed(b, allow_http_links=True) for b in bodies]
+    monkeypatch.setattr(feedparser.api, "PREFERRED_XML_PARSERS", ["signal_feeds._sax"])
+    buffered = [parse_feed(b, allow_http_links=True) for b in bodies]
+    assert buffered == plain
+    assert len(plain[-1].entries[2].summary) > 48 * 1024  # the escaped text: > 64 KiB

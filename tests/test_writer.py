@@ -6,6 +6,7 @@ import asyncio
 import datetime as dt
 import sqlite3
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -26,26 +27,46 @@ def save(store: Store, source_id: str) -> None:
                                    outcome="not_modified", http_status=304))
 
 
-def test_waiting_writes_share_one_commit(db_path: Path) -> None:
+def test_writes_within_the_window_share_one_commit(db_path: Path) -> None:
+    async def main(store: Store) -> int:
+        async with StoreWriter(store, window=5.0) as writer:
+            calls = []
+            for i in range(20):  # arriving one by one, as parsed responses do
+                calls.append(asyncio.ensure_future(writer.call(lambda i=i: save(store, f"s{i}"))))
+                await asyncio.sleep(0.005)
+            writer.pending = lambda: 0  # the run says nothing more will come
+            calls.append(asyncio.ensure_future(writer.call(lambda: save(store, "last"))))
+            started = time.monotonic()
+            await asyncio.gather(*calls)
+            assert time.monotonic() - started < 2.0  # not the 5 s window
+            return writer.batches
+
+    with Store(db_path) as store:
+        assert asyncio.run(main(store)) == 1
+        assert store.count("sources") == 21 and store.count("fetches") == 21
+
+
+def test_without_a_window_writes_that_queue_meanwhile_join_the_batch(db_path: Path) -> None:
     gate = threading.Event()
 
     async def main(store: Store) -> tuple[list[Any], int]:
-        async with StoreWriter(store) as writer:
-            # The first write holds the writer thread until the others are queued.
+        async with StoreWriter(store, window=0.0) as writer:
+            # The first write holds the writer until the others are queued behind it.
             first = asyncio.ensure_future(writer.call(lambda: gate.wait(5)))
-            await asyncio.sleep(0.05)  # the writer has taken it and waits on the gate
+            await asyncio.sleep(0.05)
             rest = [asyncio.ensure_future(writer.call(lambda i=i: save(store, f"s{i}")))
                     for i in range(20)]
             await asyncio.sleep(0.05)
             gate.set()
             results = await asyncio.gather(first, *rest)
-            return results, writer.batches
+            later = await writer.call(lambda: save(store, "later"))
+            return [*results, later], writer.batches
 
     with Store(db_path) as store:
         results, batches = asyncio.run(main(store))
-        assert results[0] is True and results[1:] == [None] * 20
-        assert batches == 2  # the gate alone, then all twenty together
-        assert store.count("sources") == 20 and store.count("fetches") == 20
+        assert results[0] is True and results[1:] == [None] * 21
+        assert batches == 2  # the gate and the twenty queued meanwhile; then "later"
+        assert store.count("sources") == 21 and store.count("fetches") == 21
 
 
 def test_a_failing_write_is_undone_alone(db_path: Path) -> None:
@@ -75,8 +96,6 @@ def test_a_failed_commit_fails_every_write_of_the_batch(db_path: Path,
     with Store(db_path) as store:
         save(store, "before")
     before = dump(db_path)
-    gate = threading.Event()
-
     with Store(db_path) as store:
         real = store._conn
         commits: list[str] = []
@@ -88,21 +107,16 @@ def test_a_failed_commit_fails_every_write_of_the_batch(db_path: Path,
             def execute(self, sql: str, *args: Any) -> sqlite3.Cursor:
                 if sql == "COMMIT":
                     commits.append(sql)
-                    if len(commits) == 2:  # the holder's batch commits, the next fails
+                    if len(commits) == 2:  # the first batch commits, the next fails
                         raise sqlite3.OperationalError("disk I/O error")
                 return real.execute(sql, *args)
 
         monkeypatch.setattr(store, "_conn", FailingCommit())
 
         async def main() -> list[Any]:
-            async with StoreWriter(store) as writer:
-                holder = asyncio.ensure_future(writer.call(lambda: gate.wait(5)))
-                await asyncio.sleep(0.05)
-                calls = [asyncio.ensure_future(writer.call(lambda i=i: save(store, f"s{i}")))
-                         for i in range(5)]
-                await asyncio.sleep(0.05)
-                gate.set()
-                await holder
+            async with StoreWriter(store, window=0.0) as writer:
+                await writer.call(lambda: None)  # the first commit goes through
+                calls = [writer.call(lambda i=i: save(store, f"s{i}")) for i in range(5)]
                 return await asyncio.gather(*calls, return_exceptions=True)
 
         results = asyncio.run(main())

@@ -564,17 +564,20 @@ class Store:
     # -- entries ---------------------------------------------------------------------
 
     def apply_response(self, state: SourceState, rows: Sequence[EntryRow],
-                       fetch: FetchRecord, now: dt.datetime) -> ApplyCounts:
+                       fetch: FetchRecord, now: dt.datetime, *,
+                       match_keys: Mapping[str, dedupe.MatchKeys] | None = None
+                       ) -> ApplyCounts:
         """Store one response's entries, their versions, the source's new state
         (validators, body digest) and the fetch row, in one transaction.
 
         Each entry is ``created``, ``updated`` (fingerprint changed: fields replaced,
         a version added) or ``unchanged`` (only ``last_seen_at`` refreshed).
+        ``match_keys`` (by entry key) are used where given, computed where not.
         """
         stamp = format_time(now)
         try:
             with self._transaction() as conn:
-                counts, written = self._write_entries(conn, rows, stamp)
+                counts, written = self._write_entries(conn, rows, stamp, match_keys or {})
                 self._mark_duplicates(conn, counts, written, state.source_id)
                 conn.execute(_SAVE_STATE, _state_values(state))
                 conn.execute(_INSERT_FETCH, self._fetch_values(replace(
@@ -619,7 +622,8 @@ class Store:
                                                             "text": r[6]}, r[7])
         return found
 
-    def _write_entries(self, conn: sqlite3.Connection, rows: Sequence[EntryRow], stamp: str
+    def _write_entries(self, conn: sqlite3.Connection, rows: Sequence[EntryRow], stamp: str,
+                       given: Mapping[str, dedupe.MatchKeys]
                        ) -> tuple[ApplyCounts, list[dedupe.DedupeRow]]:
         """Write the rows; return the counts and the dedupe view of what changed."""
         stored = self._stored(conn, [r.key for r in rows])
@@ -637,7 +641,7 @@ class Store:
             if outcome == "unchanged":
                 touches.append((stamp, row.key))
                 continue
-            keys = dedupe.match_keys(row.url, row.title, row.summary)
+            keys = given.get(row.key) or dedupe.match_keys(row.url, row.title, row.summary)
             packed = dedupe.pack_tokens(keys.tokens)
             upserts.append((row.key, row.source_id, row.remote_id, row.url, row.title,
                             row.published, row.updated, row.author, row.summary, row.content,

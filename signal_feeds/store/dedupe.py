@@ -352,9 +352,10 @@ class _Rows:
         self.conn = conn
         self.cache: dict[str, DedupeRow] = {}
         self.texts: dict[str, frozenset[int]] = {}
-        for row in given:  # computed by the writer: shingles included
+        for row in given:
             self.cache[row.key] = row
-            self.texts[row.key] = row.shingles
+            if row.shingles:  # empty: not computed (hashed again only if compared)
+                self.texts[row.key] = row.shingles
 
     def load(self, keys: Iterable[str]) -> None:
         missing = sorted({k for k in keys if k not in self.cache})
