@@ -7,7 +7,6 @@ workers also let parsing use every core.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import pickle
@@ -18,12 +17,14 @@ import sys
 import threading
 import time
 from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from .errors import ContradictionError, SignalError
 from .store.dedupe import MatchKeys, match_keys
+
+if TYPE_CHECKING:  # the parser processes import this module: keep asyncio out of them
+    from concurrent.futures import ThreadPoolExecutor
 
 __all__ = ["DEFAULT_PARSE_MEMORY", "DEFAULT_PARSE_TIMEOUT", "ParseJob", "ParseOutcome",
            "ParserPool", "parse_job"]
@@ -296,6 +297,9 @@ class ParserPool:
 
     async def parse(self, job: ParseJob) -> ParseOutcome:
         """Parse one body in a worker; errors come back as a :class:`ParseOutcome`."""
+        import asyncio
+        from concurrent.futures import ThreadPoolExecutor
+
         if self._threads is None:
             self._threads = ThreadPoolExecutor(max_workers=self.workers,
                                                thread_name_prefix="signal-parse")

@@ -443,3 +443,27 @@ def test_parser_workers_send_the_same_match_keys_the_store_computes() -> None:
     sent = outcome.match_keys[row.key]
     assert sent == replace(match_keys(row.url, row.title, row.summary), shingles=frozenset())
     assert sent.tokens and sent.match_url == "pub.example/a"
+
+
+def test_a_token_past_the_cap_is_remembered_and_not_looked_up_again(db_path: Path) -> None:
+    from signal_feeds.store.dedupe import MAX_POSTINGS, CommonTokens, _candidates
+
+    common, rare = 11, 22
+    with Store(db_path) as store:
+        conn = store.connection
+        conn.executemany("INSERT INTO dedupe_text (token, entry_id) VALUES (?, ?)",
+                         [(common, f"e{i}") for i in range(MAX_POSTINGS + 1)]
+                         + [(rare, "e0")])
+        row = DedupeRow(key="new", source_id="s", first_seen_at="t", moment="t",
+                        match_url="", norm_title="", tokens=(common, rare))
+        known = CommonTokens()
+        statements: list[str] = []
+        conn.set_trace_callback(statements.append)
+        first = _candidates(conn, row, known)
+        second = _candidates(conn, row, known)
+        conn.set_trace_callback(None)
+        assert common in known and rare not in known
+        # Skipping the known token changes no answer: its postings were never used.
+        assert first == second == {"link": [], "title": [], "text": ["e0"]}
+        assert statements[0].count("dedupe_text") == 8 and "token = 11 " in statements[0]
+        assert "token = 11 " not in statements[1] and "token = 22 " in statements[1]

@@ -173,3 +173,17 @@ def test_identify_keys_depend_on_the_source(source_id: str) -> None:
     entry = ParsedEntry(remote_id="same", url="", title="t", published="", updated="")
     (row,) = identify(source_id, [entry]).rows
     assert row.key == digest([source_id, "same"])
+
+
+@settings(max_examples=300, deadline=None, database=None)
+@given(text=st.text(max_size=60))
+def test_the_ascii_fast_path_of_word_splitting_changes_nothing(text: str) -> None:
+    import re
+    import unicodedata
+
+    from signal_feeds.store.dedupe import _words
+
+    slow = re.findall(r"\w+", unicodedata.normalize("NFKC", text).casefold())
+    assert _words(text) == slow
+    assert _words(text.encode("ascii", "ignore").decode()) == re.findall(
+        r"\w+", text.encode("ascii", "ignore").decode().lower())

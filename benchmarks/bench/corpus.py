@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import random
+from itertools import accumulate
 from dataclasses import dataclass, replace
 from email.utils import format_datetime
 from html import escape
@@ -46,7 +47,36 @@ _VOCABULARY = (
     "railway bridge library school student teacher lecture seminar workshop conference "
     "café naïve résumé façade jalapeño smörgåsbord"
 )
-_WORDS = tuple(_VOCABULARY.split())
+_COMMON = tuple(_VOCABULARY.split())
+
+
+def _vocabulary(size: int) -> tuple[str, ...]:
+    """The common words above, then made-up words of two to four syllables."""
+    rng = random.Random("signal-bench-vocabulary")
+    onsets = ["b", "d", "f", "g", "k", "l", "m", "n", "p", "r", "s", "t", "v", "st", "tr", "pl"]
+    vowels = ["a", "e", "i", "o", "u", "ai", "ou", "é"]
+    words = list(dict.fromkeys(_COMMON))
+    seen = set(words)
+    while len(words) < size:
+        word = "".join(rng.choice(onsets) + rng.choice(vowels)
+                       for _ in range(rng.randint(2, 4)))
+        if word not in seen:
+            seen.add(word)
+            words.append(word)
+    return tuple(words)
+
+
+#: Words are drawn with Zipf's law (the frequency of the k-th word proportional to 1/k)
+#: over a 20,000-word vocabulary, as in natural text: a few words are everywhere, most
+#: are rare. (A uniform 100-word vocabulary made every three-word phrase recur in
+#: hundreds of entries, which no real corpus does, and which duplicate detection pays
+#: for in candidates to compare.)
+_WORDS = _vocabulary(20_000)
+_CUMULATIVE = tuple(accumulate(1 / (k + 1) for k in range(len(_WORDS))))
+
+
+def _word(rng: random.Random) -> str:
+    return rng.choices(_WORDS, cum_weights=_CUMULATIVE)[0]
 
 
 @dataclass(frozen=True)
@@ -106,7 +136,7 @@ def _sentence(rng: random.Random, low: int, high: int) -> str:
     words: list[str] = []
     length = -1
     while True:
-        word = rng.choice(_WORDS)
+        word = _word(rng)
         if length + 1 + len(word) > target and length >= low:
             break
         words.append(word)
@@ -126,10 +156,10 @@ def _summary(rng: random.Random, home: str) -> str:
         sentence = escape(_sentence(rng, 60, 160))
         kind = rng.random()
         if kind < 0.3:
-            path = "-".join(rng.choice(_WORDS) for _ in range(3))
+            path = "-".join(_word(rng) for _ in range(3))
             para = f'<p>{sentence} <a href="{home}/notes/{escape(path)}">read more</a>.</p>'
         elif kind < 0.55:
-            para = f"<p>{sentence} &mdash; <em>{escape(rng.choice(_WORDS))}</em> &amp; co.</p>"
+            para = f"<p>{sentence} &mdash; <em>{escape(_word(rng))}</em> &amp; co.</p>"
         elif kind < 0.7:
             para = f"<p>&ldquo;{sentence}&rdquo; &hellip; costs &euro;{rng.randint(1, 999)}.</p>"
         else:
@@ -148,7 +178,7 @@ def build_feed(corpus: Corpus, index: int) -> Feed:
     entries = []
     for n in range(corpus.entries):
         number = corpus.entries - n
-        path = "-".join(rng.choice(_WORDS) for _ in range(4))
+        path = "-".join(_word(rng) for _ in range(4))
         entries.append(
             Entry(
                 guid=f"{slug}-entry-{number:05d}"

@@ -352,6 +352,8 @@ _INSERT_FETCH = ("INSERT INTO fetches (source_id, started_at, url, outcome, http
                  "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
 
 
+#: SQLite page cache of the writing connection, in KiB.
+CACHE_KIB = 16 * 1024
 #: WAL size, in bytes, at which a commit asks for a checkpoint (SQLite's own default is
 #: 1000 pages of 4 KiB).
 CHECKPOINT_WAL_BYTES = 4 * 1024 * 1024
@@ -416,6 +418,7 @@ class Store:
     def __init__(self, path: str | Path, *, busy_timeout: float = DEFAULT_BUSY_TIMEOUT) -> None:
         self.path = Path(path)
         self._batch_depth = 0
+        self._common_tokens = dedupe.CommonTokens()
         try:
             self._conn = sqlite3.connect(self.path, timeout=busy_timeout,
                                          isolation_level=None, check_same_thread=False)
@@ -427,6 +430,13 @@ class Store:
             _use_wal(self._conn, busy_timeout)
             # WAL + NORMAL: a crash can lose the last commits, never corrupt the file.
             self._conn.execute("PRAGMA synchronous = NORMAL")
+            # Each response is a savepoint inside a batch: SQLite keeps the pages a
+            # savepoint may roll back in a sub-journal, by default a temporary file,
+            # one pwrite per page. In memory, it costs no system calls.
+            self._conn.execute("PRAGMA temp_store = MEMORY")
+            # Index pages are touched at random; SQLite's default 2 MB cache re-reads
+            # them from the file. A fixed cap keeps memory independent of the file size.
+            self._conn.execute(f"PRAGMA cache_size = -{CACHE_KIB}")
             # Checkpoints (copying the WAL into the file, with its fsyncs) happen on a
             # thread of their own, not inside whichever commit crosses the threshold.
             self._conn.execute("PRAGMA wal_autocheckpoint = 0")
@@ -588,8 +598,7 @@ class Store:
                              source_id=state.source_id) from exc
         return counts
 
-    @staticmethod
-    def _mark_duplicates(conn: sqlite3.Connection, counts: ApplyCounts,
+    def _mark_duplicates(self, conn: sqlite3.Connection, counts: ApplyCounts,
                          written: Sequence[dedupe.DedupeRow], source_id: str) -> None:
         """Mark cross-source duplicates of the created and updated entries.
 
@@ -602,7 +611,8 @@ class Store:
         created = [key for key, outcome in counts.keys.items() if outcome == "created"]
         conn.execute("SAVEPOINT signal_dedupe")
         try:
-            dedupe.mark_new_entries(conn, written, created=created)
+            dedupe.mark_new_entries(conn, written, created=created,
+                                    common=self._common_tokens)
         except Exception as exc:
             conn.execute("ROLLBACK TO signal_dedupe")
             log.warning("duplicate marking failed for %s (entries stored unmarked; "
@@ -652,7 +662,9 @@ class Store:
                              row.normalizer_version))
             old = set(dedupe.unpack_tokens(before.tokens)) if before else set()
             old_tokens.extend((t, row.key) for t in old.difference(keys.tokens))
-            new_tokens.extend((t, row.key) for t in keys.tokens if t not in old)
+            # A token already too common to look up gains nothing from more postings.
+            new_tokens.extend((t, row.key) for t in keys.tokens
+                              if t not in old and t not in self._common_tokens)
             first_seen = before.first_seen_at if before else stamp
             written.append(dedupe.DedupeRow(
                 key=row.key, source_id=row.source_id, first_seen_at=first_seen,

@@ -53,6 +53,7 @@ __all__ = [
     "TRACKING_PARAMETERS",
     "DedupeReport",
     "MAX_POSTINGS",
+    "CommonTokens",
     "DedupeRow",
     "MatchKeys",
     "canonical_key",
@@ -133,7 +134,11 @@ def match_url(url: str) -> str:
 
 
 def _words(text: str) -> list[str]:
-    return _WORD.findall(unicodedata.normalize("NFKC", text).casefold())
+    if text.isascii():  # NFKC leaves ASCII as it is, and casefold() is lower() there
+        return _WORD.findall(text.lower())
+    if not unicodedata.is_normalized("NFKC", text):
+        text = unicodedata.normalize("NFKC", text)
+    return _WORD.findall(text.casefold())
 
 
 def normalize_title(title: str, *, min_chars: int = DEFAULT_MIN_TITLE_CHARS) -> str:
@@ -388,7 +393,7 @@ class _Rows:
         return [replace(self.get(k), shingles=self.texts.get(k, frozenset())) for k in keys]
 
 
-#: A match key shared by more rows than this is too common to tell stories apart
+#: A match key shared by more other rows than this is too common to tell stories apart
 #: (a feed's home page as every item's link, "Weekly update", a boilerplate footer's
 #: shingles). Skipping it keeps the cost of marking one entry bounded.
 MAX_POSTINGS = 50
@@ -405,26 +410,54 @@ _LINK, _TITLE = -2, -1  # labels of the link and title lookups; tokens are 0, 1,
 def _candidates_sql(tokens: int) -> str:
     # Each lookup keeps its own LIMIT, so one very common key costs at most
     # MAX_POSTINGS + 1 rows; one statement per row instead of one per key.
-    terms = [f"SELECT {_LINK}, id FROM (SELECT id FROM entries WHERE match_url = ? LIMIT ?)",
-             f"SELECT {_TITLE}, id FROM (SELECT id FROM entries WHERE norm_title = ? LIMIT ?)"]
+    # The row itself is left out here, not in Python: it would be one more row per key.
+    terms = [f"SELECT {_LINK}, id FROM (SELECT id FROM entries "
+             "WHERE match_url = ?1 AND id != ?2 LIMIT ?3)",
+             f"SELECT {_TITLE}, id FROM (SELECT id FROM entries "
+             "WHERE norm_title = ?4 AND id != ?2 LIMIT ?3)"]
     terms += [f"SELECT {i}, entry_id FROM (SELECT entry_id FROM dedupe_text "
-              "WHERE token = ? LIMIT ?)" for i in range(tokens)]
+              f"WHERE token = ?{i + 5} AND entry_id != ?2 LIMIT ?3)" for i in range(tokens)]
     return " UNION ALL ".join(terms)
 
 
-def _candidates(conn: sqlite3.Connection, row: DedupeRow) -> dict[str, list[str]]:
+class CommonTokens:
+    """Text tokens already seen with more than :data:`MAX_POSTINGS` rows.
+
+    Rows are never deleted, so such a token stays too common to look up: remembering it
+    saves reading its capped postings for every new entry that carries it (boilerplate
+    such as "read more" or "appeared first on" is in every entry of a feed), and writing
+    more of them. Bounded: forgotten wholesale past ``limit`` tokens, at worst a lookup
+    is paid again.
+    """
+
+    def __init__(self, limit: int = 100_000) -> None:
+        self.limit = limit
+        self.tokens: set[int] = set()
+
+    def __contains__(self, token: object) -> bool:
+        return token in self.tokens
+
+    def add(self, token: int) -> None:
+        if len(self.tokens) >= self.limit:
+            self.tokens.clear()
+        self.tokens.add(token)
+
+
+def _candidates(conn: sqlite3.Connection, row: DedupeRow,
+                common: CommonTokens) -> dict[str, list[str]]:
     """Rows that share a match key with ``row``, by channel (``row`` itself excluded)."""
     limit = MAX_POSTINGS + 1
-    tokens = list(row.tokens)
+    # Two texts at or above the threshold share most of their smallest shingle hashes;
+    # one chance common shingle is not worth loading and comparing a row.
+    need = max(1, math.ceil(len(row.tokens) * TOKEN_SHARE))
+    tokens = [token for token in row.tokens if token not in common]
     hits: dict[int, list[str]] = {}
     for start in range(0, max(len(tokens), 1), _MAX_TERMS):
         part: list[int | None] = list(tokens[start:start + _MAX_TERMS])
         part += [None] * (-len(part) % _TOKEN_GROUP)  # "token = NULL" matches nothing
         first = start == 0
-        args: list[object] = [(row.match_url or None) if first else None, limit,
-                              (row.norm_title or None) if first else None, limit]
-        for token in part:
-            args += (token, limit)
+        args: list[object] = [(row.match_url or None) if first else None, row.key, limit,
+                              (row.norm_title or None) if first else None, *part]
         for label, key in conn.execute(_candidates_sql(len(part)), args):
             hits.setdefault(label if label < 0 else label + start, []).append(key)
 
@@ -433,16 +466,14 @@ def _candidates(conn: sqlite3.Connection, row: DedupeRow) -> dict[str, list[str]
         return [] if len(keys) > MAX_POSTINGS else keys
 
     shared: dict[str, int] = {}
-    for label in range(len(tokens)):
+    for label, token in enumerate(tokens):
+        if len(hits.get(label, ())) > MAX_POSTINGS:
+            common.add(token)
         for key in posted(label):
             shared[key] = shared.get(key, 0) + 1
-    # Two texts at or above the threshold share most of their smallest shingle hashes;
-    # one chance common shingle is not worth loading and comparing a row.
-    need = max(1, math.ceil(len(tokens) * TOKEN_SHARE))
     found = {"link": posted(_LINK), "title": posted(_TITLE),
              "text": [key for key, count in shared.items() if count >= need]}
-    return {channel: [k for k in dict.fromkeys(keys) if k != row.key]
-            for channel, keys in found.items()}
+    return {channel: list(dict.fromkeys(keys)) for channel, keys in found.items()}
 
 
 def _old_cluster(conn: sqlite3.Connection, column: str, row: DedupeRow,
@@ -455,12 +486,14 @@ def _old_cluster(conn: sqlite3.Connection, column: str, row: DedupeRow,
 
 
 def _mark(conn: sqlite3.Connection, rows: _Rows, keys: Sequence[str], *,
-          created: Collection[str], everything: bool) -> DedupeReport:
+          created: Collection[str], everything: bool,
+          common: CommonTokens | None = None) -> DedupeReport:
+    known = CommonTokens() if common is None else common
     found: dict[str, dict[str, list[str]]] = {}
 
     def candidates(key: str, channel: str) -> list[str]:
         if key not in found:
-            found[key] = _candidates(conn, rows.get(key))
+            found[key] = _candidates(conn, rows.get(key), known)
         return found[key][channel]
 
     changed: dict[str, int] = {}
@@ -523,16 +556,18 @@ def _derive_duplicate_of(conn: sqlite3.Connection, keys: Sequence[str]) -> None:
 
 
 def mark_new_entries(conn: sqlite3.Connection, rows: Sequence[DedupeRow], *,
-                     created: Collection[str] = ()) -> DedupeReport:
+                     created: Collection[str] = (),
+                     common: CommonTokens | None = None) -> DedupeReport:
     """Mark the duplicates among the clusters touched by ``rows`` (entries just created
     or updated, as written, shingles included), inside the caller's open transaction.
 
     ``created`` names the rows that did not exist before this transaction: they belonged
-    to no cluster, so no old cluster has to be recomputed for them.
+    to no cluster, so no old cluster has to be recomputed for them. ``common`` carries
+    the tokens known to be too common from one response to the next.
     """
     given = list({r.key: r for r in rows}.values())
     return _mark(conn, _Rows(conn, given), [r.key for r in given],
-                 created=frozenset(created), everything=False)
+                 created=frozenset(created), everything=False, common=common)
 
 
 _REFRESH_BATCH = 500
