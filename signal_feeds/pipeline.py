@@ -70,6 +70,7 @@ class _Run:
         self.failed = 0
         self.in_flight: dict[str, float] = {}
         self.pool = ConnectionPool(config.settings.concurrency)
+        self.backlog = _Backlog(DEFAULT_BACKLOG_BYTES)
         self.host_limits: dict[str, asyncio.Semaphore] = {}
     def host_limit(self, url: str) -> asyncio.Semaphore:
         host = (urlsplit(url).hostname or "").lower()
@@ -124,6 +125,9 @@ class _Run:
         # The host's limit is taken before a global slot: a source waiting for its host
         # must not hold one of the slots other hosts could use.
         async with self.host_limit(url), self.pool.slot():
+            # Checked with the slot held: every source passes at the start of a run,
+            # when nothing is downloaded yet; the ones after it wait here.
+            await self.backlog.admit()
             self.in_flight[src.id] = time.monotonic()
             try:
                 response = await fetch(self.pool, url,
@@ -132,7 +136,11 @@ class _Run:
                                        source_id=src.id, resolver=self.resolver)
             except FetchError as exc:
                 return await self._failed(src, state, started, None, exc.message, url)
-        return await self._handle(src, state, response, started)
+        size = self.backlog.charge(len(response.body))
+        try:
+            return await self._handle(src, state, response, started)
+        finally:
+            self.backlog.refund(size)
 
     def _decide(self, src: Source, status: int | str, headers: dict[str, str] | Any,
                 error_count: int, ttl: int | None = None) -> PollDecision:
@@ -270,6 +278,43 @@ class _Run:
                             updated=counts.updated, unchanged=counts.unchanged,
                             skipped=identified.skipped, moved_to=new.moved_to,
                             next_due=new.next_due_at, warnings=parsed.warnings)
+
+
+#: Bytes of downloaded bodies (and what parsing makes of them, counted as much again)
+#: that may wait for the parsers and the writer before new requests pause.
+DEFAULT_BACKLOG_BYTES = 24 * 1024 * 1024
+
+
+class _Backlog:
+    """Backpressure by memory: when parsing or writing falls behind downloading,
+    bodies and parsed rows pile up in memory. New requests wait while the pile is over
+    ``limit`` bytes; requests already under way finish. Small bodies never reach it, so
+    a run limited by slow servers keeps every connection slot busy."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.used = 0
+        self._changed = asyncio.Condition()
+
+    async def admit(self) -> None:
+        if self.used < self.limit:
+            return
+        async with self._changed:
+            await self._changed.wait_for(lambda: self.used < self.limit)
+
+    def charge(self, body_bytes: int) -> int:
+        size = 2 * body_bytes  # the body, then the rows parsed from it
+        self.used += size
+        return size
+
+    def refund(self, size: int) -> None:
+        self.used -= size
+        if self.used < self.limit:
+            asyncio.ensure_future(self._notify())
+
+    async def _notify(self) -> None:
+        async with self._changed:
+            self._changed.notify_all()
 
 
 def _reason_phrase(status: int) -> str:

@@ -125,3 +125,26 @@ def test_a_failed_commit_fails_every_write_of_the_batch(db_path: Path,
         assert not real.in_transaction
         monkeypatch.undo()
     assert dump(db_path) == before  # nothing of the failed batch is stored
+
+
+def test_new_requests_wait_while_downloaded_bodies_pile_up() -> None:
+    from signal_feeds.pipeline import _Backlog
+
+    async def main() -> list[str]:
+        backlog = _Backlog(limit=1000)
+        events: list[str] = []
+        await backlog.admit()  # nothing waiting: at once
+        size = backlog.charge(600)  # counted twice: the body and its parsed rows
+
+        async def later() -> None:
+            await backlog.admit()
+            events.append("admitted")
+
+        task = asyncio.ensure_future(later())
+        await asyncio.sleep(0.05)
+        events.append("still waiting" if not task.done() else "too early")
+        backlog.refund(size)
+        await asyncio.wait_for(task, 2)
+        return events
+
+    assert asyncio.run(main()) == ["still waiting", "admitted"]

@@ -357,6 +357,9 @@ CACHE_KIB = 16 * 1024
 #: WAL size, in bytes, at which a commit asks for a checkpoint (SQLite's own default is
 #: 1000 pages of 4 KiB).
 CHECKPOINT_WAL_BYTES = 4 * 1024 * 1024
+#: WAL content past which the checkpoint waits for the writer and starts the log over;
+#: also the size the file is cut back to when it does.
+WAL_LIMIT_BYTES = 32 * 1024 * 1024
 
 
 class _Checkpointer:
@@ -375,8 +378,21 @@ class _Checkpointer:
         self._wake = threading.Event()
         self._stopping = False
         self._thread: threading.Thread | None = None
+        #: WAL content at the last background checkpoint.
+        self.wal_bytes = 0
 
-    def committed(self) -> None:
+    def committed(self, conn: sqlite3.Connection) -> None:
+        """After a commit, on the writer's connection (outside any transaction)."""
+        if self.wal_bytes >= WAL_LIMIT_BYTES:
+            # A writer that never pauses keeps a PASSIVE checkpoint from ever reaching
+            # the end of the log, and the WAL grew without end (800 MB in one cold run).
+            # Between two transactions the writer itself copies what is left and makes
+            # the next transaction start the log over.
+            self.wal_bytes = 0
+            try:
+                conn.execute("PRAGMA wal_checkpoint(RESTART)").fetchone()
+            except sqlite3.Error as exc:
+                log.debug("checkpoint of %s failed: %s", self._path, exc)
         try:
             size = self._wal.stat().st_size
         except OSError:
@@ -392,13 +408,16 @@ class _Checkpointer:
     def _run(self) -> None:
         conn = sqlite3.connect(self._path, timeout=self._busy_timeout, isolation_level=None)
         try:
+            page_size = int(conn.execute("PRAGMA page_size").fetchone()[0])  # per file
             while True:
                 self._wake.wait()
                 self._wake.clear()
                 if self._stopping:
                     return
                 try:
-                    conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+                    _busy, frames, _copied = conn.execute(
+                        "PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+                    self.wal_bytes = frames * page_size
                 except sqlite3.Error as exc:  # the file is still consistent: try next time
                     log.debug("background checkpoint of %s failed: %s", self._path, exc)
         finally:
@@ -440,6 +459,7 @@ class Store:
             # Checkpoints (copying the WAL into the file, with its fsyncs) happen on a
             # thread of their own, not inside whichever commit crosses the threshold.
             self._conn.execute("PRAGMA wal_autocheckpoint = 0")
+            self._conn.execute(f"PRAGMA journal_size_limit = {WAL_LIMIT_BYTES}")
             self._checkpointer = _Checkpointer(self.path, busy_timeout)
             if self._conn.execute("PRAGMA user_version").fetchone()[0] < SCHEMA_VERSION:
                 with self._transaction():
@@ -497,7 +517,7 @@ class Store:
         try:
             yield self._conn
             self._conn.execute("COMMIT")
-            self._checkpointer.committed()
+            self._checkpointer.committed(self._conn)
         except BaseException:
             # A failed COMMIT (disk full, I/O error) can leave the transaction open; an
             # error SQLite already rolled back leaves none. Either way: no transaction
