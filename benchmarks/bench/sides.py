@@ -233,18 +233,23 @@ class SignalRun:
         return counts
 
 
+def _json_output(measured: Measured, who: str, what: str) -> Any:
+    """The JSON a side printed, or CheckFailed saying how it ended instead."""
+    try:
+        return json.loads(measured.stdout)
+    except json.JSONDecodeError:
+        raise CheckFailed(
+            f"{who} exited {measured.returncode} without {what}: "
+            f"{_last_line(measured.stderr)}\n{measured.stdout[-2000:]}\n{measured.stderr[-2000:]}"
+        ) from None
+
+
 def run_signal(config: Path, *, force: bool = True) -> SignalRun:
     cmd = [*signal_command(), "fetch", "--config", str(config), "--json"]
     if force:
         cmd.append("--force")
     measured = run_measured(cmd, cwd=config.parent)
-    try:
-        report = json.loads(measured.stdout)
-    except json.JSONDecodeError:
-        raise CheckFailed(
-            f"signal fetch exited {measured.returncode} without a JSON report: "
-            f"{_last_line(measured.stderr)}\n{measured.stdout[-2000:]}\n{measured.stderr[-2000:]}"
-        ) from None
+    report = _json_output(measured, "signal fetch", "a JSON report")
     if not isinstance(report, dict):
         raise CheckFailed(f"signal fetch printed {type(report).__name__}, not an object")
     return SignalRun(measured, report)
@@ -300,13 +305,7 @@ def run_reader(database: Path, urls_file: Path, *, workers: int, all_feeds: bool
     if all_feeds:
         cmd.append("--all")
     measured = run_measured(cmd, cwd=database.parent)
-    try:
-        counts = json.loads(measured.stdout)
-    except json.JSONDecodeError:
-        raise CheckFailed(
-            f"reader driver exited {measured.returncode} without JSON: "
-            f"{_last_line(measured.stderr)}\n{measured.stdout[-2000:]}\n{measured.stderr[-2000:]}"
-        ) from None
+    counts = _json_output(measured, "reader driver", "JSON")
     return ReaderRun(measured, counts, workers)
 
 
