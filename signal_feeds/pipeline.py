@@ -294,27 +294,27 @@ class _Backlog:
     def __init__(self, limit: int) -> None:
         self.limit = limit
         self.used = 0
-        self._changed = asyncio.Condition()
+        self._below = asyncio.Event()  # set while used < limit
+        self._below.set()
 
     async def admit(self) -> None:
-        if self.used < self.limit:
-            return
-        async with self._changed:
-            await self._changed.wait_for(lambda: self.used < self.limit)
+        while self.used >= self.limit:
+            await self._below.wait()
 
     def charge(self, body_bytes: int) -> int:
         size = 2 * body_bytes  # the body, then the rows parsed from it
-        self.used += size
+        self._move(size)
         return size
 
     def refund(self, size: int) -> None:
-        self.used -= size
-        if self.used < self.limit:
-            asyncio.ensure_future(self._notify())
+        self._move(-size)
 
-    async def _notify(self) -> None:
-        async with self._changed:
-            self._changed.notify_all()
+    def _move(self, delta: int) -> None:
+        self.used += delta
+        if self.used < self.limit:
+            self._below.set()
+        else:
+            self._below.clear()
 
 
 def _reason_phrase(status: int) -> str:
@@ -338,13 +338,11 @@ def _select(config: Config, source_ids: Sequence[str] | None) -> list[Source]:
 
 async def _run_async(config: Config, store: Store, sources: Sequence[Source],
                      **options: Any) -> list[SourceReport]:
-    runs: list[_Run] = []
-    # Each source makes at most one write: once every unfinished source's write is in
-    # the open batch, nothing else can come, and the writer commits at once.
-    async with StoreWriter(store, pending=lambda: runs[0].total - runs[0].done if runs
-                           else len(sources)) as writer:
+    async with StoreWriter(store) as writer:
         run = _Run(config, store, sources=sources, writer=writer, **options)
-        runs.append(run)
+        # Each source makes at most one write: once every unfinished source's write is
+        # in the open batch, nothing else can come, and the writer commits at once.
+        writer.pending = lambda: run.total - run.done
         try:
             return list(await asyncio.gather(*(run.source(s) for s in sources)))
         finally:

@@ -126,24 +126,14 @@ def _watch_parent(parent: int) -> None:
 _HEADER = struct.Struct(">Q")
 
 
-def _read_exact(stream: IO[bytes], size: int) -> bytes:
+def _read_exact(fd: int, size: int, deadline: float | None = None) -> bytes:
+    """``size`` bytes from the pipe ``fd``; TimeoutError if ``deadline`` passes first."""
     chunks = []
     while size:
-        chunk = stream.read(size)
-        if not chunk:
-            raise EOFError("worker closed its pipe")
-        chunks.append(chunk)
-        size -= len(chunk)
-    return b"".join(chunks)
-
-
-def _read_within(fd: int, size: int, deadline: float) -> bytes:
-    """``size`` bytes from ``fd`` (the parent's end of a worker's pipe) by ``deadline``."""
-    chunks = []
-    while size:
-        left = deadline - time.monotonic()
-        if left <= 0 or not select.select([fd], [], [], left)[0]:
-            raise TimeoutError
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                raise TimeoutError
         chunk = os.read(fd, min(size, 1 << 20))
         if not chunk:
             raise EOFError("worker closed its pipe")
@@ -159,9 +149,9 @@ def _send(stream: IO[bytes], obj: object) -> None:
     stream.flush()
 
 
-def _receive(stream: IO[bytes]) -> Any:
-    (size,) = _HEADER.unpack(_read_exact(stream, _HEADER.size))
-    return pickle.loads(_read_exact(stream, size))
+def _receive(fd: int, deadline: float | None = None) -> Any:
+    (size,) = _HEADER.unpack(_read_exact(fd, _HEADER.size, deadline))
+    return pickle.loads(_read_exact(fd, size, deadline))
 
 
 #: How much lower a parser process's CPU priority is than the fetching process's.
@@ -189,7 +179,7 @@ def serve(memory: int) -> None:
     _send(stdout, _READY)
     while True:
         try:
-            job = _receive(stdin)
+            job = _receive(stdin.fileno())
         except EOFError:
             return
         _send(stdout, parse_job(job))
@@ -213,11 +203,8 @@ class _Worker:
         thread started and joined for every document showed up in the run's profile.
         """
         assert self.proc.stdout is not None
-        fd = self.proc.stdout.fileno()
-        deadline = time.monotonic() + timeout
         try:
-            (size,) = _HEADER.unpack(_read_within(fd, _HEADER.size, deadline))
-            return pickle.loads(_read_within(fd, size, deadline))
+            return _receive(self.proc.stdout.fileno(), time.monotonic() + timeout)
         except TimeoutError:
             self.kill()
             raise
