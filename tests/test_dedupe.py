@@ -336,7 +336,7 @@ def test_a_version_1_database_is_upgraded_in_place(tmp_path: Path) -> None:
     with Store(db) as store:
         assert store.entry("k") is not None and store.entry("k").title == "kept"  # type: ignore[union-attr]
         conn = store.connection
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
         columns = {r[1] for r in conn.execute("PRAGMA table_info(entries)")}
         assert {"dup_link", "dup_title", "dup_text", "duplicate_of", "match_url",
                 "norm_title"} <= columns
@@ -348,6 +348,7 @@ def _plan(conn: sqlite3.Connection, sql: str, args: tuple[object, ...] = ()) -> 
 
 
 def test_the_reads_use_indexes(db_path: Path) -> None:
+    from signal_feeds.store.dedupe import _candidates_sql
     from signal_feeds.store.reading import _LOOKUP_SQL, _entries_query
 
     with Store(db_path) as store:
@@ -367,8 +368,12 @@ def test_the_reads_use_indexes(db_path: Path) -> None:
         for column in ("dup_link", "dup_title", "dup_text"):  # partial: marked rows only
             assert f"entries_{column}" in _plan(
                 conn, f"SELECT id FROM entries WHERE {column} = ? AND {column} != ''", ("x",))
-        assert "PRIMARY KEY" in _plan(
-            conn, "SELECT entry_id FROM dedupe_text WHERE token = ? LIMIT 5", (1,))
+        # The candidate lookup: token rows by primary key; keys of close ones by seq.
+        candidate_plan = _plan(conn, _candidates_sql(8), ("u", "k", 51, "t", 1, *range(8)))
+        assert "dedupe_text USING PRIMARY KEY (token=?)" in candidate_plan
+        assert "entries_match_url" in candidate_plan and "entries_norm_title" in candidate_plan
+        assert "entries_seq" in _plan(conn, "SELECT id FROM entries WHERE seq IN (?, ?)",
+                                      (1, 2))
         assert "entry_versions_entry_fp" in _plan(
             conn, "SELECT * FROM entry_versions WHERE entry_id = ? ORDER BY first_seen_at",
             ("k",))
@@ -451,11 +456,19 @@ def test_a_token_past_the_cap_is_remembered_and_not_looked_up_again(db_path: Pat
     common, rare = 11, 22
     with Store(db_path) as store:
         conn = store.connection
-        conn.executemany("INSERT INTO dedupe_text (token, entry_id) VALUES (?, ?)",
-                         [(common, f"e{i}") for i in range(MAX_POSTINGS + 1)]
-                         + [(rare, "e0")])
+        conn.executemany("INSERT INTO entries (id, source_id, fingerprint, first_seen_at, "
+                         "last_seen_at, seq) VALUES (?, 'o', 'f', 't', 't', ?)",
+                         [(f"e{i}", i + 1) for i in range(MAX_POSTINGS + 2)])
+        # Token rows name entries by seq; e{i} has seq i + 1, and "new" is the last.
+        conn.executemany("INSERT INTO dedupe_text (token, entry) VALUES (?, ?)",
+                         [(common, i + 1) for i in range(MAX_POSTINGS + 2)]
+                         + [(rare, 1), (rare, MAX_POSTINGS + 3)])
+        conn.execute("INSERT INTO entries (id, source_id, fingerprint, first_seen_at, "
+                     "last_seen_at, seq) VALUES ('new', 's', 'f', 't', 't', ?)",
+                     (MAX_POSTINGS + 3,))
         row = DedupeRow(key="new", source_id="s", first_seen_at="t", moment="t",
-                        match_url="", norm_title="", tokens=(common, rare))
+                        match_url="", norm_title="", tokens=(common, rare),
+                        seq=MAX_POSTINGS + 3)
         known = CommonTokens()
         statements: list[str] = []
         conn.set_trace_callback(statements.append)
@@ -465,5 +478,7 @@ def test_a_token_past_the_cap_is_remembered_and_not_looked_up_again(db_path: Pat
         assert common in known and rare not in known
         # Skipping the known token changes no answer: its postings were never used.
         assert first == second == {"link": [], "title": [], "text": ["e0"]}
-        assert statements[0].count("dedupe_text") == 8 and "token = 11 " in statements[0]
-        assert "token = 11 " not in statements[1] and "token = 22 " in statements[1]
+        lookups = [sql for sql in statements if "dedupe_text" in sql]
+        assert len(lookups) == 2
+        assert lookups[0].count("dedupe_text") == 8 and "token = 11 " in lookups[0]
+        assert "token = 11 " not in lookups[1] and "token = 22 " in lookups[1]

@@ -42,7 +42,7 @@ __all__ = [
 
 #: Seconds a writer waits for another writer before giving up.
 DEFAULT_BUSY_TIMEOUT = 60.0
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 _KEY_CHUNK = 500  # bound on SQL variables per SELECT ... IN (...)
 
 
@@ -54,6 +54,7 @@ class _Stored:
     first_seen_at: str
     markers: dict[str, str]
     tokens: bytes | None
+    seq: int | None
 
 log = logging.getLogger("signal_feeds")
 
@@ -160,7 +161,7 @@ class StoredVersion:
 _ENTRY_COLUMNS = ("id", "source_id", "remote_id", "url", "title", "published", "updated",
                   "author", "summary", "content", "fingerprint", "content_fingerprint",
                   "first_seen_at", "last_seen_at", "normalizer_version", "match_url",
-                  "norm_title", "text_tokens")
+                  "norm_title", "text_tokens", "seq")
 
 _UPSERT_ENTRY = f"""
 INSERT INTO entries ({", ".join(_ENTRY_COLUMNS)})
@@ -172,7 +173,7 @@ ON CONFLICT(id) DO UPDATE SET
   fingerprint = excluded.fingerprint, content_fingerprint = excluded.content_fingerprint,
   last_seen_at = excluded.last_seen_at, normalizer_version = excluded.normalizer_version,
   match_url = excluded.match_url, norm_title = excluded.norm_title,
-  text_tokens = excluded.text_tokens
+  text_tokens = excluded.text_tokens, seq = coalesce(seq, excluded.seq)
 """
 _UPSERT_VERSION = """
 INSERT INTO entry_versions (entry_id, fingerprint, content_fingerprint, title, url, published,
@@ -231,6 +232,7 @@ def _create_schema(conn: sqlite3.Connection) -> None:
                  "ON fetches (source_id, started_at)")
     _upgrade_to_v2(conn)
     _upgrade_to_v3(conn)
+    _upgrade_to_v4(conn)
     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
 
@@ -284,11 +286,23 @@ def _upgrade_to_v3(conn: sqlite3.Connection) -> None:
                      f"WHERE {column} != ''")
     if "text_tokens" not in {row[1] for row in conn.execute("PRAGMA table_info(entries)")}:
         conn.execute("ALTER TABLE entries ADD COLUMN text_tokens BLOB")
+
+
+# Version 4: the token table names an entry by a small integer (``entries.seq``) instead
+# of its 64-character key. Every new entry adds a dozen or more token rows at random
+# places in that table; at a fifth of the size it stays in the page cache, and a commit
+# rewrites a fifth as many pages. ``seq`` is a real column, not the rowid, because VACUUM
+# may renumber rowids.
+def _upgrade_to_v4(conn: sqlite3.Connection) -> None:
+    if "seq" not in {row[1] for row in conn.execute("PRAGMA table_info(entries)")}:
+        conn.execute("ALTER TABLE entries ADD COLUMN seq INTEGER")  # numbered below
+    conn.execute("CREATE UNIQUE INDEX IF NOT EXISTS entries_seq ON entries (seq)")
     # Prefix tokens of each entry's text shingles (see dedupe.py): an index lookup finds
     # every candidate for a near-identical text without comparing all pairs.
-    conn.execute("CREATE TABLE IF NOT EXISTS dedupe_text (token INTEGER NOT NULL, "
-                 "entry_id TEXT NOT NULL, PRIMARY KEY (token, entry_id)) WITHOUT ROWID")
-    dedupe.refresh_match_keys(conn)  # the old text tokens were strings: rebuild them
+    conn.execute("DROP TABLE IF EXISTS dedupe_text")  # version 3 named entries by key
+    conn.execute("CREATE TABLE dedupe_text (token INTEGER NOT NULL, "
+                 "entry INTEGER NOT NULL, PRIMARY KEY (token, entry)) WITHOUT ROWID")
+    dedupe.refresh_match_keys(conn)
 
 
 def _use_wal(conn: sqlite3.Connection, busy_timeout: float) -> None:
@@ -646,10 +660,11 @@ class Store:
             marks = ",".join("?" * len(chunk))
             for r in conn.execute(
                 "SELECT id, fingerprint, content_fingerprint, first_seen_at, dup_link, "
-                f"dup_title, dup_text, text_tokens FROM entries WHERE id IN ({marks})", chunk,
+                f"dup_title, dup_text, text_tokens, seq FROM entries WHERE id IN ({marks})",
+                chunk,
             ):
                 found[r[0]] = _Stored((r[1], r[2]), r[3], {"link": r[4], "title": r[5],
-                                                            "text": r[6]}, r[7])
+                                                            "text": r[6]}, r[7], r[8])
         return found
 
     def _write_entries(self, conn: sqlite3.Connection, rows: Sequence[EntryRow], stamp: str,
@@ -662,8 +677,9 @@ class Store:
         touches: list[tuple[str, str]] = []
         outcomes: dict[str, Outcome] = {}
         written: list[dedupe.DedupeRow] = []
-        old_tokens: list[tuple[int, str]] = []
-        new_tokens: list[tuple[int, str]] = []
+        old_tokens: list[tuple[int, int]] = []
+        new_tokens: list[tuple[int, int]] = []
+        last_seq: int | None = None
         for row in rows:
             before = stored.get(row.key)
             outcome = classify_change(before.fingerprints if before else None, row)
@@ -673,29 +689,39 @@ class Store:
                 continue
             keys = given.get(row.key) or dedupe.match_keys(row.url, row.title, row.summary)
             packed = dedupe.pack_tokens(keys.tokens)
+            if before and before.seq is not None:
+                seq = before.seq
+            else:  # numbered here, so that its tokens can be written with it
+                if last_seq is None:
+                    last_seq = int(conn.execute(
+                        "SELECT coalesce(max(seq), 0) FROM entries").fetchone()[0])
+                last_seq += 1
+                seq = last_seq
             upserts.append((row.key, row.source_id, row.remote_id, row.url, row.title,
                             row.published, row.updated, row.author, row.summary, row.content,
                             row.fingerprint, row.content_fingerprint, stamp, stamp,
-                            row.normalizer_version, keys.match_url, keys.norm_title, packed))
+                            row.normalizer_version, keys.match_url, keys.norm_title, packed,
+                            seq))
             versions.append((row.key, row.fingerprint, row.content_fingerprint, row.title,
                              row.url, row.published, row.updated, stamp, stamp,
                              row.normalizer_version))
             old = set(dedupe.unpack_tokens(before.tokens)) if before else set()
-            old_tokens.extend((t, row.key) for t in old.difference(keys.tokens))
+            old_tokens.extend((t, seq) for t in old.difference(keys.tokens))
             # A token already too common to look up gains nothing from more postings.
-            new_tokens.extend((t, row.key) for t in keys.tokens
+            new_tokens.extend((t, seq) for t in keys.tokens
                               if t not in old and t not in self._common_tokens)
             first_seen = before.first_seen_at if before else stamp
             written.append(dedupe.DedupeRow(
-                key=row.key, source_id=row.source_id, first_seen_at=first_seen,
+                key=row.key, seq=seq, source_id=row.source_id, first_seen_at=first_seen,
                 moment=row.published or first_seen, match_url=keys.match_url,
                 norm_title=keys.norm_title, shingles=keys.shingles,
                 markers=before.markers if before else {}, tokens=keys.tokens))
         conn.executemany(_UPSERT_ENTRY, upserts)
         conn.executemany(_UPSERT_VERSION, versions)
         conn.executemany(_TOUCH_ENTRY, touches)
-        conn.executemany("DELETE FROM dedupe_text WHERE token = ? AND entry_id = ?", old_tokens)
-        conn.executemany("INSERT OR IGNORE INTO dedupe_text (token, entry_id) VALUES (?, ?)",
+        conn.executemany("DELETE FROM dedupe_text WHERE token = ? AND entry = ?", old_tokens)
+        new_tokens.sort()  # neighbouring inserts land on the same pages
+        conn.executemany("INSERT OR IGNORE INTO dedupe_text (token, entry) VALUES (?, ?)",
                          new_tokens)
         values = list(outcomes.values())
         counts = ApplyCounts(created=values.count("created"),

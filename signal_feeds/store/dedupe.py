@@ -35,7 +35,7 @@ import unicodedata
 import zlib
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from ..timeutil import parse_time
@@ -91,6 +91,7 @@ TRACKING_PARAMETERS = frozenset({
 })
 _TRACKING_PREFIXES = ("utm_",)
 _CHUNK = 500  # bound on SQL variables per IN (...)
+_T = TypeVar("_T")
 _WORD = re.compile(r"\w+")
 _TAG = re.compile(r"<[^>]*>")
 
@@ -133,12 +134,34 @@ def match_url(url: str) -> str:
     return host + parts.path.rstrip("/") + (f"?{encoded}" if encoded else "")
 
 
+# Characters common in feed text that are not NFKC-normalized, with their NFKC forms.
+# NFKC decomposes character by character, so putting the decomposition in first gives
+# the same result, and most texts (a WordPress excerpt's "[…]", a "&nbsp;") then pass
+# the quick check instead of a full normalization.
+_COMPATIBILITY = (("\u2026", "..."), ("\xa0", " "))
+
+
 def _words(text: str) -> list[str]:
+    """The case-folded NFKC words (``\\w+``) of ``text``."""
     if text.isascii():  # NFKC leaves ASCII as it is, and casefold() is lower() there
-        return _WORD.findall(text.lower())
-    if not unicodedata.is_normalized("NFKC", text):
-        text = unicodedata.normalize("NFKC", text)
-    return _WORD.findall(text.casefold())
+        text = text.lower()
+    else:
+        for char, form in _COMPATIBILITY:
+            if char in text:
+                text = text.replace(char, form)
+        if not unicodedata.is_normalized("NFKC", text):
+            text = unicodedata.normalize("NFKC", text)
+        text = text.casefold()
+    # The same list as _WORD.findall(text), faster: whitespace never belongs to a word,
+    # and a whitespace-separated chunk of only alphanumerics (str.isalnum() is the
+    # regular expression's definition of \\w, less the underscore) is one whole word.
+    words: list[str] = []
+    for chunk in text.split():
+        if chunk.isalnum():
+            words.append(chunk)
+        else:
+            words += _WORD.findall(chunk)
+    return words
 
 
 def normalize_title(title: str, *, min_chars: int = DEFAULT_MIN_TITLE_CHARS) -> str:
@@ -173,11 +196,12 @@ def shingles(title: str, summary: str, *, size: int = DEFAULT_SHINGLE_SIZE,
     words = _words(html.unescape(title) + " " + html.unescape(_TAG.sub(" ", summary)))
     if len(words) < max(min_words, size):
         return frozenset()
-    table = {w: zlib.crc32(w.encode("utf-8")) for w in set(words)}
-    hashed = [table[w] for w in words]
+    # CRC-32 of every word, repeats included: hashing a word again is cheaper than
+    # looking it up in a table of the text's distinct words.
+    hashed = list(map(zlib.crc32, map(str.encode, words)))
     if size == 3:  # the default, unrolled (_window_hash inline): it runs for every entry
-        return frozenset(((a << 64 | b << 32 | c) * _MIX >> 33) & _MASK63
-                         for a, b, c in zip(hashed, hashed[1:], hashed[2:], strict=False))
+        return frozenset([((a << 64 | b << 32 | c) * _MIX >> 33) & _MASK63
+                          for a, b, c in zip(hashed, hashed[1:], hashed[2:], strict=False)])
     return frozenset(_window_hash(hashed[i:i + size], size)
                      for i in range(len(words) - size + 1))
 
@@ -237,6 +261,8 @@ class DedupeRow:
     markers: Mapping[str, str] = field(default_factory=dict)
     #: :func:`prefix_tokens` of ``shingles``, as stored in ``entries.text_tokens``.
     tokens: tuple[int, ...] = field(default=(), repr=False)
+    #: ``entries.seq``: how ``dedupe_text`` names the row (0 when not stored yet).
+    seq: int = 0
 
 
 def links_match(a: DedupeRow, b: DedupeRow) -> bool:
@@ -337,13 +363,14 @@ def match_keys(url: str, title: str, summary: str) -> MatchKeys:
     return MatchKeys(match_url(url), normalize_title(title), text, tuple(prefix_tokens(text)))
 
 
-def _chunks(items: Sequence[str]) -> Iterable[Sequence[str]]:
+def _chunks(items: Sequence[_T]) -> Iterable[Sequence[_T]]:
     for start in range(0, len(items), _CHUNK):
         yield items[start:start + _CHUNK]
 
 
 _ROW_SQL = ("SELECT id, source_id, first_seen_at, published, match_url, norm_title, "
-            "dup_link, dup_title, dup_text, text_tokens FROM entries WHERE id IN ({marks})")
+            "dup_link, dup_title, dup_text, text_tokens, seq FROM entries "
+            "WHERE id IN ({marks})")
 
 
 class _Rows:
@@ -371,7 +398,7 @@ class _Rows:
                     key=r[0], source_id=r[1], first_seen_at=r[2], moment=r[3] or r[2],
                     match_url=r[4], norm_title=r[5],
                     markers={"link": r[6], "title": r[7], "text": r[8]},
-                    tokens=unpack_tokens(r[9]))
+                    tokens=unpack_tokens(r[9]), seq=r[10] or 0)
 
     def get(self, key: str) -> DedupeRow:
         if key not in self.cache:
@@ -415,8 +442,10 @@ def _candidates_sql(tokens: int) -> str:
              "WHERE match_url = ?1 AND id != ?2 LIMIT ?3)",
              f"SELECT {_TITLE}, id FROM (SELECT id FROM entries "
              "WHERE norm_title = ?4 AND id != ?2 LIMIT ?3)"]
-    terms += [f"SELECT {i}, entry_id FROM (SELECT entry_id FROM dedupe_text "
-              f"WHERE token = ?{i + 5} AND entry_id != ?2 LIMIT ?3)" for i in range(tokens)]
+    # Token rows name their entry by seq: keys are looked up later, for the few seqs
+    # that share enough tokens.
+    terms += [f"SELECT {i}, entry FROM (SELECT entry FROM dedupe_text "
+              f"WHERE token = ?{i + 6} AND entry != ?5 LIMIT ?3)" for i in range(tokens)]
     return " UNION ALL ".join(terms)
 
 
@@ -451,28 +480,34 @@ def _candidates(conn: sqlite3.Connection, row: DedupeRow,
     # one chance common shingle is not worth loading and comparing a row.
     need = max(1, math.ceil(len(row.tokens) * TOKEN_SHARE))
     tokens = [token for token in row.tokens if token not in common]
-    hits: dict[int, list[str]] = {}
+    hits: dict[int, list[Any]] = {}  # keys for the link and title, seqs for tokens
     for start in range(0, max(len(tokens), 1), _MAX_TERMS):
         part: list[int | None] = list(tokens[start:start + _MAX_TERMS])
         part += [None] * (-len(part) % _TOKEN_GROUP)  # "token = NULL" matches nothing
         first = start == 0
         args: list[object] = [(row.match_url or None) if first else None, row.key, limit,
-                              (row.norm_title or None) if first else None, *part]
-        for label, key in conn.execute(_candidates_sql(len(part)), args):
-            hits.setdefault(label if label < 0 else label + start, []).append(key)
+                              (row.norm_title or None) if first else None]
+        if part:  # ?5, the row's own seq, appears only in the token lookups
+            args += [row.seq, *part]
+        for label, found in conn.execute(_candidates_sql(len(part)), args):
+            hits.setdefault(label if label < 0 else label + start, []).append(found)
 
-    def posted(label: int) -> list[str]:
-        keys = hits.get(label, [])
-        return [] if len(keys) > MAX_POSTINGS else keys
+    def posted(label: int) -> list[Any]:
+        found = hits.get(label, [])
+        return [] if len(found) > MAX_POSTINGS else found
 
-    shared: dict[str, int] = {}
+    shared: dict[int, int] = {}
     for label, token in enumerate(tokens):
         if len(hits.get(label, ())) > MAX_POSTINGS:
             common.add(token)
-        for key in posted(label):
-            shared[key] = shared.get(key, 0) + 1
-    found = {"link": posted(_LINK), "title": posted(_TITLE),
-             "text": [key for key, count in shared.items() if count >= need]}
+        for seq in posted(label):
+            shared[seq] = shared.get(seq, 0) + 1
+    close = sorted(seq for seq, count in shared.items() if count >= need)
+    # (A token row whose entry is gone names no key: it is left out here.)
+    texts = [key for chunk in _chunks(close) for (key,) in conn.execute(
+        f"SELECT id FROM entries WHERE seq IN ({','.join('?' * len(chunk))}) ORDER BY seq",
+        chunk)]
+    found = {"link": posted(_LINK), "title": posted(_TITLE), "text": texts}
     return {channel: list(dict.fromkeys(keys)) for channel, keys in found.items()}
 
 
@@ -577,26 +612,30 @@ def refresh_match_keys(conn: sqlite3.Connection) -> None:
     """Recompute every entry's match keys and text tokens from its stored fields,
     rewrite those that changed, and rebuild ``dedupe_text`` (inside the caller's
     transaction). Walks the table in key order, a batch at a time."""
+    # Rows written by other means (an older Signal, by hand) may have no seq yet: number
+    # them after every seq in use.
+    conn.execute("UPDATE entries SET seq = (SELECT coalesce(max(seq), 0) FROM entries) "
+                 "+ rowid WHERE seq IS NULL")
     conn.execute("DELETE FROM dedupe_text")
     last = ""
     while True:
         batch = conn.execute(
-            "SELECT id, url, title, summary, match_url, norm_title, text_tokens FROM entries "
-            "WHERE id > ? ORDER BY id LIMIT ?", (last, _REFRESH_BATCH)).fetchall()
+            "SELECT id, url, title, summary, match_url, norm_title, text_tokens, seq "
+            "FROM entries WHERE id > ? ORDER BY id LIMIT ?", (last, _REFRESH_BATCH)).fetchall()
         if not batch:
             return
         updates: list[tuple[str, str, bytes, str]] = []
-        tokens: list[tuple[int, str]] = []
-        for key, url, title, summary, old_url, old_title, old_tokens in batch:
+        tokens: list[tuple[int, int]] = []
+        for key, url, title, summary, old_url, old_title, old_tokens, seq in batch:
             keys = match_keys(url or "", title or "", summary or "")
             packed = pack_tokens(keys.tokens)
             if (keys.match_url, keys.norm_title, packed) != (old_url, old_title,
                                                              old_tokens or b""):
                 updates.append((keys.match_url, keys.norm_title, packed, key))
-            tokens.extend((token, key) for token in keys.tokens)
+            tokens.extend((token, seq) for token in keys.tokens)
         conn.executemany("UPDATE entries SET match_url = ?, norm_title = ?, text_tokens = ? "
                          "WHERE id = ?", updates)
-        conn.executemany("INSERT OR IGNORE INTO dedupe_text (token, entry_id) VALUES (?, ?)",
+        conn.executemany("INSERT OR IGNORE INTO dedupe_text (token, entry) VALUES (?, ?)",
                          tokens)
         last = batch[-1][0]
 
