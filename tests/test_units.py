@@ -130,13 +130,33 @@ def _escaped_html_feed() -> bytes:
             f"{items}</channel></rss>").encode()
 
 
-def test_the_buffered_sax_driver_changes_no_field(monkeypatch: pytest.MonkeyPatch) -> None:
+def _mixed_scripts_feed() -> bytes:
+    # C1 controls (by reference and raw), which feedparser maps to Windows-1252's
+    # characters; text on both sides of the tuned table's bound; astral characters.
+    text = ("&#150; &#128;uro \u0085 caf\u00e9 \u0416\u0436 \u05d0 \u0928 \u2014 "
+            "\u3042\u4e2d\uac00 \U0001f600 \u2fff\u3000")
+    return ('<?xml version="1.0" encoding="utf-8"?><feed xmlns="http://www.w3.org/2005/Atom">'
+            f"<title>{text}</title><id>urn:f</id><entry><id>urn:e</id><title>{text}</title>"
+            f'<summary type="html">&lt;p&gt;{text}&lt;/p&gt;</summary>'
+            f"<author><name>{text}</name></author></entry></feed>").encode()
+
+
+def test_the_worker_speedups_change_no_field(monkeypatch: pytest.MonkeyPatch) -> None:
     import feedparser.api
+    import feedparser.mixin
+
+    from signal_feeds._speedups import tune_feedparser
 
     bodies = [p.read_bytes() for p in sorted(FIXTURES.rglob("*.xml"))]
-    bodies.append(_escaped_html_feed())
+    bodies += [_escaped_html_feed(), _mixed_scripts_feed()]
     plain = [parse_feed(b, allow_http_links=True) for b in bodies]
-    monkeypatch.setattr(feedparser.api, "PREFERRED_XML_PARSERS", ["signal_feeds._sax"])
-    buffered = [parse_feed(b, allow_http_links=True) for b in bodies]
-    assert buffered == plain
-    assert len(plain[-1].entries[2].summary) > 48 * 1024  # the escaped text: > 64 KiB
+    monkeypatch.setattr(feedparser.api, "PREFERRED_XML_PARSERS",
+                        list(feedparser.api.PREFERRED_XML_PARSERS))
+    monkeypatch.setattr(feedparser.mixin, "_cp1252", feedparser.mixin._cp1252)
+    tune_feedparser()
+    tune_feedparser()  # idempotent
+    assert feedparser.api.PREFERRED_XML_PARSERS.count("signal_feeds._sax") == 1
+    tuned = [parse_feed(b, allow_http_links=True) for b in bodies]
+    assert tuned == plain
+    assert len(plain[-2].entries[2].summary) > 48 * 1024  # the escaped text: > 64 KiB
+    assert "\u2013" in plain[-1].entries[0].title  # &#150; read as Windows-1252's en dash

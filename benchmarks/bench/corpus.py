@@ -10,10 +10,10 @@ from __future__ import annotations
 import datetime as dt
 import os
 import random
-from itertools import accumulate
 from dataclasses import dataclass, replace
 from email.utils import format_datetime
 from html import escape
+from itertools import accumulate
 from pathlib import Path
 
 __all__ = [
