@@ -141,22 +141,36 @@ def _mixed_scripts_feed() -> bytes:
             f"<author><name>{text}</name></author></entry></feed>").encode()
 
 
+def _raw_parse(body: bytes) -> str:
+    import feedparser
+
+    result = feedparser.parse(body, resolve_relative_uris=False, sanitize_html=False)
+    result["bozo_exception"] = repr(result.get("bozo_exception"))  # compared by identity
+    return repr(result)
+
+
 def test_the_worker_speedups_change_no_field(monkeypatch: pytest.MonkeyPatch) -> None:
     import feedparser.api
     import feedparser.mixin
+    import feedparser.util
 
     from signal_feeds._speedups import tune_feedparser
 
     bodies = [p.read_bytes() for p in sorted(FIXTURES.rglob("*.xml"))]
     bodies += [_escaped_html_feed(), _mixed_scripts_feed()]
     plain = [parse_feed(b, allow_http_links=True) for b in bodies]
+    plain_raw = [_raw_parse(b) for b in bodies]
     monkeypatch.setattr(feedparser.api, "PREFERRED_XML_PARSERS",
                         list(feedparser.api.PREFERRED_XML_PARSERS))
     monkeypatch.setattr(feedparser.mixin, "_cp1252", feedparser.mixin._cp1252)
+    monkeypatch.setattr(feedparser.mixin, "copy", feedparser.mixin.copy)
+    monkeypatch.setattr(feedparser.util.FeedParserDict, "get", feedparser.util.FeedParserDict.get)
     tune_feedparser()
     tune_feedparser()  # idempotent
     assert feedparser.api.PREFERRED_XML_PARSERS.count("signal_feeds._sax") == 1
     tuned = [parse_feed(b, allow_http_links=True) for b in bodies]
     assert tuned == plain
+    # feedparser's own result too, every key in its order (repr shows both).
+    assert [_raw_parse(b) for b in bodies] == plain_raw
     assert len(plain[-2].entries[2].summary) > 48 * 1024  # the escaped text: > 64 KiB
     assert "\u2013" in plain[-1].entries[0].title  # &#150; read as Windows-1252's en dash
