@@ -90,6 +90,7 @@ class StoreWriter:
             with self.store.batch():
                 job = first
                 deadline = time.monotonic() + self.window
+                last: int | None = None  # batch size once the window has closed
                 while True:
                     jobs.append(job)
                     try:
@@ -98,8 +99,17 @@ class StoreWriter:
                         results.append((False, exc))
                     if len(jobs) >= self.max_batch or self._all_here(len(jobs)):
                         break
+                    left = deadline - time.monotonic()
+                    if left <= 0 and last is None:
+                        # The writes queued when the window closes join; later ones
+                        # wait for the next commit. A batch that took every write as
+                        # it came could run for seconds while parsers keep up, holding
+                        # each response's rows in memory and its report back.
+                        last = len(jobs) + self._jobs.qsize()
+                    if last is not None and len(jobs) >= last:
+                        break
                     try:
-                        waiting = self._jobs.get(timeout=max(0.0, deadline - time.monotonic()))
+                        waiting = self._jobs.get(timeout=max(0.0, left))
                     except queue.Empty:
                         break
                     if waiting is None:

@@ -7,6 +7,7 @@ import datetime as dt
 import sqlite3
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -130,21 +131,30 @@ def test_a_failed_commit_fails_every_write_of_the_batch(db_path: Path,
 def test_new_requests_wait_while_downloaded_bodies_pile_up() -> None:
     from signal_feeds.pipeline import _Backlog
 
-    async def main() -> list[str]:
-        backlog = _Backlog(limit=1000)
-        events: list[str] = []
-        await backlog.admit()  # nothing waiting: at once
-        size = backlog.charge(600)  # counted twice: the body and its parsed rows
-
-        async def later() -> None:
-            await backlog.admit()
-            events.append("admitted")
-
-        task = asyncio.ensure_future(later())
+    async def admitted_after(backlog: _Backlog, unblock: Callable[[], None]) -> bool:
+        task = asyncio.ensure_future(backlog.admit())
         await asyncio.sleep(0.05)
-        events.append("still waiting" if not task.done() else "too early")
-        backlog.refund(size)
+        waited = not task.done()
+        unblock()
         await asyncio.wait_for(task, 2)
-        return events
+        backlog.release(task.result())
+        return waited
 
-    assert asyncio.run(main()) == ["still waiting", "admitted"]
+    async def main() -> None:
+        limit = 4 * 100_000
+        backlog = _Backlog(limit=limit)
+        first = await backlog.admit()  # nothing waiting: at once
+        backlog.release(first)
+        size = backlog.charge(100_000)  # the body and its parsed rows
+        assert size == limit  # about 2.5 times the body as Python objects, plus the body
+        assert await admitted_after(backlog, lambda: backlog.refund(size))
+        # A download under way counts as the mean response so far, until it ends.
+        small = backlog.charge(20_000)
+        backlog.refund(small)
+        guesses = [await backlog.admit(), await backlog.admit()]
+        assert guesses == [(size + small) // 2] * 2  # 240,000 each: two fill the limit
+        assert await admitted_after(backlog, lambda: backlog.release(guesses.pop()))
+        backlog.release(guesses.pop())
+        assert backlog.used == backlog.reserved == 0
+
+    asyncio.run(main())
