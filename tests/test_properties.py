@@ -196,3 +196,22 @@ def test_the_fast_paths_of_word_splitting_change_nothing(text: str) -> None:
     assert _words(text) == slow
     assert _words(text.encode("ascii", "ignore").decode()) == re.findall(
         r"\w+", text.encode("ascii", "ignore").decode().lower())
+
+
+_HASH_SETS = st.one_of(
+    st.frozensets(st.integers(0, 2**63 - 1), max_size=400),  # shingle hashes: spread evenly
+    st.frozensets(st.integers(0, 2**20), max_size=400),  # crowded at the bottom
+    st.frozensets(st.integers(2**62, 2**63 - 1), max_size=400),  # none low
+)
+
+
+@settings(max_examples=300, deadline=None, database=None)
+@given(items=_HASH_SETS, threshold=st.sampled_from([0.5, 0.8, 0.9, 0.95, 1.0]))
+def test_prefix_tokens_are_the_smallest_of_the_set(items: frozenset[int],
+                                                   threshold: float) -> None:
+    import math
+
+    from signal_feeds.store.dedupe import prefix_tokens
+
+    keep = len(items) - math.ceil(threshold * len(items) - 1e-9) + 1 if items else 0
+    assert prefix_tokens(items, threshold=threshold) == sorted(items)[:keep]

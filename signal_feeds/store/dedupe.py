@@ -224,7 +224,19 @@ def prefix_tokens(items: frozenset[int], *,
     """
     if not items:
         return []
-    keep = len(items) - math.ceil(threshold * len(items) - 1e-9) + 1
+    count = len(items)
+    keep = count - math.ceil(threshold * count - 1e-9) + 1
+    # Shingle hashes are spread evenly over [0, 2**63): the ``keep`` smallest nearly
+    # always lie below a bound of three times their share of that range. When at least
+    # ``keep`` values do, the smallest ``keep`` are among them: sorting only those gives
+    # the same list for a fifth of the work. (Any other set still gets the right answer,
+    # from the full sort.)
+    if 3 * keep < count:
+        bound = (_MASK63 + 1) * 3 * keep // count
+        low = [item for item in items if item < bound]
+        if len(low) >= keep:
+            low.sort()
+            return low[:keep]
     return sorted(items)[:keep]
 
 
