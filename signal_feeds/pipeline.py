@@ -71,6 +71,7 @@ class _Run:
         self.in_flight: dict[str, float] = {}
         self.pool = ConnectionPool(config.settings.concurrency)
         self.backlog = _Backlog(DEFAULT_BACKLOG_BYTES)
+        self.unstored = _Backlog(DEFAULT_UNSTORED_BYTES)
         self.host_limits: dict[str, asyncio.Semaphore] = {}
     def host_limit(self, url: str) -> asyncio.Semaphore:
         host = (urlsplit(url).hostname or "").lower()
@@ -250,6 +251,17 @@ class _Run:
             return SourceReport(source=src.id, status=outcome,
                                 http_status=response.status, unchanged=state.body_entries,
                                 moved_to=new.moved_to, next_due=new.next_due_at)
+        # Parsed rows take more memory than their body: when the writer falls behind,
+        # parsing waits rather than piling them up.
+        size = await self.unstored.take(len(response.body))
+        try:
+            return await self._parse_and_store(src, state, response, started, outcome)
+        finally:
+            self.unstored.refund(size)
+
+    async def _parse_and_store(self, src: Source, state: SourceState,
+                               response: FetchResponse, started: dt.datetime,
+                               outcome: SourceStatus) -> SourceReport:
         settings = self.config.effective(src)
         parsed = await self.parser.parse(ParseJob(
             source_id=src.id, body=response.body, url=response.url,
@@ -288,6 +300,8 @@ class _Run:
 #: for the parsers and the writer, downloads under way included, before new requests
 #: pause.
 DEFAULT_BACKLOG_BYTES = 16 * 1024 * 1024
+#: The part of that which may be parsing or parsed and waiting for the writer.
+DEFAULT_UNSTORED_BYTES = 8 * 1024 * 1024
 # A response's cost while it waits: the body, and the rows parsed from it, which take
 # about two and a half times the body's size as Python objects (measured on the
 # benchmark corpus: 220 KB of RSS or Atom, 560 KB of rows).
@@ -324,6 +338,12 @@ class _Backlog:
     def release(self, reservation: int) -> None:
         self.reserved -= reservation
         self._update()
+
+    async def take(self, body_bytes: int) -> int:
+        """Wait for room, then :meth:`charge` a body already in hand."""
+        while self.used + self.reserved >= self.limit:
+            await self._below.wait()
+        return self.charge(body_bytes)
 
     def charge(self, body_bytes: int) -> int:
         """Count a downloaded body until :meth:`refund`; returns what was counted."""

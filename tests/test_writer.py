@@ -156,5 +156,13 @@ def test_new_requests_wait_while_downloaded_bodies_pile_up() -> None:
         assert await admitted_after(backlog, lambda: backlog.release(guesses.pop()))
         backlog.release(guesses.pop())
         assert backlog.used == backlog.reserved == 0
+        # A body already in hand (waiting to be parsed) waits for room as a whole.
+        held = await backlog.take(100_000)
+        waiter = asyncio.ensure_future(backlog.take(1))
+        await asyncio.sleep(0.05)
+        assert not waiter.done()
+        backlog.refund(held)
+        backlog.refund(await asyncio.wait_for(waiter, 2))
+        assert backlog.used == 0
 
     asyncio.run(main())
