@@ -3,9 +3,10 @@
 The schema is not written down here: a real ``signal fetch`` of one small feed creates the
 database, and the rows it stored serve as templates. Filler rows copy every column of the
 template row except the ones that make an entry distinct (key, source, remote id, link,
-title, fingerprints), which are generated inside SQLite from a counter. Keys are SHA-256
-hex digests like the real ones, so new keys land all over the primary-key B-tree, as in
-real use. Secondary indexes are dropped for the bulk insert and rebuilt from their own DDL.
+title, fingerprints, seq), which are generated inside SQLite from a counter; each also
+gets random text-token postings. Keys are SHA-256 hex digests like the real ones, so new
+keys land all over the primary-key B-tree, as in real use. Secondary indexes are dropped
+for the bulk insert and rebuilt from their own DDL.
 """
 
 from __future__ import annotations
@@ -45,6 +46,11 @@ def _insert_select(
         exprs.append(overrides.get(name, f't."{name}"'))
     sql = f"INSERT INTO {table} ({', '.join(names)}) SELECT {', '.join(exprs)} FROM {source}"
     return conn.execute(sql, params).rowcount
+
+
+def _has_table(conn: sqlite3.Connection, name: str) -> bool:
+    return conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
+                        (name,)).fetchone() is not None
 
 
 def fill_entries(database: Path, total: int, *, per_source: int = 1000) -> int:
@@ -97,10 +103,16 @@ def fill_entries(database: Path, total: int, *, per_source: int = 1000) -> int:
             f"{seq} AS s, (SELECT * FROM sources WHERE id = ?) AS t",
             (sources, template_source),
         )
+        entry_cols = {name for name, _ in _columns(conn, "entries")}
+        overrides = {}
+        if "seq" in entry_cols:  # schema 4: a unique small number per entry
+            first_seq = int(conn.execute("SELECT coalesce(max(seq), 0) + 1 FROM entries"
+                                         ).fetchone()[0])
+            overrides["seq"] = f"{first_seq} + s.n"
         added = _insert_select(
             conn,
             "entries",
-            {
+            overrides | {
                 "id": "bench_hex('key', s.n)",
                 "source_id": f"printf('{FILLER_PREFIX}%05d', s.n / {int(per_source)})",
                 "remote_id": "printf('filler-entry-%d', s.n)",
@@ -113,8 +125,16 @@ def fill_entries(database: Path, total: int, *, per_source: int = 1000) -> int:
             f"{seq} AS s, (SELECT * FROM entries WHERE rowid = ?) AS t",
             (need, entry_rowid),
         )
+        if "seq" in entry_cols and _has_table(conn, "dedupe_text"):
+            # Duplicate detection's postings: as many tokens per entry as a real summary
+            # gives (16), each a random 63-bit value as shingle hashes are, so that new
+            # entries look their tokens up in a table of realistic size.
+            conn.execute(
+                "INSERT OR IGNORE INTO dedupe_text (token, entry) "
+                "SELECT random() & 9223372036854775807, e.seq FROM entries AS e, "
+                f"{seq.replace('?', '16')} AS k WHERE e.source_id LIKE '{FILLER_PREFIX}%' "
+                "ORDER BY 1, 2")  # sorted first: one pass along the B-tree
         if version_rowid is not None:
-            entry_cols = {name for name, _ in _columns(conn, "entries")}
             version_overrides = {"entry_id": "e.id"}
             for name, _alias in _columns(conn, "entry_versions"):
                 if name in entry_cols and name not in ("id", "entry_id"):
