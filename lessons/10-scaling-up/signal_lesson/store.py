@@ -10,6 +10,7 @@ normalizer version that produced it.
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -99,6 +100,20 @@ ON CONFLICT (entry_id, fingerprint) DO UPDATE SET last_seen_at = excluded.last_s
 """
 
 
+def _use_wal(conn: sqlite3.Connection, wait: float = 5.0) -> None:
+    """Switch to WAL. The switch takes an exclusive lock, and when two runs open a new
+    file at once SQLite may answer "locked" straight away, busy timeout or not."""
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
 class Store:
     """``with Store("signal.db") as store: ...`` (closes the connection on exit)."""
 
@@ -106,7 +121,7 @@ class Store:
         self.clock = clock
         self.db = sqlite_utils.Database(sqlite3.connect(path, isolation_level=None))
         self.db.execute("PRAGMA busy_timeout = 5000")
-        self.db.execute("PRAGMA journal_mode = WAL")
+        _use_wal(self.db.conn)
         with self.transaction():  # lesson 10: two runs may start on a new file at once
             self._create_tables()
 
