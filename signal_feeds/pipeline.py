@@ -130,6 +130,7 @@ class _Run:
             # and every slot's request goes out; later ones wait here for room.
             reservation = await self.backlog.admit()
             self.in_flight[src.id] = time.monotonic()
+            failure: FetchError | None = None
             try:
                 response = await fetch(self.pool, url,
                                        limits=FetchLimits.from_settings(settings),
@@ -137,11 +138,11 @@ class _Run:
                                        source_id=src.id, resolver=self.resolver)
                 size = self.backlog.charge(len(response.body))
             except FetchError as exc:
-                self.backlog.release(reservation)
-                reservation = 0
-                return await self._failed(src, state, started, None, exc.message, url)
+                failure = exc
             finally:
                 self.backlog.release(reservation)
+            if failure is not None:
+                return await self._failed(src, state, started, None, failure.message, url)
         try:
             return await self._handle(src, state, response, started)
         finally:
@@ -328,8 +329,7 @@ class _Backlog:
     async def admit(self) -> int:
         """Wait for room; returns the reservation to :meth:`release` when the download
         ends, however it ends."""
-        while self.used + self.reserved >= self.limit:
-            await self._below.wait()
+        await self._room()
         guess = self._charged // self._responses if self._responses else _FIRST_GUESS
         self.reserved += guess
         self._update()
@@ -341,8 +341,7 @@ class _Backlog:
 
     async def take(self, body_bytes: int) -> int:
         """Wait for room, then :meth:`charge` a body already in hand."""
-        while self.used + self.reserved >= self.limit:
-            await self._below.wait()
+        await self._room()
         return self.charge(body_bytes)
 
     def charge(self, body_bytes: int) -> int:
@@ -357,6 +356,10 @@ class _Backlog:
     def refund(self, size: int) -> None:
         self.used -= size
         self._update()
+
+    async def _room(self) -> None:
+        while self.used + self.reserved >= self.limit:
+            await self._below.wait()
 
     def _update(self) -> None:
         if self.used + self.reserved < self.limit:
