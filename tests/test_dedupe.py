@@ -20,6 +20,7 @@ from signal_feeds import Store, digest, run_fetch
 from signal_feeds.cli import cli
 from signal_feeds.store import _V2_INDEXES, SCHEMA_VERSION
 from signal_feeds.store.dedupe import (
+    POSTED_TOKENS,
     DedupeRow,
     _window_hash,
     _words,
@@ -28,10 +29,13 @@ from signal_feeds.store.dedupe import (
     jaccard,
     match_url,
     normalize_title,
+    pack_tokens,
+    posted_tokens,
     prefix_tokens,
     recompute,
     shingles,
     titles_match,
+    unpack_tokens,
 )
 from signal_feeds.teaching_server import TeachingServer
 from signal_feeds.workers import ParserPool
@@ -140,15 +144,68 @@ def test_shingle_hashes_are_pinned() -> None:
     assert len(shingles("A title", STORY, size=4)) == 18
 
 
-def test_prefix_filter_never_misses_a_pair_above_the_threshold() -> None:
-    rng = random.Random(7)
-    vocab = [rng.getrandbits(63) for _ in range(400)]
-    for _ in range(300):
-        base = frozenset(rng.sample(vocab, rng.randint(5, 80)))
+def _near_pairs(seed: int, sizes: tuple[int, int], count: int
+                ) -> list[tuple[frozenset[int], frozenset[int]]]:
+    """Random pairs of hash sets at Jaccard >= 0.9, as near-identical texts give."""
+    rng = random.Random(seed)
+    pairs = []
+    while len(pairs) < count:
+        base = frozenset(rng.getrandbits(63) for _ in range(rng.randint(*sizes)))
         drop = set(rng.sample(sorted(base), rng.randint(0, max(1, len(base) // 12))))
-        other = frozenset((base - drop) | set(rng.sample(vocab, rng.randint(0, 3))))
+        other = frozenset((base - drop) | {rng.getrandbits(63)
+                                           for _ in range(rng.randint(0, 3))})
         if jaccard(base, other) >= 0.9:
-            assert set(prefix_tokens(base)) & set(prefix_tokens(other))
+            pairs.append((base, other))
+    return pairs
+
+
+def test_prefix_filter_never_misses_a_pair_above_the_threshold() -> None:
+    for base, other in _near_pairs(7, (5, 400), 300):
+        assert set(prefix_tokens(base)) & set(prefix_tokens(other))
+
+
+def test_posted_tokens_still_meet_for_near_identical_texts() -> None:
+    # Up to about 40 shingles the whole prefix is posted: the prefix filter's guarantee.
+    # Longer texts post five tokens, which miss a pair at 0.9 about once in 100,000.
+    for lengths in ((5, 40), (41, 400)):
+        for base, other in _near_pairs(8, lengths, 1000):
+            mine, theirs = posted_tokens(prefix_tokens(base)), posted_tokens(prefix_tokens(other))
+            assert len(mine) <= POSTED_TOKENS and set(mine) & set(theirs)
+
+
+def test_an_entry_posts_only_its_first_tokens(fetch: Fetch, db_path: Path) -> None:
+    story = " ".join(f"{STORY} part {n}" for n in range(20))  # about 400 shingles
+    fetch("s", rss(*({"guid": f"g{i}", "title": f"Headline number {i} for the test",
+                      "link": f"https://pub.example/{i}", "description": f"{story} {i}"}
+                     for i in range(3))))
+    with Store(db_path) as store:
+        conn = store.connection
+        stored = {seq: unpack_tokens(t)
+                  for seq, t in conn.execute("SELECT seq, text_tokens FROM entries")}
+        assert all(len(tokens) > POSTED_TOKENS for tokens in stored.values())
+        postings: dict[int, list[int]] = {}
+        for token, seq in conn.execute("SELECT token, entry FROM dedupe_text ORDER BY 1"):
+            postings.setdefault(seq, []).append(token)
+        assert postings == {seq: list(tokens[:POSTED_TOKENS]) for seq, tokens in stored.items()}
+
+
+def test_an_update_drops_the_postings_of_an_entry_written_before_the_cap(
+        fetch: Fetch, db_path: Path) -> None:
+    story = " ".join(f"{STORY} part {n}" for n in range(20))
+    item = {"guid": "g", "title": "A headline long enough to match on",
+            "link": "https://pub.example/g", "description": story}
+    fetch("s", rss(item))
+    with Store(db_path) as store, store.transaction() as conn:
+        # Signal before the cap posted every stored token.
+        seq, blob = conn.execute("SELECT seq, text_tokens FROM entries").fetchone()
+        conn.executemany("INSERT OR IGNORE INTO dedupe_text (token, entry) VALUES (?, ?)",
+                         [(t, seq) for t in unpack_tokens(blob)])
+    fetch("s", rss(item | {"description": story + " with a new last sentence"}))
+    with Store(db_path) as store:
+        conn = store.connection
+        blob = conn.execute("SELECT text_tokens FROM entries").fetchone()[0]
+        tokens = [t for (t,) in conn.execute("SELECT token FROM dedupe_text ORDER BY 1")]
+        assert tokens == list(unpack_tokens(blob)[:POSTED_TOKENS])
 
 
 def _row(key: str, source: str, seen: str, title: str = "", moment: str = "") -> DedupeRow:
@@ -336,11 +393,41 @@ def test_a_version_1_database_is_upgraded_in_place(tmp_path: Path) -> None:
     with Store(db) as store:
         assert store.entry("k") is not None and store.entry("k").title == "kept"  # type: ignore[union-attr]
         conn = store.connection
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5
         columns = {r[1] for r in conn.execute("PRAGMA table_info(entries)")}
         assert {"dup_link", "dup_title", "dup_text", "duplicate_of", "match_url",
                 "norm_title"} <= columns
         assert conn.execute("SELECT duplicate_of FROM entries").fetchone()[0] == ""
+
+
+def test_a_version_4_database_keeps_its_tokens_and_renames_its_versions(
+        fetch: Fetch, db_path: Path) -> None:
+    fetch("s", rss({"guid": "a", "title": "A headline long enough to match on",
+                    "link": "https://pub.example/a", "description": STORY}))
+    fetch("s", rss({"guid": "a", "title": "A corrected headline long enough to match",
+                    "link": "https://pub.example/a", "description": STORY}))
+    with sqlite3.connect(db_path) as conn:  # turn it back into what version 4 wrote
+        conn.execute("DROP INDEX entry_versions_seq_fp")
+        conn.execute("ALTER TABLE entry_versions DROP COLUMN entry_seq")
+        conn.execute("CREATE UNIQUE INDEX entry_versions_entry_fp "
+                     "ON entry_versions (entry_id, fingerprint, content_fingerprint)")
+        # A rebuild of the token table would drop this row: the upgrade must not rebuild.
+        conn.execute("INSERT INTO dedupe_text (token, entry) VALUES (1, 999)")
+        conn.execute("PRAGMA user_version = 4")
+    (key,) = markers(db_path)
+    with Store(db_path) as store:
+        conn = store.connection
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+        assert [v.title for v in store.versions(key)] == [
+            "A headline long enough to match on", "A corrected headline long enough to match"]
+        assert conn.execute("SELECT count(*) FROM dedupe_text WHERE entry = 999"
+                            ).fetchone()[0] == 1
+        names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+        assert "entry_versions_entry_fp" not in names and "entry_versions_seq_fp" in names
+    fetch("s", rss({"guid": "a", "title": "A headline long enough to match on",
+                    "link": "https://pub.example/a", "description": STORY}))
+    with Store(db_path) as store:  # back to the first version: that row is seen again
+        assert len(store.versions(key)) == 2
 
 
 def _plan(conn: sqlite3.Connection, sql: str, args: tuple[object, ...] = ()) -> str:
@@ -374,9 +461,11 @@ def test_the_reads_use_indexes(db_path: Path) -> None:
         assert "entries_match_url" in candidate_plan and "entries_norm_title" in candidate_plan
         assert "entries_seq" in _plan(conn, "SELECT id FROM entries WHERE seq IN (?, ?)",
                                       (1, 2))
-        assert "entry_versions_entry_fp" in _plan(
-            conn, "SELECT * FROM entry_versions WHERE entry_id = ? ORDER BY first_seen_at",
-            ("k",))
+        versions_plan = _plan(conn, "SELECT * FROM entry_versions WHERE entry_seq = "
+                              "(SELECT seq FROM entries WHERE id = ?) ORDER BY first_seen_at",
+                              ("k",))
+        assert "entry_versions_seq_fp" in versions_plan
+        assert "sqlite_autoindex_entries_1" in versions_plan
 
 
 def test_a_split_cluster_leaves_no_stale_marker(fetch: Fetch, db_path: Path) -> None:
@@ -456,9 +545,11 @@ def test_a_token_past_the_cap_is_remembered_and_not_looked_up_again(db_path: Pat
     common, rare = 11, 22
     with Store(db_path) as store:
         conn = store.connection
+        # Every row carries the common token; e0 the rare one too, as its stored tokens say.
         conn.executemany("INSERT INTO entries (id, source_id, fingerprint, first_seen_at, "
-                         "last_seen_at, seq) VALUES (?, 'o', 'f', 't', 't', ?)",
-                         [(f"e{i}", i + 1) for i in range(MAX_POSTINGS + 2)])
+                         "last_seen_at, seq, text_tokens) VALUES (?, 'o', 'f', 't', 't', ?, ?)",
+                         [(f"e{i}", i + 1, pack_tokens((common, rare) if i == 0 else (common,)))
+                          for i in range(MAX_POSTINGS + 2)])
         # Token rows name entries by seq; e{i} has seq i + 1, and "new" is the last.
         conn.executemany("INSERT INTO dedupe_text (token, entry) VALUES (?, ?)",
                          [(common, i + 1) for i in range(MAX_POSTINGS + 2)]

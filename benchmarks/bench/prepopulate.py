@@ -126,18 +126,21 @@ def fill_entries(database: Path, total: int, *, per_source: int = 1000) -> int:
             (need, entry_rowid),
         )
         if "seq" in entry_cols and _has_table(conn, "dedupe_text"):
-            # Duplicate detection's postings: as many tokens per entry as a real summary
-            # gives (16), each a random 63-bit value as shingle hashes are, so that new
-            # entries look their tokens up in a table of realistic size.
+            # Duplicate detection's postings: as many tokens per entry as Signal posts
+            # for a real summary, each a random 63-bit value as shingle hashes are, so
+            # that new entries look their tokens up in a table of realistic size.
+            from signal_feeds.store.dedupe import POSTED_TOKENS
+
             conn.execute(
                 "INSERT OR IGNORE INTO dedupe_text (token, entry) "
                 "SELECT random() & 9223372036854775807, e.seq FROM entries AS e, "
-                f"{seq.replace('?', '16')} AS k WHERE e.source_id LIKE '{FILLER_PREFIX}%' "
+                f"{seq.replace('?', str(POSTED_TOKENS))} AS k "
+                f"WHERE e.source_id LIKE '{FILLER_PREFIX}%' "
                 "ORDER BY 1, 2")  # sorted first: one pass along the B-tree
         if version_rowid is not None:
-            version_overrides = {"entry_id": "e.id"}
+            version_overrides = {"entry_id": "e.id", "entry_seq": "e.seq"}
             for name, _alias in _columns(conn, "entry_versions"):
-                if name in entry_cols and name not in ("id", "entry_id"):
+                if name in entry_cols and name != "id" and name not in version_overrides:
                     version_overrides[name] = f'e."{name}"'
             _insert_select(
                 conn,

@@ -42,7 +42,7 @@ __all__ = [
 
 #: Seconds a writer waits for another writer before giving up.
 DEFAULT_BUSY_TIMEOUT = 60.0
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 _KEY_CHUNK = 500  # bound on SQL variables per SELECT ... IN (...)
 
 
@@ -176,10 +176,11 @@ ON CONFLICT(id) DO UPDATE SET
   text_tokens = excluded.text_tokens, seq = coalesce(seq, excluded.seq)
 """
 _UPSERT_VERSION = """
-INSERT INTO entry_versions (entry_id, fingerprint, content_fingerprint, title, url, published,
-                            updated, first_seen_at, last_seen_at, normalizer_version)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-ON CONFLICT(entry_id, fingerprint, content_fingerprint)
+INSERT INTO entry_versions (entry_id, entry_seq, fingerprint, content_fingerprint, title, url,
+                            published, updated, first_seen_at, last_seen_at,
+                            normalizer_version)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT(entry_seq, fingerprint, content_fingerprint)
 DO UPDATE SET last_seen_at = excluded.last_seen_at
 """
 _TOUCH_ENTRY = "UPDATE entries SET last_seen_at = ? WHERE id = ?"
@@ -225,14 +226,13 @@ def _create_schema(conn: sqlite3.Connection) -> None:
          "skipped": int, "error": str, "duration_ms": float, "bytes": int},
         pk="id", if_not_exists=True,
     )
-    conn.execute("CREATE UNIQUE INDEX IF NOT EXISTS entry_versions_entry_fp "
-                 "ON entry_versions (entry_id, fingerprint, content_fingerprint)")
     conn.execute("CREATE INDEX IF NOT EXISTS entries_url ON entries (url)")
     conn.execute("CREATE INDEX IF NOT EXISTS fetches_source_started "
                  "ON fetches (source_id, started_at)")
     _upgrade_to_v2(conn)
     _upgrade_to_v3(conn)
     _upgrade_to_v4(conn)
+    _upgrade_to_v5(conn)
     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
 
@@ -294,6 +294,9 @@ def _upgrade_to_v3(conn: sqlite3.Connection) -> None:
 # rewrites a fifth as many pages. ``seq`` is a real column, not the rowid, because VACUUM
 # may renumber rowids.
 def _upgrade_to_v4(conn: sqlite3.Connection) -> None:
+    if ("entry" in {row[1] for row in conn.execute("PRAGMA table_info(dedupe_text)")}
+            and "seq" in {row[1] for row in conn.execute("PRAGMA table_info(entries)")}):
+        return  # a version-4 file: its tokens are in place (rebuilding them costs minutes)
     if "seq" not in {row[1] for row in conn.execute("PRAGMA table_info(entries)")}:
         conn.execute("ALTER TABLE entries ADD COLUMN seq INTEGER")  # numbered below
     conn.execute("CREATE UNIQUE INDEX IF NOT EXISTS entries_seq ON entries (seq)")
@@ -303,6 +306,21 @@ def _upgrade_to_v4(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE TABLE dedupe_text (token INTEGER NOT NULL, "
                  "entry INTEGER NOT NULL, PRIMARY KEY (token, entry)) WITHOUT ROWID")
     dedupe.refresh_match_keys(conn)
+
+
+# Version 5: versions name their entry by ``seq`` too, and are unique on (seq, fingerprints)
+# instead of (key, fingerprints). A new entry's first version then goes to the end of
+# that index, not to a random place in it: with keys of three 64-character digests its
+# inner pages alone outgrew the page cache at 1,000,000 entries, and every new entry
+# read and rewrote two of its pages.
+def _upgrade_to_v5(conn: sqlite3.Connection) -> None:
+    if "entry_seq" not in {row[1] for row in conn.execute("PRAGMA table_info(entry_versions)")}:
+        conn.execute("ALTER TABLE entry_versions ADD COLUMN entry_seq INTEGER")
+        conn.execute("UPDATE entry_versions SET entry_seq = "
+                     "(SELECT seq FROM entries WHERE entries.id = entry_versions.entry_id)")
+    conn.execute("CREATE UNIQUE INDEX IF NOT EXISTS entry_versions_seq_fp "
+                 "ON entry_versions (entry_seq, fingerprint, content_fingerprint)")
+    conn.execute("DROP INDEX IF EXISTS entry_versions_entry_fp")
 
 
 def _use_wal(conn: sqlite3.Connection, busy_timeout: float) -> None:
@@ -377,6 +395,11 @@ CHECKPOINT_WAL_BYTES = 4 * 1024 * 1024
 #: WAL content past which the checkpoint waits for the writer and starts the log over;
 #: also the size the file is cut back to when it does.
 WAL_LIMIT_BYTES = 32 * 1024 * 1024
+#: In a large database the limit is this share of the file instead. Each such restart
+#: copies what the background checkpoint has not yet, on the writer's time, and in a
+#: large file new rows land on pages all over it: into 1,000,000 entries, restarting
+#: every 32 MB took a quarter of a cold run.
+WAL_LIMIT_SHARE = 1 / 32
 
 
 class _Checkpointer:
@@ -400,7 +423,7 @@ class _Checkpointer:
 
     def committed(self, conn: sqlite3.Connection) -> None:
         """After a commit, on the writer's connection (outside any transaction)."""
-        if self.wal_bytes >= WAL_LIMIT_BYTES:
+        if self.wal_bytes >= WAL_LIMIT_BYTES and self.wal_bytes >= self._limit():
             # A writer that never pauses keeps a PASSIVE checkpoint from ever reaching
             # the end of the log, and the WAL grew without end (800 MB in one cold run).
             # Between two transactions the writer itself copies what is left and makes
@@ -421,6 +444,13 @@ class _Checkpointer:
                                             daemon=True)
             self._thread.start()
         self._wake.set()
+
+    def _limit(self) -> int:
+        try:
+            size = self._path.stat().st_size
+        except OSError:
+            size = 0
+        return max(WAL_LIMIT_BYTES, int(size * WAL_LIMIT_SHARE))
 
     def _run(self) -> None:
         conn = sqlite3.connect(self._path, timeout=self._busy_timeout, isolation_level=None)
@@ -705,14 +735,18 @@ class Store:
                             row.fingerprint, row.content_fingerprint, stamp, stamp,
                             row.normalizer_version, keys.match_url, keys.norm_title, packed,
                             seq))
-            versions.append((row.key, row.fingerprint, row.content_fingerprint, row.title,
+            versions.append((row.key, seq, row.fingerprint, row.content_fingerprint, row.title,
                              row.url, row.published, row.updated, stamp, stamp,
                              row.normalizer_version))
-            old = set(dedupe.unpack_tokens(before.tokens)) if before else set()
-            old_tokens.extend((t, seq) for t in old.difference(keys.tokens))
+            had_tokens = dedupe.unpack_tokens(before.tokens) if before else ()
+            posted = dedupe.posted_tokens(keys.tokens)
+            # Rows written before postings were capped have every stored token posted:
+            # all of them that are no longer posted go.
+            old_tokens.extend((t, seq) for t in set(had_tokens).difference(posted))
+            had = dedupe.posted_tokens(had_tokens)
             # A token already too common to look up gains nothing from more postings.
-            new_tokens.extend((t, seq) for t in keys.tokens
-                              if t not in old and t not in self._common_tokens)
+            new_tokens.extend((t, seq) for t in posted
+                              if t not in had and t not in self._common_tokens)
             first_seen = before.first_seen_at if before else stamp
             written.append(dedupe.DedupeRow(
                 key=row.key, seq=seq, source_id=row.source_id, first_seen_at=first_seen,
@@ -764,7 +798,8 @@ class Store:
     def versions(self, key: str) -> list[StoredVersion]:
         """Every version an entry has had, oldest first."""
         rows = self._conn.execute(
-            "SELECT * FROM entry_versions WHERE entry_id = ? ORDER BY first_seen_at, id",
+            "SELECT * FROM entry_versions WHERE entry_seq = "
+            "(SELECT seq FROM entries WHERE id = ?) ORDER BY first_seen_at, id",
             (key,)).fetchall()
         names = [f.name for f in fields(StoredVersion)]
         return [StoredVersion(**{n: r["entry_id" if n == "key" else n] for n in names})

@@ -56,6 +56,7 @@ __all__ = [
     "CommonTokens",
     "DedupeRow",
     "MatchKeys",
+    "POSTED_TOKENS",
     "canonical_key",
     "clusters",
     "jaccard",
@@ -65,6 +66,7 @@ __all__ = [
     "match_url",
     "normalize_title",
     "pack_tokens",
+    "posted_tokens",
     "prefix_tokens",
     "recompute",
     "refresh_match_keys",
@@ -240,6 +242,22 @@ def prefix_tokens(items: frozenset[int], *,
     return sorted(items)[:keep]
 
 
+#: Text tokens of an entry posted to ``dedupe_text``: the smallest of its prefix. Each
+#: posting is one more row at a random place in a table that grows with the database,
+#: the costliest write at a million entries. Two texts at or above the threshold differ
+#: in few shingles, spread at random over the order: their five smallest values have
+#: one in common unless five values one of them lacks come before the first they share,
+#: about once in (1 / 0.1) ** 5 = 100,000 pairs at 0.9, less the closer they are,
+#: never for identical texts, and never for texts of up to about 40 shingles, whose
+#: whole prefix is five tokens or fewer.
+POSTED_TOKENS = 5
+
+
+def posted_tokens(tokens: Sequence[int]) -> Sequence[int]:
+    """The tokens (:func:`prefix_tokens`, in order) an entry is found by."""
+    return tokens[:POSTED_TOKENS]
+
+
 def pack_tokens(tokens: Sequence[int]) -> bytes:
     """Tokens as stored in ``entries.text_tokens``: big-endian signed 64-bit integers."""
     return struct.pack(f">{len(tokens)}q", *tokens)
@@ -365,7 +383,8 @@ class MatchKeys:
     match_url: str
     norm_title: str
     shingles: frozenset[int] = field(repr=False)
-    #: :func:`prefix_tokens` of ``shingles``: the rows of ``dedupe_text`` for the entry.
+    #: :func:`prefix_tokens` of ``shingles``; the first (:func:`posted_tokens`) are the
+    #: rows of ``dedupe_text`` for the entry.
     tokens: tuple[int, ...] = field(repr=False)
 
 
@@ -436,11 +455,11 @@ class _Rows:
 #: (a feed's home page as every item's link, "Weekly update", a boilerplate footer's
 #: shingles). Skipping it keeps the cost of marking one entry bounded.
 MAX_POSTINGS = 50
-#: Share of a row's prefix tokens a candidate must have before its text is compared.
+#: Share of a row's prefix tokens (as stored in ``entries.text_tokens``) a candidate
+#: found by a posted token must have before its text is compared.
 TOKEN_SHARE = 0.5
-#: Token lookups per statement (SQLite allows 500 terms in a compound SELECT), padded to
-#: a multiple of ``_TOKEN_GROUP`` so that few distinct statements are prepared.
-_MAX_TERMS = 200
+#: Token lookups in a statement are padded to a multiple of this, so that few distinct
+#: statements are prepared.
 _TOKEN_GROUP = 8
 _LINK, _TITLE = -2, -1  # labels of the link and title lookups; tokens are 0, 1, ...
 
@@ -488,37 +507,40 @@ def _candidates(conn: sqlite3.Connection, row: DedupeRow,
                 common: CommonTokens) -> dict[str, list[str]]:
     """Rows that share a match key with ``row``, by channel (``row`` itself excluded)."""
     limit = MAX_POSTINGS + 1
-    # Two texts at or above the threshold share most of their smallest shingle hashes;
-    # one chance common shingle is not worth loading and comparing a row.
-    need = max(1, math.ceil(len(row.tokens) * TOKEN_SHARE))
-    tokens = [token for token in row.tokens if token not in common]
+    # Lookups go by the row's own posted tokens: for texts at or above the threshold,
+    # those meet the other's (see POSTED_TOKENS).
+    tokens = [token for token in posted_tokens(row.tokens) if token not in common]
+    part: list[int | None] = list(tokens)
+    part += [None] * (-len(part) % _TOKEN_GROUP)  # "token = NULL" matches nothing
+    args: list[object] = [row.match_url or None, row.key, limit, row.norm_title or None]
+    if part:  # ?5, the row's own seq, appears only in the token lookups
+        args += [row.seq, *part]
     hits: dict[int, list[Any]] = {}  # keys for the link and title, seqs for tokens
-    for start in range(0, max(len(tokens), 1), _MAX_TERMS):
-        part: list[int | None] = list(tokens[start:start + _MAX_TERMS])
-        part += [None] * (-len(part) % _TOKEN_GROUP)  # "token = NULL" matches nothing
-        first = start == 0
-        args: list[object] = [(row.match_url or None) if first else None, row.key, limit,
-                              (row.norm_title or None) if first else None]
-        if part:  # ?5, the row's own seq, appears only in the token lookups
-            args += [row.seq, *part]
-        for label, found in conn.execute(_candidates_sql(len(part)), args):
-            hits.setdefault(label if label < 0 else label + start, []).append(found)
+    for label, found in conn.execute(_candidates_sql(len(part)), args):
+        hits.setdefault(label, []).append(found)
 
     def posted(label: int) -> list[Any]:
         found = hits.get(label, [])
         return [] if len(found) > MAX_POSTINGS else found
 
-    shared: dict[int, int] = {}
+    seqs: set[int] = set()
     for label, token in enumerate(tokens):
         if len(hits.get(label, ())) > MAX_POSTINGS:
             common.add(token)
-        for seq in posted(label):
-            shared[seq] = shared.get(seq, 0) + 1
-    close = sorted(seq for seq, count in shared.items() if count >= need)
-    # (A token row whose entry is gone names no key: it is left out here.)
-    texts = [key for chunk in _chunks(close) for (key,) in conn.execute(
-        f"SELECT id FROM entries WHERE seq IN ({','.join('?' * len(chunk))}) ORDER BY seq",
-        chunk)]
+        seqs.update(posted(label))
+    # One chance common shingle is not worth comparing a row: two texts at or above the
+    # threshold share most of their prefixes, which the rows carry. Checking that costs
+    # the read of a row; comparing texts costs hashing its summary.
+    need = max(1, math.ceil(len(row.tokens) * TOKEN_SHARE))
+    mine = set(row.tokens)
+    texts = []
+    for chunk in _chunks(sorted(seqs)):
+        # (A token row whose entry is gone names no key: it is left out here.)
+        for key, stored in conn.execute(
+                f"SELECT id, text_tokens FROM entries WHERE seq IN "
+                f"({','.join('?' * len(chunk))}) ORDER BY seq", chunk):
+            if len(mine.intersection(unpack_tokens(stored))) >= need:
+                texts.append(key)
     found = {"link": posted(_LINK), "title": posted(_TITLE), "text": texts}
     return {channel: list(dict.fromkeys(keys)) for channel, keys in found.items()}
 
@@ -644,7 +666,7 @@ def refresh_match_keys(conn: sqlite3.Connection) -> None:
             if (keys.match_url, keys.norm_title, packed) != (old_url, old_title,
                                                              old_tokens or b""):
                 updates.append((keys.match_url, keys.norm_title, packed, key))
-            tokens.extend((token, seq) for token in keys.tokens)
+            tokens.extend((token, seq) for token in posted_tokens(keys.tokens))
         conn.executemany("UPDATE entries SET match_url = ?, norm_title = ?, text_tokens = ? "
                          "WHERE id = ?", updates)
         conn.executemany("INSERT OR IGNORE INTO dedupe_text (token, entry) VALUES (?, ?)",
