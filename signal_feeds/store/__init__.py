@@ -289,7 +289,7 @@ def _upgrade_to_v3(conn: sqlite3.Connection) -> None:
 
 
 # Version 4: the token table names an entry by a small integer (``entries.seq``) instead
-# of its 64-character key. Every new entry adds a dozen or more token rows at random
+# of its 64-character key. Every new entry adds token rows at random
 # places in that table; at a fifth of the size it stays in the page cache, and a commit
 # rewrites a fifth as many pages. ``seq`` is a real column, not the rowid, because VACUUM
 # may renumber rowids.

@@ -8,7 +8,8 @@ marker column per detection channel:
   ``www.``, trailing slash and tracking parameters ignored; the query otherwise sorted).
   This is for matching only: the stored ``url`` keeps the link policy of ``urls.py``.
 - ``dup_title``: the same normalized title from another source within a time window.
-- ``dup_text``: near-identical title + summary (word-shingle Jaccard at or above 0.9).
+- ``dup_text``: near-identical title + summary (word-shingle Jaccard at or above 0.9),
+  found through a few of each text's smallest shingle hashes (:data:`POSTED_TOKENS`).
 
 Within a channel, rows from different sources that match are linked; a cluster is a
 connected group of linked rows and its canonical row is the oldest (earliest
