@@ -15,6 +15,8 @@ import hashlib
 import sqlite3
 from pathlib import Path
 
+from signal_feeds.store.dedupe import POSTED_TOKENS
+
 __all__ = ["FILLER_PREFIX", "fill_entries"]
 
 FILLER_PREFIX = "filler-"
@@ -129,8 +131,6 @@ def fill_entries(database: Path, total: int, *, per_source: int = 1000) -> int:
             # Duplicate detection's postings: as many tokens per entry as Signal posts
             # for a real summary, each a random 63-bit value as shingle hashes are, so
             # that new entries look their tokens up in a table of realistic size.
-            from signal_feeds.store.dedupe import POSTED_TOKENS
-
             conn.execute(
                 "INSERT OR IGNORE INTO dedupe_text (token, entry) "
                 "SELECT random() & 9223372036854775807, e.seq FROM entries AS e, "

@@ -254,11 +254,16 @@ _V2_INDEXES = {
 }
 
 
+def _columns(conn: sqlite3.Connection, table: str) -> set[str]:
+    """Column names of ``table`` (empty if there is no such table)."""
+    return {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
+
+
 def _upgrade_to_v2(conn: sqlite3.Connection) -> None:
     """Add the version-2 columns, table and indexes; safe on a new or a version-1 file."""
-    if "ttl_seconds" not in {row[1] for row in conn.execute("PRAGMA table_info(sources)")}:
+    if "ttl_seconds" not in _columns(conn, "sources"):
         conn.execute("ALTER TABLE sources ADD COLUMN ttl_seconds INTEGER")
-    have = {row[1] for row in conn.execute("PRAGMA table_info(entries)")}
+    have = _columns(conn, "entries")
     for column in _V2_ENTRY_COLUMNS:
         if column not in have:
             # NOT NULL DEFAULT '': existing rows read as "not a duplicate" until
@@ -284,20 +289,20 @@ def _upgrade_to_v3(conn: sqlite3.Connection) -> None:
     for column in ("dup_link", "dup_title", "dup_text"):
         conn.execute(f"CREATE INDEX IF NOT EXISTS entries_{column} ON entries ({column}) "
                      f"WHERE {column} != ''")
-    if "text_tokens" not in {row[1] for row in conn.execute("PRAGMA table_info(entries)")}:
+    if "text_tokens" not in _columns(conn, "entries"):
         conn.execute("ALTER TABLE entries ADD COLUMN text_tokens BLOB")
 
 
 # Version 4: the token table names an entry by a small integer (``entries.seq``) instead
-# of its 64-character key. Every new entry adds token rows at random
-# places in that table; at a fifth of the size it stays in the page cache, and a commit
-# rewrites a fifth as many pages. ``seq`` is a real column, not the rowid, because VACUUM
+# of its 64-character key. Every new entry adds token rows at random places in that
+# table; at a fifth of the size it stays in the page cache, and a commit rewrites a
+# fifth as many pages. ``seq`` is a real column, not the rowid, because VACUUM
 # may renumber rowids.
 def _upgrade_to_v4(conn: sqlite3.Connection) -> None:
-    if ("entry" in {row[1] for row in conn.execute("PRAGMA table_info(dedupe_text)")}
-            and "seq" in {row[1] for row in conn.execute("PRAGMA table_info(entries)")}):
+    has_seq = "seq" in _columns(conn, "entries")
+    if has_seq and "entry" in _columns(conn, "dedupe_text"):
         return  # a version-4 file: its tokens are in place (rebuilding them costs minutes)
-    if "seq" not in {row[1] for row in conn.execute("PRAGMA table_info(entries)")}:
+    if not has_seq:
         conn.execute("ALTER TABLE entries ADD COLUMN seq INTEGER")  # numbered below
     conn.execute("CREATE UNIQUE INDEX IF NOT EXISTS entries_seq ON entries (seq)")
     # Prefix tokens of each entry's text shingles (see dedupe.py): an index lookup finds
@@ -314,7 +319,7 @@ def _upgrade_to_v4(conn: sqlite3.Connection) -> None:
 # inner pages alone outgrew the page cache at 1,000,000 entries, and every new entry
 # read and rewrote two of its pages.
 def _upgrade_to_v5(conn: sqlite3.Connection) -> None:
-    if "entry_seq" not in {row[1] for row in conn.execute("PRAGMA table_info(entry_versions)")}:
+    if "entry_seq" not in _columns(conn, "entry_versions"):
         conn.execute("ALTER TABLE entry_versions ADD COLUMN entry_seq INTEGER")
         conn.execute("UPDATE entry_versions SET entry_seq = "
                      "(SELECT seq FROM entries WHERE entries.id = entry_versions.entry_id)")
@@ -423,6 +428,7 @@ class _Checkpointer:
 
     def committed(self, conn: sqlite3.Connection) -> None:
         """After a commit, on the writer's connection (outside any transaction)."""
+        # (The first test spares most commits the stat of the database file.)
         if self.wal_bytes >= WAL_LIMIT_BYTES and self.wal_bytes >= self._limit():
             # A writer that never pauses keeps a PASSIVE checkpoint from ever reaching
             # the end of the log, and the WAL grew without end (800 MB in one cold run).
