@@ -21,16 +21,17 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 _EXPORTS = {
-    "config": ["Config", "Settings", "Source", "load_config", "parse_config"],
+    "config.source_list": ["Config", "Settings", "Source", "load_config", "parse_config"],
     "errors": ["ConfigError", "ContradictionError", "FetchError", "ParseError",
                "SignalError", "StoreError"],
-    "identity": ["EntryRow", "Identified", "digest", "entry_key", "identify",
+    "identity.keys": ["EntryRow", "Identified", "digest", "entry_key", "identify",
                  "metadata_fingerprint"],
-    "parse": ["parse_feed"],
-    "rows": ["NORMALIZER_VERSION", "ParsedEntry", "ParsedFeed"],
-    "pipeline": ["parse_files", "run_fetch"],
-    "report": ["RunReport", "SourceReport"],
-    "store": ["SourceState", "Store", "StoredEntry", "StoredVersion"],
+    "parse.feed": ["parse_feed"],
+    "parse.rows": ["NORMALIZER_VERSION", "ParsedEntry", "ParsedFeed"],
+    "run.pipeline": ["parse_files", "run_fetch"],
+    "run.report": ["RunReport", "SourceReport"],
+    "records": ["SourceState", "StoredEntry", "StoredVersion"],
+    "store": ["Store"],
     "store.reading": ["entry_history", "export_entries", "list_entries", "lookup"],
 }
 _WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
@@ -87,8 +88,8 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
-    from .config import Config, Settings, Source, load_config, parse_config
-    from .errors import (
+    from signal_feeds.config.source_list import Config, Settings, Source, load_config, parse_config
+    from signal_feeds.errors import (
         ConfigError,
         ContradictionError,
         FetchError,
@@ -96,7 +97,7 @@ if TYPE_CHECKING:
         SignalError,
         StoreError,
     )
-    from .identity import (
+    from signal_feeds.identity.keys import (
         EntryRow,
         Identified,
         digest,
@@ -104,9 +105,10 @@ if TYPE_CHECKING:
         identify,
         metadata_fingerprint,
     )
-    from .parse import parse_feed
-    from .pipeline import parse_files, run_fetch
-    from .report import RunReport, SourceReport
-    from .rows import NORMALIZER_VERSION, ParsedEntry, ParsedFeed
-    from .store import SourceState, Store, StoredEntry, StoredVersion
-    from .store.reading import entry_history, export_entries, list_entries, lookup
+    from signal_feeds.parse.feed import parse_feed
+    from signal_feeds.parse.rows import NORMALIZER_VERSION, ParsedEntry, ParsedFeed
+    from signal_feeds.records import SourceState, StoredEntry, StoredVersion
+    from signal_feeds.run.pipeline import parse_files, run_fetch
+    from signal_feeds.run.report import RunReport, SourceReport
+    from signal_feeds.store import Store
+    from signal_feeds.store.reading import entry_history, export_entries, list_entries, lookup

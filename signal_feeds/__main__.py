@@ -1,5 +1,5 @@
 """``python -m signal_feeds`` is the ``signal`` command."""
 
-from .cli import main
+from signal_feeds.cli import main
 
 main()

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from signal_feeds.config import Config, Settings, Source
-from signal_feeds.teaching_server import TeachingServer, fixtures_dir
+from signal_feeds.config.source_list import Config, Settings, Source
+from signal_feeds.demo.teaching_server import TeachingServer, fixtures_dir
 
 FIXTURES = fixtures_dir()
 TABLES = ("sources", "entries", "entry_versions", "fetches")

@@ -11,8 +11,8 @@ from click.testing import CliRunner
 from conftest import FIXTURES
 
 from signal_feeds import digest
-from signal_feeds.cli import cli
-from signal_feeds.teaching_server import TeachingServer
+from signal_feeds.cli.commands import cli
+from signal_feeds.demo.teaching_server import TeachingServer
 
 REPORT_KEYS = {"source", "status", "http_status", "created", "updated", "unchanged",
                "skipped", "error"}

@@ -15,7 +15,7 @@ import pytest
 from conftest import FIXTURES, make_config
 
 from signal_feeds import run_fetch
-from signal_feeds.teaching_server import TeachingServer
+from signal_feeds.demo.teaching_server import TeachingServer
 
 FEED = (FIXTURES / "demo-rss.xml").read_bytes()
 

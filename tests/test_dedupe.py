@@ -17,7 +17,9 @@ from click.testing import CliRunner
 from conftest import make_config
 
 from signal_feeds import Store, digest, run_fetch
-from signal_feeds.cli import cli
+from signal_feeds.cli.commands import cli
+from signal_feeds.demo.teaching_server import TeachingServer
+from signal_feeds.parse.processes import ParserPool
 from signal_feeds.store import _V2_INDEXES, SCHEMA_VERSION
 from signal_feeds.store.dedupe import (
     POSTED_TOKENS,
@@ -37,8 +39,6 @@ from signal_feeds.store.dedupe import (
     titles_match,
     unpack_tokens,
 )
-from signal_feeds.teaching_server import TeachingServer
-from signal_feeds.workers import ParserPool
 
 STORY = ("Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor "
          "incididunt ut labore et dolore magna aliqua.")
@@ -492,7 +492,7 @@ def test_marking_on_write_always_equals_a_full_recompute(tmp_path: Path) -> None
     # through the store; after each one, recomputing everything must change nothing.
     import datetime as dt
 
-    from signal_feeds.identity import EntryRow
+    from signal_feeds.identity.keys import EntryRow
     from signal_feeds.store import FetchRecord, SourceState
 
     rng = random.Random(11)
@@ -526,8 +526,8 @@ def test_marking_on_write_always_equals_a_full_recompute(tmp_path: Path) -> None
 def test_parser_workers_send_the_same_match_keys_the_store_computes() -> None:
     from dataclasses import replace
 
+    from signal_feeds.parse.processes import ParseJob, parse_job
     from signal_feeds.store.dedupe import match_keys
-    from signal_feeds.workers import ParseJob, parse_job
 
     body = rss({"guid": "a", "title": "A headline long enough to match on",
                 "link": "https://www.pub.example/a/?utm_source=rss", "description": STORY})

@@ -16,12 +16,12 @@ from _hostile import item, rows, rss, write_config
 from click.testing import CliRunner
 from conftest import FIXTURES, Clock, dump, make_config
 
-import signal_feeds.pipeline
+import signal_feeds.run.pipeline
 import signal_feeds.store
 from signal_feeds import Store, run_fetch
-from signal_feeds.cli import cli
-from signal_feeds.teaching_server import TeachingServer
-from signal_feeds.workers import ParseJob, ParseOutcome, ParserPool, parse_job
+from signal_feeds.cli.commands import cli
+from signal_feeds.demo.teaching_server import TeachingServer
+from signal_feeds.parse.processes import ParseJob, ParseOutcome, ParserPool, parse_job
 
 
 class InlineParser:
@@ -128,7 +128,7 @@ def test_a_fault_at_every_step_of_storing_leaves_the_database_as_before(
     with sqlite3.connect(db_path) as src, sqlite3.connect(copy) as dst:
         src.backup(dst)
     recorder = Plan()
-    monkeypatch.setattr(signal_feeds.pipeline, "Store", faulty_store(recorder))
+    monkeypatch.setattr(signal_feeds.run.pipeline, "Store", faulty_store(recorder))
     dry = run_fetch(config, database=copy, clock=clock, force=True, parser=InlineParser())
     assert dry.get("demo-rss").status == "fetched"
     points = [(i, kind) for i, kind, _ in recorder.points]
@@ -156,7 +156,7 @@ def test_a_fault_at_every_step_of_storing_leaves_the_database_as_before(
         src.backup(dst)
     for point in points:
         plan = Plan(fail_at=point)
-        monkeypatch.setattr(signal_feeds.pipeline, "Store", faulty_store(plan))
+        monkeypatch.setattr(signal_feeds.run.pipeline, "Store", faulty_store(plan))
         report = run_fetch(config, clock=clock, force=True, parser=InlineParser())
         rep = report.get("demo-rss")
         assert plan.fired, point
@@ -170,7 +170,7 @@ def test_a_fault_at_every_step_of_storing_leaves_the_database_as_before(
     assert len(tolerated) < len(points)
 
     # The next run does the work the failed ones could not.
-    monkeypatch.setattr(signal_feeds.pipeline, "Store", Store)
+    monkeypatch.setattr(signal_feeds.run.pipeline, "Store", Store)
     clock.advance(60)
     report = run_fetch(config, clock=clock, force=True, parser=InlineParser())
     rep = report.get("demo-rss")
@@ -183,8 +183,8 @@ def test_a_fault_at_every_step_of_storing_leaves_the_database_as_before(
 def test_a_failed_commit_leaves_no_transaction_open(db_path: Path) -> None:
     """A COMMIT that fails (disk full, I/O error) must not leave the connection inside
     a transaction: the next response on the same store would fail to begin."""
-    from signal_feeds.identity import identify
-    from signal_feeds.parse import parse_feed
+    from signal_feeds.identity.keys import identify
+    from signal_feeds.parse.feed import parse_feed
     from signal_feeds.store import FetchRecord, SourceState
 
     body = (FIXTURES / "demo-rss.xml").read_bytes()
@@ -228,13 +228,13 @@ def test_disk_full_while_storing_is_reported_and_the_next_run_recovers(
             finally:
                 self._conn = real
 
-    monkeypatch.setattr(signal_feeds.pipeline, "Store", FullDisk)
+    monkeypatch.setattr(signal_feeds.run.pipeline, "Store", FullDisk)
     report = run_fetch(config, force=True, parser=InlineParser())
     for rep in report.sources:
         assert rep.status == "failed"
         assert rep.error == "cannot store response: database or disk is full"
     assert rows(db_path, "SELECT count(*) FROM entries") == [(0,)]
-    monkeypatch.setattr(signal_feeds.pipeline, "Store", Store)
+    monkeypatch.setattr(signal_feeds.run.pipeline, "Store", Store)
     report = run_fetch(config, force=True, parser=InlineParser())
     assert [r.created for r in report.sources] == [3, 2]
 

@@ -18,7 +18,7 @@ from _hostile import RSS_LIMIT, CliRun, rows, run_cli_fetch, write_config
 from conftest import make_config
 
 from signal_feeds import run_fetch
-from signal_feeds.teaching_server import TeachingServer, fixtures_dir
+from signal_feeds.demo.teaching_server import TeachingServer, fixtures_dir
 
 CAP = 2_000_000
 DEADLINE = 3.0

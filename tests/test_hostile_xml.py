@@ -16,8 +16,8 @@ import pytest
 from _hostile import RSS_LIMIT, CliRun, item, rows, rss, run_cli_fetch, write_config
 
 from signal_feeds import parse_feed
-from signal_feeds.parse import DEFAULT_MAX_ENTRIES, defuse
-from signal_feeds.teaching_server import TeachingServer
+from signal_feeds.demo.teaching_server import TeachingServer
+from signal_feeds.parse.feed import DEFAULT_MAX_ENTRIES, defuse
 
 SECRET = "signal-secret-marker-7f3a"
 ATOM = '<?xml version="1.0" encoding="utf-8"?>\n<feed xmlns="http://www.w3.org/2005/Atom">'

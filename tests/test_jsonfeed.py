@@ -12,9 +12,9 @@ import pytest
 from conftest import make_config
 
 from signal_feeds import ParseError, digest, parse_feed, run_fetch
-from signal_feeds.parse import ParsedEntry
-from signal_feeds.teaching_server import TeachingServer
-from signal_feeds.workers import ParserPool
+from signal_feeds.demo.teaching_server import TeachingServer
+from signal_feeds.parse.feed import ParsedEntry
+from signal_feeds.parse.processes import ParserPool
 
 RSS = b"""<?xml version="1.0" encoding="utf-8"?>
 <rss version="2.0"><channel><title>Same story</title><link>https://example.org/</link>

@@ -11,8 +11,8 @@ import pytest
 from click.testing import CliRunner
 
 from signal_feeds import ConfigError, load_config
-from signal_feeds.cli import cli
-from signal_feeds.opml import import_opml, parse_opml, slugify
+from signal_feeds.cli.commands import cli
+from signal_feeds.config.opml import import_opml, parse_opml, slugify
 
 EXISTING = """# Reviewed by ana, 2026-11.
 [settings]

@@ -7,7 +7,7 @@ from pathlib import Path
 from conftest import FIXTURES, Clock, dump, make_config
 
 from signal_feeds import Store, digest, run_fetch
-from signal_feeds.teaching_server import TeachingServer
+from signal_feeds.demo.teaching_server import TeachingServer
 
 
 def demo_config(server: TeachingServer, db: Path):  # type: ignore[no-untyped-def]

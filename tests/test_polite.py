@@ -11,8 +11,8 @@ from conftest import Clock, make_config
 from test_cli import write_config
 
 from signal_feeds import Store, run_fetch
-from signal_feeds.cli import cli
-from signal_feeds.teaching_server import ScriptedResponse, TeachingServer
+from signal_feeds.cli.commands import cli
+from signal_feeds.demo.teaching_server import ScriptedResponse, TeachingServer
 
 DEMO_HEADERS = (("Content-Type", "application/rss+xml; charset=utf-8"),)
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from conftest import dump
 from test_cli import write_config
 
-from signal_feeds.teaching_server import TeachingServer
+from signal_feeds.demo.teaching_server import TeachingServer
 
 KILLER = textwrap.dedent("""
     import os, signal, sys

@@ -15,8 +15,10 @@ from click.testing import CliRunner, Result
 from conftest import Clock, make_config
 
 from signal_feeds import Store, digest, run_fetch
-from signal_feeds.cli import cli
-from signal_feeds.opml import parse_opml
+from signal_feeds.cli.commands import cli
+from signal_feeds.config.opml import parse_opml
+from signal_feeds.demo.teaching_server import TeachingServer
+from signal_feeds.parse.processes import ParserPool
 from signal_feeds.store.reading import (
     entry_history,
     entry_urn,
@@ -25,8 +27,6 @@ from signal_feeds.store.reading import (
     lookup,
     resolve_key,
 )
-from signal_feeds.teaching_server import TeachingServer
-from signal_feeds.workers import ParserPool
 
 STORY = ("Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor "
          "incididunt ut labore et dolore magna aliqua.")

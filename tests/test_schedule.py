@@ -6,7 +6,7 @@ import datetime as dt
 
 import pytest
 
-from signal_feeds.schedule import (
+from signal_feeds.decide.schedule import (
     DEFAULT_BACKOFF_CAP,
     check_due,
     freshness_lifetime,

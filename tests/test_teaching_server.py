@@ -18,7 +18,7 @@ import httpx
 import pytest
 from conftest import FIXTURES
 
-from signal_feeds.teaching_server import RequestRecord, ScriptedResponse, TeachingServer
+from signal_feeds.demo.teaching_server import RequestRecord, ScriptedResponse, TeachingServer
 
 
 @pytest.fixture
@@ -458,7 +458,7 @@ def test_stop_ends_slow_requests_and_open_connections() -> None:
 def test_command_line_prints_the_base_url(tmp_path: Path) -> None:
     (tmp_path / "one.xml").write_bytes(b"<rss/>")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "signal_feeds.teaching_server", "--fixtures", str(tmp_path),
+        [sys.executable, "-m", "signal_feeds.demo.teaching_server", "--fixtures", str(tmp_path),
          "--quiet"],
         stdout=subprocess.PIPE,
         text=True,

@@ -6,7 +6,7 @@ import pytest
 from conftest import FIXTURES
 
 from signal_feeds import ContradictionError, ParsedEntry, digest, entry_key, identify, parse_feed
-from signal_feeds.identity import classify_change, metadata_fingerprint
+from signal_feeds.identity.keys import classify_change, metadata_fingerprint
 from signal_feeds.urls import normalize_link
 
 
@@ -154,7 +154,7 @@ def test_the_worker_speedups_change_no_field(monkeypatch: pytest.MonkeyPatch) ->
     import feedparser.mixin
     import feedparser.util
 
-    from signal_feeds._speedups import tune_feedparser
+    from signal_feeds.parse._speedups import tune_feedparser
 
     bodies = [p.read_bytes() for p in sorted(FIXTURES.rglob("*.xml"))]
     bodies += [_escaped_html_feed(), _mixed_scripts_feed()]
@@ -167,7 +167,7 @@ def test_the_worker_speedups_change_no_field(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setattr(feedparser.util.FeedParserDict, "get", feedparser.util.FeedParserDict.get)
     tune_feedparser()
     tune_feedparser()  # idempotent
-    assert feedparser.api.PREFERRED_XML_PARSERS.count("signal_feeds._sax") == 1
+    assert feedparser.api.PREFERRED_XML_PARSERS.count("signal_feeds.parse._sax") == 1
     tuned = [parse_feed(b, allow_http_links=True) for b in bodies]
     assert tuned == plain
     # feedparser's own result too, every key in its order (repr shows both).

@@ -16,8 +16,8 @@ from conftest import dump
 
 from signal_feeds import Store
 from signal_feeds.errors import StoreError
+from signal_feeds.run.writer import StoreWriter
 from signal_feeds.store import FetchRecord, SourceState
-from signal_feeds.writer import StoreWriter
 
 NOW = dt.datetime(2026, 3, 1, tzinfo=dt.UTC)
 
@@ -129,7 +129,7 @@ def test_a_failed_commit_fails_every_write_of_the_batch(db_path: Path,
 
 
 def test_new_requests_wait_while_downloaded_bodies_pile_up() -> None:
-    from signal_feeds.pipeline import _Backlog
+    from signal_feeds.run.pipeline import _Backlog
 
     async def admitted_after(backlog: _Backlog, unblock: Callable[[], None]) -> bool:
         task = asyncio.ensure_future(backlog.admit())

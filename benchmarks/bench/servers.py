@@ -179,10 +179,10 @@ class NginxServer:
 class TeachingFeedServer:
     """The project's teaching server, used when nginx is not installed."""
 
-    description = "signal_feeds.teaching_server.TeachingServer (fallback: nginx not found)"
+    description = "signal_feeds.demo.teaching_server.TeachingServer (fallback: nginx not found)"
 
     def __init__(self, directory: Path) -> None:
-        from signal_feeds.teaching_server import TeachingServer
+        from signal_feeds.demo.teaching_server import TeachingServer
 
         # Loaded from an empty folder: the corpus is put() explicitly (and can be switched).
         self._empty = directory.parent / "teaching-empty"

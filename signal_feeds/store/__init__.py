@@ -21,14 +21,21 @@ import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
-from ..errors import StoreError
-from ..identity import EntryRow, Outcome, classify_change
-from ..timeutil import format_time, parse_time
-from . import dedupe
+from signal_feeds.errors import StoreError
+from signal_feeds.identity.keys import EntryRow, Outcome, classify_change
+from signal_feeds.records import (
+    ApplyCounts,
+    FetchRecord,
+    SourceState,
+    StoredEntry,
+    StoredVersion,
+)
+from signal_feeds.store import dedupe
+from signal_feeds.timeutil import format_time, parse_time
 
 __all__ = [
     "DEFAULT_BUSY_TIMEOUT",
@@ -57,105 +64,6 @@ class _Stored:
     seq: int | None
 
 log = logging.getLogger("signal_feeds")
-
-
-@dataclass(frozen=True)
-class SourceState:
-    """What Signal remembers about one source between runs."""
-
-    source_id: str
-    url: str
-    #: Where requests go now: ``url``, or the target of a permanent redirect.
-    fetch_url: str = ""
-    etag: str = ""
-    last_modified: str = ""
-    #: SHA-256 of the last stored body, and the normalizer version that parsed it.
-    body_digest: str = ""
-    body_normalizer_version: int = 0
-    #: Entries (with a key) in that body: what a byte-identical body counts as unchanged.
-    body_entries: int = 0
-    #: The feed's own ``<ttl>`` in seconds, remembered for 304s (which carry no body).
-    ttl_seconds: int | None = None
-    status: str = "new"
-    http_status: int | None = None
-    last_fetch_at: dt.datetime | None = None
-    last_success_at: dt.datetime | None = None
-    next_due_at: dt.datetime | None = None
-    retry_after: dt.datetime | None = None
-    error_count: int = 0
-    last_error: str = ""
-    moved_to: str = ""
-    gone: bool = False
-
-    @property
-    def request_url(self) -> str:
-        """The URL the next request goes to."""
-        return self.fetch_url or self.url
-
-
-@dataclass(frozen=True)
-class FetchRecord:
-    """One row of the ``fetches`` table: what one request did."""
-
-    source_id: str
-    started_at: dt.datetime
-    url: str
-    outcome: str
-    http_status: int | None = None
-    created: int = 0
-    updated: int = 0
-    unchanged: int = 0
-    skipped: int = 0
-    error: str = ""
-    duration_ms: float = 0.0
-    bytes: int = 0
-
-
-@dataclass(frozen=True)
-class ApplyCounts:
-    """How many entries of one response were created, updated or unchanged."""
-
-    created: int = 0
-    updated: int = 0
-    unchanged: int = 0
-    keys: dict[str, Outcome] = field(default_factory=dict, compare=False, repr=False)
-
-
-@dataclass(frozen=True)
-class StoredEntry:
-    """An entry as stored."""
-
-    key: str
-    source_id: str
-    remote_id: str
-    url: str
-    title: str
-    published: str
-    updated: str
-    author: str
-    summary: str
-    content: str
-    fingerprint: str
-    content_fingerprint: str
-    first_seen_at: str
-    last_seen_at: str
-    normalizer_version: int
-
-
-@dataclass(frozen=True)
-class StoredVersion:
-    """One version (fingerprint) an entry has had."""
-
-    key: str
-    fingerprint: str
-    content_fingerprint: str
-    title: str
-    url: str
-    published: str
-    updated: str
-    first_seen_at: str
-    last_seen_at: str
-    normalizer_version: int
 
 
 _ENTRY_COLUMNS = ("id", "source_id", "remote_id", "url", "title", "published", "updated",

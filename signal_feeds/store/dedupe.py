@@ -39,10 +39,10 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
-from ..timeutil import parse_time
+from signal_feeds.timeutil import parse_time
 
 if TYPE_CHECKING:
-    from . import Store
+    from signal_feeds.store import Store
 
 __all__ = [
     "CHANNELS",

@@ -27,12 +27,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from .. import __version__
-from ..errors import SignalError, StoreError
-from ..timeutil import format_time, utcnow
-from ..urls import normalize_link
-from . import ENTRY_ORDER_EXPR, Store, StoredVersion
-from .dedupe import CHANNELS, match_url
+from signal_feeds import __version__
+from signal_feeds.errors import SignalError, StoreError
+from signal_feeds.store import ENTRY_ORDER_EXPR, Store, StoredVersion
+from signal_feeds.store.dedupe import CHANNELS, match_url
+from signal_feeds.timeutil import format_time, utcnow
+from signal_feeds.urls import normalize_link
 
 __all__ = [
     "ATOM_NS",

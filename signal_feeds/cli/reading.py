@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from ._cli_common import (
+from signal_feeds.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
     config_option,
@@ -20,17 +20,17 @@ from ._cli_common import (
     fail,
     json_option,
 )
-from .config import load_config
-from .errors import ConfigError, SignalError
+from signal_feeds.config.source_list import load_config
+from signal_feeds.errors import ConfigError, SignalError
 
 if TYPE_CHECKING:  # the store (and through it the parser) loads only when a command runs
-    from .store import Store
+    from signal_feeds.store import Store
 
 __all__ = ["dedupe", "entries", "export", "history", "import_opml", "lookup"]
 
 def _open_store(config_path: str, db_path: str | None) -> Store:
     """The database to read: ``--db``, else the config's; never created by a read."""
-    from .store import Store
+    from signal_feeds.store import Store
 
     path = Path(db_path) if db_path is not None else load_config(config_path).settings.database
     if not path.exists():
@@ -81,7 +81,7 @@ def _selection_options(func: Any) -> Any:
 def entries(config_path: str, db_path: str | None, source_id: str | None, since: str | None,
             include_duplicates: bool, limit: int, as_json: bool) -> None:
     """List entries, newest first, one per story unless --all."""
-    from .store.reading import list_entries
+    from signal_feeds.store.reading import list_entries
 
     when = _since(since)
     try:
@@ -104,7 +104,7 @@ def entries(config_path: str, db_path: str | None, source_id: str | None, since:
 @json_option
 def history(key: str, config_path: str, db_path: str | None, as_json: bool) -> None:
     """Every version of an entry (KEY or a unique prefix of it), with when it was seen."""
-    from .store.reading import entry_history
+    from signal_feeds.store.reading import entry_history
 
     try:
         with _open_store(config_path, db_path) as store:
@@ -131,7 +131,7 @@ def history(key: str, config_path: str, db_path: str | None, as_json: bool) -> N
 @json_option
 def lookup(url: str, config_path: str, db_path: str | None, as_json: bool) -> None:
     """Do we know this link? Answers with the canonical entry of the story."""
-    from .store.reading import lookup as lookup_url
+    from signal_feeds.store.reading import lookup as lookup_url
 
     try:
         with _open_store(config_path, db_path) as store:
@@ -165,12 +165,12 @@ def export(config_path: str, db_path: str | None, fmt: str, output: str,
            source_id: str | None, since: str | None, include_duplicates: bool,
            limit: int | None) -> None:
     """Export the entries (collapsed unless --all) as JSON or Atom, or the sources as OPML."""
-    from .store.reading import export_entries
+    from signal_feeds.store.reading import export_entries
 
     when = _since(since)
     try:
         if fmt == "opml":
-            from .opml import export_opml
+            from signal_feeds.config.opml import export_opml
 
             text = export_opml(load_config(config_path))
         else:
@@ -192,7 +192,7 @@ def export(config_path: str, db_path: str | None, fmt: str, output: str,
 @json_option
 def dedupe(config_path: str, db_path: str | None, as_json: bool) -> None:
     """Recompute every cross-source duplicate marker (idempotent; nothing is deleted)."""
-    from .store.dedupe import recompute
+    from signal_feeds.store.dedupe import recompute
 
     try:
         with _open_store(config_path, db_path) as store:
@@ -214,7 +214,7 @@ def dedupe(config_path: str, db_path: str | None, as_json: bool) -> None:
 @json_option
 def import_opml(file: str, config_path: str, dry_run: bool, as_json: bool) -> None:
     """Add the feeds of an OPML file to the source list (same checks as by hand)."""
-    from .opml import import_opml as run_import
+    from signal_feeds.config.opml import import_opml as run_import
 
     try:
         report = run_import(config_path, Path(file).read_bytes(), opml_name=Path(file).name,

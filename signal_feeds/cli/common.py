@@ -6,8 +6,8 @@ from typing import NoReturn
 
 import click
 
-from .config import DEFAULT_CONFIG_PATH
-from .errors import ConfigError, SignalError
+from signal_feeds.config.source_list import DEFAULT_CONFIG_PATH
+from signal_feeds.errors import ConfigError, SignalError
 
 #: 0 ok, 1 some source (or the lookup) failed, 2 usage or configuration error.
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2

@@ -14,9 +14,15 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from .errors import ParseError
-from .parse import DEFAULT_FIELD_LIMITS, ParsedEntry, ParsedFeed, _as_html, _Limiter
-from .urls import normalize_link
+from signal_feeds.errors import ParseError
+from signal_feeds.parse.feed import (
+    DEFAULT_FIELD_LIMITS,
+    ParsedEntry,
+    ParsedFeed,
+    _as_html,
+    _Limiter,
+)
+from signal_feeds.urls import normalize_link
 
 __all__ = ["JSON_FEED_VERSIONS", "parse_jsonfeed"]
 

@@ -12,12 +12,12 @@ import sqlite3
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from .config import Config, Settings, Source
-from .errors import StoreError
-from .pipeline import run_fetch
-from .report import RunReport
-from .store import Store
-from .teaching_server import TeachingServer, fixtures_dir
+from signal_feeds.config.source_list import Config, Settings, Source
+from signal_feeds.demo.teaching_server import TeachingServer, fixtures_dir
+from signal_feeds.errors import StoreError
+from signal_feeds.run.pipeline import run_fetch
+from signal_feeds.run.report import RunReport
+from signal_feeds.store import Store
 
 __all__ = ["DEFAULT_DEMO_DATABASE", "run_demo"]
 

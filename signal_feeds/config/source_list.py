@@ -26,9 +26,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from . import __version__
-from .errors import ConfigError
-from .urls import UrlRejected, canonical_source_url
+from signal_feeds import __version__
+from signal_feeds.errors import ConfigError
+from signal_feeds.urls import UrlRejected, canonical_source_url
 
 __all__ = [
     "DEFAULT_CONCURRENCY",

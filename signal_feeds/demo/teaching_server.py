@@ -5,7 +5,7 @@ It serves the fixture feeds under ``/feeds/`` with strong ETags, Last-Modified a
 gzip bombs, arbitrary statuses with Retry-After, redirects, flaky 5xx, validator variants,
 malformed bodies, aborted connections). Tests use it as a real server on 127.0.0.1.
 
-Run it by hand with ``python -m signal_feeds.teaching_server [--port P] [--fixtures DIR]``.
+Run it by hand with ``python -m signal_feeds.demo.teaching_server [--port P] [--fixtures DIR]``.
 """
 
 from __future__ import annotations
@@ -84,10 +84,10 @@ _NO_BODY_STATUSES = frozenset({204, 304})
 
 def fixtures_dir() -> Path:
     """Where the fixture feeds are: the wheel's ``_fixtures`` or the checkout's ``fixtures``."""
-    packaged = Path(__file__).parent / "_fixtures"
+    packaged = Path(__file__).resolve().parent.parent / "_fixtures"
     if packaged.is_dir():
         return packaged
-    return Path(__file__).resolve().parent.parent / "fixtures"
+    return Path(__file__).resolve().parents[2] / "fixtures"
 
 
 _default_fixtures_dir = fixtures_dir
@@ -1083,9 +1083,9 @@ class TeachingServer:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m signal_feeds.teaching_server``: serve until Ctrl-C."""
+    """``python -m signal_feeds.demo.teaching_server``: serve until Ctrl-C."""
     parser = argparse.ArgumentParser(
-        prog="python -m signal_feeds.teaching_server",
+        prog="python -m signal_feeds.demo.teaching_server",
         description="Serve Signal's demo feeds and HTTP scenarios on 127.0.0.1.",
     )
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")

@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .config import Config
-from .errors import ConfigError
-from .store import Store
-from .timeutil import format_time, utcnow
+from signal_feeds.config.source_list import Config
+from signal_feeds.errors import ConfigError
+from signal_feeds.store import Store
+from signal_feeds.timeutil import format_time, utcnow
 
 __all__ = ["reset_source", "source_table"]
 

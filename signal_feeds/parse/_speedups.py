@@ -49,8 +49,8 @@ def _deepcopy(value: Any) -> Any:
 def tune_feedparser() -> None:
     """Install the changes below (idempotent)."""
     # Same fields, fewer callbacks: see signal_feeds/_sax.py.
-    if "signal_feeds._sax" not in feedparser.api.PREFERRED_XML_PARSERS:
-        feedparser.api.PREFERRED_XML_PARSERS.insert(0, "signal_feeds._sax")
+    if "signal_feeds.parse._sax" not in feedparser.api.PREFERRED_XML_PARSERS:
+        feedparser.api.PREFERRED_XML_PARSERS.insert(0, "signal_feeds.parse._sax")
     # feedparser runs str.translate(_cp1252) on every element's text, to map C1 control
     # characters to what Windows-1252 means by them. The table has 27 entries; every
     # other character misses it, and a miss raises (and clears) a KeyError inside

@@ -18,9 +18,15 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from urllib.parse import SplitResult, quote, urljoin, urlsplit
 
-from .config import Settings
-from .connections import Connection, ConnectionPool, HTTPError, Origin, ResponseHead
-from .errors import FetchError
+from signal_feeds.config.source_list import Settings
+from signal_feeds.errors import FetchError
+from signal_feeds.http.connections import (
+    Connection,
+    ConnectionPool,
+    HTTPError,
+    Origin,
+    ResponseHead,
+)
 
 __all__ = ["FetchLimits", "FetchResponse", "Resolver", "fetch", "is_private_address"]
 

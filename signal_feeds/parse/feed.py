@@ -17,9 +17,9 @@ from typing import Any
 import feedparser
 import nh3
 
-from .errors import ParseError
-from .rows import NORMALIZER_VERSION, ParsedEntry, ParsedFeed
-from .urls import normalize_link
+from signal_feeds.errors import ParseError
+from signal_feeds.parse.rows import NORMALIZER_VERSION, ParsedEntry, ParsedFeed
+from signal_feeds.urls import normalize_link
 
 __all__ = [
     "DEFAULT_FIELD_LIMITS",
@@ -297,7 +297,7 @@ def parse_feed(
     if not body.strip():
         raise ParseError("empty body: no feed to parse", source_id=source_id)
     if _is_json(body, content_type):
-        from .jsonfeed import parse_jsonfeed  # feedparser does not read JSON Feed
+        from signal_feeds.parse.jsonfeed import parse_jsonfeed  # feedparser does not read JSON Feed
 
         return parse_jsonfeed(body, source_id=source_id, url=url,
                               allow_http_links=allow_http_links, field_limits=field_limits)

@@ -20,8 +20,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import IO, TYPE_CHECKING, Any
 
-from .errors import ContradictionError, SignalError
-from .store.dedupe import MatchKeys, match_keys
+from signal_feeds.errors import ContradictionError, SignalError
+from signal_feeds.store.dedupe import MatchKeys, match_keys
 
 if TYPE_CHECKING:  # the parser processes import this module: keep asyncio out of them
     from concurrent.futures import ThreadPoolExecutor
@@ -68,8 +68,8 @@ class ParseOutcome:
 
 def parse_job(job: ParseJob) -> ParseOutcome:
     """Parse and identify one body (runs in a worker, or inline)."""
-    from .identity import identify
-    from .parse import parse_feed
+    from signal_feeds.identity.keys import identify
+    from signal_feeds.parse.feed import parse_feed
 
     try:
         feed = parse_feed(job.body, source_id=job.source_id, url=job.url,
@@ -163,13 +163,13 @@ WORKER_START_TIMEOUT = 60.0
 
 
 def serve(memory: int) -> None:
-    """The worker loop (``python -m signal_feeds._parse_worker MEMORY``): jobs in on stdin,
+    """The worker loop (``python -m signal_feeds.parse._worker_main MEMORY``): jobs in on stdin,
     outcomes out on stdout, until stdin closes."""
     _limit_self(memory)
     # Import the parser before saying "ready": a document's time limit must not be
     # spent starting Python and importing feedparser (seconds on a busy machine).
-    from . import identity, parse  # noqa: F401
-    from ._speedups import tune_feedparser
+    from signal_feeds.parse import feed as parse  # noqa: F401
+    from signal_feeds.parse._speedups import tune_feedparser
 
     tune_feedparser()
 
@@ -189,7 +189,7 @@ class _Worker:
 
     def __init__(self, memory: int) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "signal_feeds._parse_worker", str(memory)],
+            [sys.executable, "-m", "signal_feeds.parse._worker_main", str(memory)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         self.killed = False
         self.ready = False

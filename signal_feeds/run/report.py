@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from .timeutil import format_time
+from signal_feeds.timeutil import format_time
 
 __all__ = ["FAILING_STATUSES", "RunReport", "SourceReport", "SourceStatus"]
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from ._cli_common import (
+from signal_feeds.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
     config_option,
@@ -19,8 +19,8 @@ from ._cli_common import (
     fail,
     json_option,
 )
-from .config import load_config
-from .errors import SignalError
+from signal_feeds.config.source_list import load_config
+from signal_feeds.errors import SignalError
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -58,7 +58,7 @@ class _ProgressLine:
 def fetch(config_path: str, db_path: str | None, source_ids: tuple[str, ...], force: bool,
           as_json: bool) -> None:
     """Fetch the due sources and store their entries."""
-    from .pipeline import run_fetch
+    from signal_feeds.run.pipeline import run_fetch
 
     progress = _ProgressLine() if not as_json and sys.stderr.isatty() else None
     try:
@@ -84,7 +84,7 @@ def fetch(config_path: str, db_path: str | None, source_ids: tuple[str, ...], fo
               help="Source id used for the keys.")
 def parse(files: tuple[str, ...], source_id: str) -> None:
     """Dry run: parse local feed files, print one JSON line per file."""
-    from .pipeline import parse_files
+    from signal_feeds.run.pipeline import parse_files
 
     failed = False
     for result in parse_files([Path(f) for f in files], source_id=source_id):
@@ -98,7 +98,7 @@ def parse(files: tuple[str, ...], source_id: str) -> None:
               type=click.Path(dir_okay=False), help="Where to write the demo database.")
 def demo(db_path: str) -> None:
     """Fetch the embedded demo feeds from a local teaching server, twice."""
-    from .demo import run_demo
+    from signal_feeds.demo.walkthrough import run_demo
 
     try:
         run_demo(db_path, echo=click.echo)
@@ -116,7 +116,7 @@ def demo(db_path: str) -> None:
 def sources(ctx: click.Context, config_path: str, db_path: str | None, reset_id: str | None,
             as_json: bool) -> None:
     """Show the sources and their polling state (or run a subcommand)."""
-    from .status import reset_source, source_table
+    from signal_feeds.run.source_status import reset_source, source_table
 
     if ctx.invoked_subcommand is not None:
         return
@@ -148,7 +148,7 @@ def main() -> None:
 
 
 # The reading commands live in reading_cli (issue 7).
-from .reading_cli import dedupe, entries, export, history, import_opml, lookup  # noqa: E402
+from signal_feeds.cli.reading import dedupe, entries, export, history, import_opml, lookup  # noqa: E402
 
 for _command in (entries, history, lookup, export, dedupe):
     cli.add_command(_command)

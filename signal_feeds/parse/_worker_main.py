@@ -1,4 +1,4 @@
-"""Entry point of a parser process: ``python -m signal_feeds._parse_worker MEMORY``.
+"""Entry point of a parser process: ``python -m signal_feeds.parse._worker_main MEMORY``.
 
 Kept apart from :mod:`signal_feeds.workers` so that the classes crossing the pipe are
 pickled under their real module name, not ``__main__``.
@@ -6,6 +6,6 @@ pickled under their real module name, not ``__main__``.
 
 import sys
 
-from signal_feeds.workers import DEFAULT_PARSE_MEMORY, serve
+from signal_feeds.parse.processes import DEFAULT_PARSE_MEMORY, serve
 
 serve(int(sys.argv[1]) if len(sys.argv) > 1 else DEFAULT_PARSE_MEMORY)

@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from .config import Config, parse_config
-from .errors import ConfigError
-from .urls import UrlRejected, canonical_source_url
+from signal_feeds.config.source_list import Config, parse_config
+from signal_feeds.errors import ConfigError
+from signal_feeds.urls import UrlRejected, canonical_source_url
 
 __all__ = [
     "DEFAULT_MAX_OPML_BYTES",

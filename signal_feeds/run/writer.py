@@ -18,8 +18,8 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from .errors import StoreError
-from .store import Store
+from signal_feeds.errors import StoreError
+from signal_feeds.store import Store
 
 __all__ = ["DEFAULT_COMMIT_WINDOW", "DEFAULT_MAX_BATCH", "StoreWriter"]
 

@@ -20,18 +20,19 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from .config import Config, Source
-from .connections import ConnectionPool
-from .errors import ConfigError, FetchError, SignalError, StoreError
-from .fetch import FetchLimits, FetchResponse, Resolver, fetch
-from .identity import Identified
-from .report import RunReport, SourceReport, SourceStatus
-from .rows import NORMALIZER_VERSION
-from .schedule import PollDecision, check_due, next_poll
-from .store import FetchRecord, SourceState, Store
-from .timeutil import format_time, utcnow
-from .workers import ParseJob, ParserPool
-from .writer import StoreWriter
+from signal_feeds.config.source_list import Config, Source
+from signal_feeds.decide.schedule import PollDecision, check_due, next_poll
+from signal_feeds.errors import ConfigError, FetchError, SignalError, StoreError
+from signal_feeds.http.connections import ConnectionPool
+from signal_feeds.http.fetch import FetchLimits, FetchResponse, Resolver, fetch
+from signal_feeds.identity.keys import Identified
+from signal_feeds.parse.processes import ParseJob, ParserPool
+from signal_feeds.parse.rows import NORMALIZER_VERSION
+from signal_feeds.records import FetchRecord, SourceState
+from signal_feeds.run.report import RunReport, SourceReport, SourceStatus
+from signal_feeds.run.writer import StoreWriter
+from signal_feeds.store import Store
+from signal_feeds.timeutil import format_time, utcnow
 
 __all__ = ["Progress", "parse_files", "run_fetch"]
 

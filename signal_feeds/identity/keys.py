@@ -17,8 +17,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
-from .errors import ContradictionError
-from .rows import NORMALIZER_VERSION, ParsedEntry
+from signal_feeds.errors import ContradictionError
+from signal_feeds.parse.rows import NORMALIZER_VERSION, ParsedEntry
 
 __all__ = [
     "EntryRow",

@@ -1,0 +1,1 @@
+"""The fixed source list: the TOML file, its validation, and OPML in and out."""

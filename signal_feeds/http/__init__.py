@@ -1,0 +1,1 @@
+"""Fetching: bounded conditional GET over httpx."""

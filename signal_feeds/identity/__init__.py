@@ -1,0 +1,1 @@
+"""Entry identity and match keys: pure functions over parsed rows."""

@@ -1,0 +1,1 @@
+"""Parse and normalize: feed bytes in, plain frozen rows out (never fetches, never stores)."""

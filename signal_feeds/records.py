@@ -1,0 +1,114 @@
+"""The frozen records the stages hand each other: what Signal remembers about a source,
+what one request did, and entries as stored.
+
+Plain data with no I/O, so that the pure decisions (:mod:`signal_feeds.decide`), the
+run and every store backend share one definition.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+
+from signal_feeds.identity.keys import Outcome
+
+__all__ = ["ApplyCounts", "FetchRecord", "SourceState", "StoredEntry", "StoredVersion"]
+
+
+@dataclass(frozen=True)
+class SourceState:
+    """What Signal remembers about one source between runs."""
+
+    source_id: str
+    url: str
+    #: Where requests go now: ``url``, or the target of a permanent redirect.
+    fetch_url: str = ""
+    etag: str = ""
+    last_modified: str = ""
+    #: SHA-256 of the last stored body, and the normalizer version that parsed it.
+    body_digest: str = ""
+    body_normalizer_version: int = 0
+    #: Entries (with a key) in that body: what a byte-identical body counts as unchanged.
+    body_entries: int = 0
+    #: The feed's own ``<ttl>`` in seconds, remembered for 304s (which carry no body).
+    ttl_seconds: int | None = None
+    status: str = "new"
+    http_status: int | None = None
+    last_fetch_at: dt.datetime | None = None
+    last_success_at: dt.datetime | None = None
+    next_due_at: dt.datetime | None = None
+    retry_after: dt.datetime | None = None
+    error_count: int = 0
+    last_error: str = ""
+    moved_to: str = ""
+    gone: bool = False
+
+    @property
+    def request_url(self) -> str:
+        """The URL the next request goes to."""
+        return self.fetch_url or self.url
+
+
+@dataclass(frozen=True)
+class FetchRecord:
+    """One row of the ``fetches`` table: what one request did."""
+
+    source_id: str
+    started_at: dt.datetime
+    url: str
+    outcome: str
+    http_status: int | None = None
+    created: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    skipped: int = 0
+    error: str = ""
+    duration_ms: float = 0.0
+    bytes: int = 0
+
+
+@dataclass(frozen=True)
+class ApplyCounts:
+    """How many entries of one response were created, updated or unchanged."""
+
+    created: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    keys: dict[str, Outcome] = field(default_factory=dict, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class StoredEntry:
+    """An entry as stored."""
+
+    key: str
+    source_id: str
+    remote_id: str
+    url: str
+    title: str
+    published: str
+    updated: str
+    author: str
+    summary: str
+    content: str
+    fingerprint: str
+    content_fingerprint: str
+    first_seen_at: str
+    last_seen_at: str
+    normalizer_version: int
+
+
+@dataclass(frozen=True)
+class StoredVersion:
+    """One version (fingerprint) an entry has had."""
+
+    key: str
+    fingerprint: str
+    content_fingerprint: str
+    title: str
+    url: str
+    published: str
+    updated: str
+    first_seen_at: str
+    last_seen_at: str
+    normalizer_version: int

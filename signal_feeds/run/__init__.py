@@ -1,0 +1,1 @@
+"""One run over the source list: the stages, the writer, the report."""
