@@ -1,7 +1,8 @@
 """A throwaway PostgreSQL cluster for the tests, and the pytest fixtures around it.
 
-`PostgresCluster` runs `initdb` + `pg_ctl` in a fresh folder under /tmp, on 127.0.0.1 and a
-free port, tuned for speed (no fsync) and never for safety: only tests use it.
+`PostgresCluster` runs `initdb` + `pg_ctl` in a fresh folder (/dev/shm or /tmp, see
+base_parent), on 127.0.0.1 and a free port, tuned for speed (no fsync) and never for
+safety: only tests use it.
 The fixtures `postgres_cluster` (session) and `postgres_url` (one fresh database per test)
 are registered through `pytest_plugins` in conftest.py.
 
