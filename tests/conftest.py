@@ -55,3 +55,7 @@ class Clock:
 
     def advance(self, seconds: float) -> None:
         self.now += dt.timedelta(seconds=seconds)
+
+
+# The throwaway PostgreSQL server and its fixtures (postgres_cluster, postgres_url).
+pytest_plugins = ["postgres_cluster"]
