@@ -31,7 +31,8 @@ BENCH_DIR = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH_DIR))
 
 from bench import corpus as corp  # noqa: E402
-from bench.scenarios import SCENARIOS, TITLES, Bench, Row, Settings, log  # noqa: E402
+from bench.common import Bench, Row, Settings, log  # noqa: E402
+from bench.scenarios import SCENARIOS, TITLES  # noqa: E402
 from bench.servers import FeedServer, NginxServer, TeachingFeedServer, nginx_path  # noqa: E402
 from bench.sides import (  # noqa: E402
     CheckFailed,
