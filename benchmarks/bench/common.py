@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import corpus as corp
+from .memory import TreeMemory
 from .servers import FeedServer
 from .sides import (
     CheckFailed,
@@ -185,11 +186,14 @@ class Series:
 
     seconds: list[float] = field(default_factory=list)
     rss_mb: list[float] = field(default_factory=list)
+    memory: list[TreeMemory] = field(default_factory=list)
     error: str | None = None
 
-    def add(self, seconds: float, rss_mb: float) -> None:
-        self.seconds.append(seconds)
-        self.rss_mb.append(rss_mb)
+    def add(self, measured: Measured) -> None:
+        self.seconds.append(measured.seconds)
+        self.rss_mb.append(measured.rss_mb)
+        if measured.memory is not None:
+            self.memory.append(measured.memory)
 
     @property
     def ok(self) -> bool:
@@ -203,6 +207,26 @@ class Series:
     def median_rss(self) -> float:
         return median(self.rss_mb)
 
+    def memory_info(self) -> str:
+        """The other memory figures of these runs (medians), for the notes."""
+        if not self.memory:
+            return "no /proc: ru_maxrss only"
+        m = self.memory
+
+        def med(attr: str) -> float:
+            return median([getattr(x, attr) for x in m])
+
+        text = (f"sampled sum {med('rss_peak'):.0f} MB, largest own peak (VmHWM) "
+                f"{med('hwm_max'):.0f} MB; own peaks summed {med('hwm_sum'):.0f} MB (an "
+                f"upper bound; the old figure); PSS {med('pss_peak'):.0f} MB (every "
+                f"{m[0].pss_every} samples); {max(x.processes for x in m)} processes, "
+                f"{med('missed'):.1f} MB of own peaks above their largest sample; "
+                f"{med('samples'):.0f} samples, sampler {med('sampler_cpu_s'):.2f} s CPU")
+        forked = max(x.forked_unexeced for x in m)
+        if forked:
+            text += f"; {forked} samples saw a forked, not yet exec'd process (left out)"
+        return text
+
 
 def _attempt(series: Series, run: Callable[[], Measured]) -> None:
     if series.error is not None:
@@ -213,7 +237,7 @@ def _attempt(series: Series, run: Callable[[], Measured]) -> None:
         series.error = str(exc)
         log(f"BROKEN: {exc}")
         return
-    series.add(measured.seconds, measured.rss_mb)
+    series.add(measured)
 
 
 def attempt_signal(series: Series, config: Path, check: Callable[[SignalRun], None]) -> None:

@@ -37,6 +37,7 @@ from .sides import (
     SignalRun,
     expect_reader,
     expect_signal,
+    memory_method,
     run_signal,
     write_signal_config,
 )
@@ -89,9 +90,14 @@ def cold(b: Bench) -> list[Row]:
             ratio_text, result = f"{ratio:.2f} ×", verdict(ratio >= 3.0)
     if sig.ok:
         notes.append(f"Signal {sig.median_s:.2f} s")
+    mem_notes = [memory_method()]
+    if sig.ok:
+        mem_notes.append(f"Signal: {sig.memory_info()}")
+    if best is not None:
+        mem_notes.append(f"reader{rdr_label(best[0])}: {best[1].memory_info()}")
     return [
         Row(name, sig_text, rdr_text, ratio_text, target, result, notes),
-        Row("   peak RSS of that run", sig_rss, rdr_rss, "—", "(info)", "n/a"),
+        Row("   peak RSS of that run", sig_rss, rdr_rss, "—", "(info)", "n/a", mem_notes),
     ]
 
 
@@ -319,8 +325,8 @@ def scale(b: Bench) -> list[Row]:
         Row(name_rss, f"{rss_full:.0f} MB vs {rss_empty:.0f} MB", "—",
             f"{rss_full - rss_empty:+.0f} MB (max {peak:.0f} MB)",
             "within 20 MB, < 150 MB", verdict(rss_ok),
-            ["peak RSS = sum of each process's own peak (VmHWM) over the run's process "
-             "tree, parser workers included"]),
+            [memory_method() + ", parser workers included",
+             f"full db: {full.memory_info()}", f"empty db: {empty.memory_info()}"]),
     ]
 
 
