@@ -1,4 +1,4 @@
-"""The six side-by-side scenarios (the smoke pass is in ``run.py``).
+"""The side-by-side scenarios (the smoke pass is in ``run.py``).
 
 Each scenario measures whole subprocess runs (see :mod:`bench.sides`), checks every run's
 counts so that a broken run cannot look fast, and returns rows for the results table.
@@ -45,14 +45,18 @@ from .sides import (
 __all__ = ["SCENARIOS", "TITLES"]
 
 
-# -- 1. cold ingest -------------------------------------------------------------------
+# -- 1. cold ingest, 1b. the same with short entries ----------------------------------
 
 
-def cold(b: Bench) -> list[Row]:
-    name = "1. cold ingest (empty db, all new)"
+def _feed_bytes(directory: Path) -> int:
+    return sum(f.stat().st_size for f in directory.glob("*.xml"))
+
+
+def _cold(b: Bench, name: str, show: Path, corpus: corp.Corpus) -> list[Row]:
+    """Cold ingest of the corpus the server shows from ``show`` into empty databases."""
     target = "Signal ≥ 3 × reader"
-    total, n = b.corpus.total_entries, b.corpus.feeds
-    b.server.show(b.base)
+    total, n = corpus.total_entries, corpus.feeds
+    assert corpus.slugs() == b.corpus.slugs()  # the URLs Bench hands out
     sig = Series()
     rdr = {w: Series() for w in READER_WORKERS}
 
@@ -63,31 +67,38 @@ def cold(b: Bench) -> list[Row]:
     def check_reader(r: ReaderRun) -> None:
         expect_reader(r, feeds=n, new=total, stored=total)
 
-    for i in range(b.s.runs):
-        log(f"{name}: run {i + 1}/{b.s.runs}")
-        d = b.fresh_dir("cold")
-        attempt_signal(sig, b.signal_config(d, d / "signal.db"), check_signal)
-        urls = b.urls_file(d)
-        for w, series in rdr.items():
-            attempt_reader(series, d / f"reader-w{w}.sqlite", urls, workers=w,
-                           all_feeds=False, check=check_reader)
+    b.server.show(show)
+    try:
+        for i in range(b.s.runs):
+            log(f"{name}: run {i + 1}/{b.s.runs}")
+            d = b.fresh_dir("cold-short" if corpus.short else "cold")
+            attempt_signal(sig, b.signal_config(d, d / "signal.db"), check_signal)
+            urls = b.urls_file(d)
+            for w, series in rdr.items():
+                attempt_reader(series, d / f"reader-w{w}.sqlite", urls, workers=w,
+                               all_feeds=False, check=check_reader)
+    finally:
+        b.server.show(b.base)
     best = best_reader(rdr)
     notes = error_notes(sig, list(rdr.values()))
     sig_text = fmt_rate(total / sig.median_s) if sig.ok else "broken"
     sig_rss = f"{sig.median_rss:.0f} MB" if sig.ok else "broken"
     rdr_text = rdr_rss = "broken"
     ratio_text, result = "—", "broken"
+    size = f"{total:,} entries in {n} feeds, {_feed_bytes(show) / 1e6:.1f} MB of feed documents"
     if best is not None:
         workers, rs = best
         rdr_text = fmt_rate(total / rs.median_s) + rdr_label(workers)
         rdr_rss = f"{rs.median_rss:.0f} MB" + rdr_label(workers)
         others = ", ".join(f"workers={w}: {fmt_rate(total / s.median_s)}"
                            for w, s in rdr.items() if s.ok and w != workers)
-        notes.append(f"{total:,} entries in {n} feeds; reader {rs.median_s:.2f} s"
+        notes.append(f"{size}; reader {rs.median_s:.2f} s"
                      + (f" ({others})" if others else ""))
         if sig.ok:
             ratio = rs.median_s / sig.median_s
             ratio_text, result = f"{ratio:.2f} ×", verdict(ratio >= 3.0)
+    else:
+        notes.append(size)
     if sig.ok:
         notes.append(f"Signal {sig.median_s:.2f} s")
     mem_notes = [memory_method()]
@@ -99,6 +110,20 @@ def cold(b: Bench) -> list[Row]:
         Row(name, sig_text, rdr_text, ratio_text, target, result, notes),
         Row("   peak RSS of that run", sig_rss, rdr_rss, "—", "(info)", "n/a", mem_notes),
     ]
+
+
+def cold(b: Bench) -> list[Row]:
+    return _cold(b, TITLES["cold"], b.base, b.corpus)
+
+
+def cold_short(b: Bench) -> list[Row]:
+    """Scenario 1 with short entries: a one-line title and a summary of about 300 bytes."""
+    corpus = corp.Corpus(b.corpus.feeds, b.corpus.entries, seed=b.corpus.seed, short=True)
+    directory = b.base.parent / "short"
+    if not directory.exists():
+        log(f"generating {corpus.feeds} × {corpus.entries} short-entry feeds")
+        corp.write_corpus(corpus, directory)
+    return _cold(b, TITLES["cold-short"], directory, corpus)
 
 
 # -- 2, 3, 4: warm runs ---------------------------------------------------------------
@@ -332,6 +357,7 @@ def scale(b: Bench) -> list[Row]:
 
 SCENARIOS: dict[str, Callable[[Bench], list[Row]]] = {
     "cold": cold,
+    "cold-short": cold_short,
     "warm304": warm304,
     "warm200": warm200,
     "changed": changed,
@@ -341,6 +367,7 @@ SCENARIOS: dict[str, Callable[[Bench], list[Row]]] = {
 
 TITLES: dict[str, str] = {
     "cold": "1. cold ingest (empty db, all new)",
+    "cold-short": "1b. cold ingest, short entries (~300-byte summaries, empty db)",
     "warm304": "2. warm, every source answers 304",
     "warm200": "3. warm, 200 with identical bodies, no validators",
     "changed": "4. one feed in ten changed",
