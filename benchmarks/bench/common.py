@@ -221,7 +221,9 @@ class Series:
                 f"upper bound; the old figure); PSS {med('pss_peak'):.0f} MB (every "
                 f"{m[0].pss_every} samples); {max(x.processes for x in m)} processes, "
                 f"{med('missed'):.1f} MB of own peaks above their largest sample; "
-                f"{med('samples'):.0f} samples, sampler {med('sampler_cpu_s'):.2f} s CPU")
+                f"{med('samples'):.0f} samples, one per "
+                f"{median([x.span_s * 1000 / max(x.samples, 1) for x in m]):.0f} ms, sampler "
+                f"{med('sampler_cpu_s'):.2f} s CPU")
         forked = max(x.forked_unexeced for x in m)
         if forked:
             text += f"; {forked} samples saw a forked, not yet exec'd process (left out)"

@@ -66,6 +66,9 @@ class TreeMemory:
     missed: float
     processes: int
     samples: int
+    #: Seconds from the first sample to the last: under load, samples come later than
+    #: ``interval_ms`` asks (span / samples is the interval they really had).
+    span_s: float
     interval_ms: float
     pss_every: int
     #: CPU time the sampler thread used (it runs in the harness, on the same cores).
@@ -149,6 +152,7 @@ class TreeSampler(threading.Thread):
         self._samples = 0
         self._forked = 0
         self._cpu = 0.0
+        self._span = 0.0
 
     # -- the tree --------------------------------------------------------------------
 
@@ -218,6 +222,7 @@ class TreeSampler(threading.Thread):
 
     def run(self) -> None:
         started = time.thread_time()
+        first = time.monotonic()
         n = 0
         try:
             while True:
@@ -229,6 +234,7 @@ class TreeSampler(threading.Thread):
             for pid in list(self._fds):
                 self._forget(pid)
             self._cpu = time.thread_time() - started
+            self._span = time.monotonic() - first
 
     def stop(self) -> TreeMemory:
         self._stop_event.set()
@@ -243,6 +249,7 @@ class TreeSampler(threading.Thread):
             missed=missed / 1024.0,
             processes=len(self._own_rss),
             samples=self._samples,
+            span_s=self._span,
             interval_ms=self.interval * 1000.0,
             pss_every=self.pss_every,
             sampler_cpu_s=self._cpu,
