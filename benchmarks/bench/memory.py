@@ -17,10 +17,11 @@ the sum of every process's own peak is an upper bound. Also recorded, as informa
 * the same sum with PSS (``/proc/PID/smaps_rollup``) in place of RSS, every few samples:
   PSS divides each shared page among the processes mapping it, so the interpreter and
   libraries that Signal's main process and its workers all map count once, not once
-  per process. Reading it walks the page tables (about 1 ms per process here), so it
-  is read less often and can miss short peaks;
+  per process (or less than once: processes outside the run that map them, such as
+  the harness, take their share). Reading it walks the page tables (about 1 ms per
+  process here), so it is read less often and can miss short peaks;
 * the sum of the processes' own peaks (``VmHWM``): peaks reached at different times,
-  added as if they coincided (the harness's figure until 2026-12-04);
+  added as if they coincided (the harness's figure until the evening of 2026-12-03);
 * how far each process's own peak lies above its largest sample: what the samples can
   have missed.
 
