@@ -219,7 +219,7 @@ class Series:
         text = (f"sampled sum {med('rss_peak'):.0f} MB, largest own peak (VmHWM) "
                 f"{med('hwm_max'):.0f} MB; own peaks summed {med('hwm_sum'):.0f} MB (an "
                 f"upper bound; the old figure); PSS {med('pss_peak'):.0f} MB (every "
-                f"{m[0].pss_every} samples); {max(x.processes for x in m)} processes, "
+                f"{m[0].pss_every} samples); {_processes(max(x.processes for x in m))}, "
                 f"{med('missed'):.1f} MB of own peaks above their largest sample; "
                 f"{med('samples'):.0f} samples, one per "
                 f"{median([x.span_s * 1000 / max(x.samples, 1) for x in m]):.0f} ms, sampler "
@@ -228,6 +228,10 @@ class Series:
         if forked:
             text += f"; {forked} samples saw a forked, not yet exec'd process (left out)"
         return text
+
+
+def _processes(n: int) -> str:
+    return f"{n} process" if n == 1 else f"{n} processes"
 
 
 def _attempt(series: Series, run: Callable[[], Measured]) -> None:
