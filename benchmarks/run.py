@@ -31,9 +31,11 @@ BENCH_DIR = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH_DIR))
 
 from bench import corpus as corp  # noqa: E402
-from bench.scenarios import SCENARIOS, TITLES, Bench, Row, Settings, log  # noqa: E402
+from bench.common import Bench, Row, Settings, log  # noqa: E402
+from bench.scenarios import SCENARIOS, TITLES  # noqa: E402
 from bench.servers import FeedServer, NginxServer, TeachingFeedServer, nginx_path  # noqa: E402
 from bench.sides import (  # noqa: E402
+    SAMPLING,
     CheckFailed,
     expect_signal,
     run_measured,
@@ -72,6 +74,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                    help="Signal's concurrency (and per_host); reader's workers in scenario 5")
     p.add_argument("--scale-entries", type=int,
                    help="entries stored before the scale run (default 1,000,000, quick 100,000)")
+    p.add_argument("--mem-interval", type=float, default=10.0, metavar="MS",
+                   help="how often the memory of a run's process tree is sampled, in ms "
+                        "(default 10; PSS every 20 samples)")
     p.add_argument("--server", choices=("auto", "nginx", "teaching"), default="auto")
     p.add_argument("--seed", type=int, default=20261202)
     p.add_argument("--keep", action="store_true", help="keep the temporary workspace")
@@ -80,6 +85,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     args = p.parse_args(argv)
     if args.runs < 1:
         p.error("--runs must be at least 1")
+    if args.mem_interval <= 0:
+        p.error("--mem-interval must be positive")
     return args
 
 
@@ -191,7 +198,8 @@ def smoke() -> int:
             return 1
         finally:
             server.stop()
-    print(f"smoke: ok (cold {cold.measured.seconds:.2f} s, 9 created; warm "
+    print(f"smoke: ok (cold {cold.measured.seconds:.2f} s, 9 created, peak RSS "
+          f"{cold.measured.rss_mb:.0f} MB; warm "
           f"{warm.measured.seconds:.2f} s, 3 × 304; {time.perf_counter() - started:.1f} s "
           f"in all)")
     return 0
@@ -202,6 +210,7 @@ def smoke() -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    SAMPLING["interval"] = args.mem_interval / 1000.0
     if args.smoke:
         return smoke()
     s = settings_from(args)

@@ -2,7 +2,9 @@
 
 Every feed is built from a seeded random generator, so the same (seed, index) always gives
 the same bytes. :func:`changed_feed` gives the "publisher edited something" variant of a
-feed: a few titles corrected and two new entries on top.
+feed: a few titles corrected and two new entries on top. A ``short`` corpus has the same
+shape with short entries (a one-line title, a summary of about 300 bytes), as many real
+feeds have.
 """
 
 from __future__ import annotations
@@ -34,6 +36,9 @@ EDITED_TITLES = 3
 ADDED_ENTRIES = 2
 #: One feed in ``CHANGE_EVERY`` changes.
 CHANGE_EVERY = 10
+#: Target size range, in bytes of HTML, of a short corpus's summaries (they come out
+#: 245–360 bytes, 300 on average: whole sentences stop a little short of the target).
+SHORT_SUMMARY = (275, 355)
 
 _BASE_TIME = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.UTC)
 
@@ -103,11 +108,13 @@ class Feed:
 
 @dataclass(frozen=True)
 class Corpus:
-    """``feeds`` feeds of ``entries`` entries each, from ``seed``."""
+    """``feeds`` feeds of ``entries`` entries each, from ``seed``; ``short`` entries have
+    summaries of about 300 bytes instead of 1–2 KB."""
 
     feeds: int
     entries: int
     seed: int = 20261202
+    short: bool = False
 
     def slugs(self) -> list[str]:
         return [feed_slug(i) for i in range(self.feeds)]
@@ -169,9 +176,35 @@ def _summary(rng: random.Random, home: str) -> str:
     return "\n".join(parts)
 
 
+def _short_summary(rng: random.Random, home: str) -> str:
+    """About 300 bytes of HTML (``SHORT_SUMMARY``): one paragraph of two or three
+    sentences, sometimes with a link, emphasis or an entity."""
+    target = rng.randint(*SHORT_SUMMARY)
+    kind = rng.random()
+    if kind < 0.3:
+        path = "-".join(_word(rng) for _ in range(3))
+        wrap = f'<p>{{}} <a href="{home}/notes/{escape(path)}">read more</a></p>'
+    elif kind < 0.5:
+        wrap = f"<p>{{}} &mdash; <em>{escape(_word(rng))}</em></p>"
+    else:
+        wrap = "<p>{}</p>"
+    budget = target - len(wrap.format("").encode())
+    sentences: list[str] = []
+    used = -1
+    while budget - used - 1 >= 30:
+        room = budget - used - 1
+        sentence = escape(_sentence(rng, min(60, room // 2), min(140, room - 1))) + "."
+        sentences.append(sentence)
+        used += 1 + len(sentence.encode())
+    return wrap.format(" ".join(sentences))
+
+
 def build_feed(corpus: Corpus, index: int) -> Feed:
     """Feed ``index`` of ``corpus`` (even indices RSS 2.0, odd ones Atom), newest first."""
-    rng = random.Random(f"{corpus.seed}:{index}")
+    # The short corpus draws from its own streams: it is not a truncated long one.
+    rng = random.Random(f"{corpus.seed}:short:{index}" if corpus.short
+                        else f"{corpus.seed}:{index}")
+    summary = _short_summary if corpus.short else _summary
     slug = feed_slug(index)
     kind = "rss" if index % 2 == 0 else "atom"
     home = f"https://{slug}.example.org"
@@ -186,7 +219,7 @@ def build_feed(corpus: Corpus, index: int) -> Feed:
                 else f"tag:{slug}.example.org,2026:entry-{number:05d}",
                 title=_sentence(rng, 40, 90),
                 link=f"{home}/{2026 - n // 400}/{path}-{number}",
-                summary_html=_summary(rng, home),
+                summary_html=summary(rng, home),
                 published=_BASE_TIME - dt.timedelta(hours=3 * n, minutes=rng.randint(0, 59)),
             )
         )

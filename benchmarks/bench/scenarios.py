@@ -1,4 +1,4 @@
-"""The six side-by-side scenarios (the smoke pass is in ``run.py``).
+"""The side-by-side scenarios (the smoke pass is in ``run.py``).
 
 Each scenario measures whole subprocess runs (see :mod:`bench.sides`), checks every run's
 counts so that a broken run cannot look fast, and returns rows for the results table.
@@ -8,258 +8,55 @@ from __future__ import annotations
 
 import math
 import shutil
-import statistics
-import sys
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from pathlib import Path
 
 from . import corpus as corp
+from .common import (
+    READER_WORKERS,
+    Bench,
+    Row,
+    Series,
+    attempt_reader,
+    attempt_signal,
+    best_reader,
+    copy_db,
+    error_notes,
+    fmt_ms,
+    fmt_rate,
+    log,
+    rdr_label,
+    verdict,
+)
 from .prepopulate import fill_entries
-from .servers import DelayServer, FeedServer
+from .servers import DelayServer
 from .sides import (
     CheckFailed,
-    Measured,
     ReaderRun,
     SignalRun,
     expect_reader,
     expect_signal,
-    run_reader,
+    memory_method,
     run_signal,
     write_signal_config,
 )
 
-__all__ = ["SCENARIOS", "TITLES", "Bench", "Row", "Settings"]
-
-READER_WORKERS = (1, 4)
+__all__ = ["SCENARIOS", "TITLES"]
 
 
-@dataclass(frozen=True)
-class Settings:
-    feeds: int
-    entries: int
-    runs: int
-    latency_sources: int
-    latency_delay: float
-    latency_entries: int
-    concurrency: int
-    scale_entries: int
-    reader_latency: bool
+# -- 1. cold ingest, 1b. the same with short entries ----------------------------------
 
 
-@dataclass
-class Row:
-    scenario: str
-    signal: str
-    reader: str
-    ratio: str
-    target: str
-    result: str  # "pass", "FAIL", "n/a" or "broken"
-    notes: list[str] = field(default_factory=list)
+def _feed_bytes(directory: Path) -> int:
+    return sum(f.stat().st_size for f in directory.glob("*.xml"))
 
 
-def log(message: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
-
-
-def median(values: Sequence[float]) -> float:
-    return float(statistics.median(values))
-
-
-def verdict(ok: bool) -> str:
-    return "pass" if ok else "FAIL"
-
-
-def copy_db(src: Path, dst: Path) -> None:
-    """Copy an SQLite database with its WAL files, if any."""
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    for suffix in ("", "-wal", "-shm"):
-        source = Path(str(src) + suffix)
-        target = Path(str(dst) + suffix)
-        target.unlink(missing_ok=True)
-        if source.exists():
-            shutil.copyfile(source, target)
-
-
-class Bench:
-    """Shared state: the workspace, the corpus, the server and cached warm databases."""
-
-    def __init__(self, settings: Settings, work: Path, server: FeedServer,
-                 corpus: corp.Corpus, base: Path, changed: Path) -> None:
-        self.s = settings
-        self.work = work
-        self.server = server
-        self.corpus = corpus
-        self.base = base
-        self.changed = changed
-        self._warm: dict[tuple[str, bool], Path | CheckFailed] = {}
-        self._counter = 0
-
-    # -- helpers -------------------------------------------------------------------------
-
-    def fresh_dir(self, label: str) -> Path:
-        self._counter += 1
-        path = self.work / "runs" / f"{self._counter:03d}-{label}"
-        path.mkdir(parents=True)
-        return path
-
-    def sources(self, *, validators: bool = True) -> list[tuple[str, str]]:
-        return [(slug, self.server.url(f"{slug}.xml", validators=validators))
-                for slug in self.corpus.slugs()]
-
-    def signal_config(self, directory: Path, db: Path, *, validators: bool = True) -> Path:
-        return write_signal_config(directory / "signal.toml", db,
-                                   self.sources(validators=validators),
-                                   concurrency=self.s.concurrency)
-
-    def urls_file(self, directory: Path, *, validators: bool = True) -> Path:
-        path = directory / "urls.txt"
-        path.write_text("".join(url + "\n" for _slug, url in self.sources(validators=validators)))
-        return path
-
-    def warm_signal_db(self, *, validators: bool) -> Path:
-        """A Signal database holding the whole base corpus (made once, then copied)."""
-        key = ("signal", validators)
-        if key not in self._warm:
-            self._warm[key] = self._prepare(key, validators)
-        return self._warm_result(key)
-
-    def warm_reader_db(self, *, validators: bool) -> Path:
-        """A reader database holding the whole base corpus (made once, then copied)."""
-        key = ("reader", validators)
-        if key not in self._warm:
-            self._warm[key] = self._prepare(key, validators)
-        return self._warm_result(key)
-
-    def _warm_result(self, key: tuple[str, bool]) -> Path:
-        result = self._warm[key]
-        if isinstance(result, CheckFailed):
-            raise result
-        return result
-
-    def _prepare(self, key: tuple[str, bool], validators: bool) -> Path | CheckFailed:
-        side = key[0]
-        self.server.show(self.base)
-        directory = self.fresh_dir(f"prep-{side}-{'v' if validators else 'nv'}")
-        total, n = self.corpus.total_entries, self.corpus.feeds
-        log(f"preparing a warm {side} database (validators={validators})")
-        try:
-            if side == "signal":
-                db = directory / "signal.db"
-                config = self.signal_config(directory, db, validators=validators)
-                expect_signal(run_signal(config), sources=n, created=total)
-            else:
-                db = directory / "reader.sqlite"
-                urls = self.urls_file(directory, validators=validators)
-                expect_reader(run_reader(db, urls, workers=4, all_feeds=True),
-                              feeds=n, new=total, stored=total)
-        except CheckFailed as exc:
-            log(f"BROKEN: {exc}")
-            return CheckFailed(f"preparing the warm database: {exc}")
-        return db
-
-
-# -- measurement loops ----------------------------------------------------------------
-
-
-@dataclass
-class Series:
-    """The runs of one side in one scenario."""
-
-    seconds: list[float] = field(default_factory=list)
-    rss_mb: list[float] = field(default_factory=list)
-    error: str | None = None
-
-    def add(self, seconds: float, rss_mb: float) -> None:
-        self.seconds.append(seconds)
-        self.rss_mb.append(rss_mb)
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None and bool(self.seconds)
-
-    @property
-    def median_s(self) -> float:
-        return median(self.seconds)
-
-    @property
-    def median_rss(self) -> float:
-        return median(self.rss_mb)
-
-
-def _attempt(series: Series, run: Callable[[], Measured]) -> None:
-    if series.error is not None:
-        return  # one broken run makes the whole series meaningless
-    try:
-        measured = run()
-    except CheckFailed as exc:
-        series.error = str(exc)
-        log(f"BROKEN: {exc}")
-        return
-    series.add(measured.seconds, measured.rss_mb)
-
-
-def attempt_signal(series: Series, config: Path, check: Callable[[SignalRun], None]) -> None:
-    """One ``signal fetch --force`` run, checked, added to ``series``."""
-
-    def run() -> Measured:
-        result = run_signal(config)
-        check(result)
-        return result.measured
-
-    _attempt(series, run)
-
-
-def attempt_reader(series: Series, db: Path, urls: Path, *, workers: int, all_feeds: bool,
-                   check: Callable[[ReaderRun], None]) -> None:
-    """One reader driver run, checked, added to ``series``."""
-
-    def run() -> Measured:
-        result = run_reader(db, urls, workers=workers, all_feeds=all_feeds)
-        check(result)
-        return result.measured
-
-    _attempt(series, run)
-
-
-def best_reader(series: dict[int, Series]) -> tuple[int, Series] | None:
-    usable = [(w, s) for w, s in series.items() if s.ok]
-    if not usable:
-        return None
-    return min(usable, key=lambda item: item[1].median_s)
-
-
-def error_notes(sig: Series | None, rdr: Sequence[Series]) -> list[str]:
-    notes = []
-    if sig is not None and sig.error:
-        notes.append("Signal broken: " + sig.error.splitlines()[0])
-    errors = [r.error for r in rdr if r.error]
-    if errors and not any(r.ok for r in rdr):
-        notes.append("reader broken: " + errors[0].splitlines()[0])
-    return notes
-
-
-def fmt_rate(value: float) -> str:
-    return f"{value:,.0f} entries/s"
-
-
-def fmt_ms(value: float) -> str:
-    return f"{value:.2f} ms/source"
-
-
-def _rdr_label(workers: int) -> str:
-    return f" (workers={workers})"
-
-
-# -- 1. cold ingest -------------------------------------------------------------------
-
-
-def cold(b: Bench) -> list[Row]:
-    name = "1. cold ingest (empty db, all new)"
+def _cold(b: Bench, name: str, show: Path, corpus: corp.Corpus) -> list[Row]:
+    """Cold ingest of the corpus the server shows from ``show`` into empty databases."""
     target = "Signal ≥ 3 × reader"
-    total, n = b.corpus.total_entries, b.corpus.feeds
-    b.server.show(b.base)
+    total, n = corpus.total_entries, corpus.feeds
+    assert corpus.slugs() == b.corpus.slugs()  # the URLs Bench hands out
     sig = Series()
     rdr = {w: Series() for w in READER_WORKERS}
 
@@ -270,37 +67,63 @@ def cold(b: Bench) -> list[Row]:
     def check_reader(r: ReaderRun) -> None:
         expect_reader(r, feeds=n, new=total, stored=total)
 
-    for i in range(b.s.runs):
-        log(f"{name}: run {i + 1}/{b.s.runs}")
-        d = b.fresh_dir("cold")
-        attempt_signal(sig, b.signal_config(d, d / "signal.db"), check_signal)
-        urls = b.urls_file(d)
-        for w, series in rdr.items():
-            attempt_reader(series, d / f"reader-w{w}.sqlite", urls, workers=w,
-                           all_feeds=False, check=check_reader)
+    b.server.show(show)
+    try:
+        for i in range(b.s.runs):
+            log(f"{name}: run {i + 1}/{b.s.runs}")
+            d = b.fresh_dir("cold-short" if corpus.short else "cold")
+            attempt_signal(sig, b.signal_config(d, d / "signal.db"), check_signal)
+            urls = b.urls_file(d)
+            for w, series in rdr.items():
+                attempt_reader(series, d / f"reader-w{w}.sqlite", urls, workers=w,
+                               all_feeds=False, check=check_reader)
+    finally:
+        b.server.show(b.base)
     best = best_reader(rdr)
     notes = error_notes(sig, list(rdr.values()))
     sig_text = fmt_rate(total / sig.median_s) if sig.ok else "broken"
     sig_rss = f"{sig.median_rss:.0f} MB" if sig.ok else "broken"
     rdr_text = rdr_rss = "broken"
     ratio_text, result = "—", "broken"
+    size = f"{total:,} entries in {n} feeds, {_feed_bytes(show) / 1e6:.1f} MB of feed documents"
     if best is not None:
         workers, rs = best
-        rdr_text = fmt_rate(total / rs.median_s) + _rdr_label(workers)
-        rdr_rss = f"{rs.median_rss:.0f} MB" + _rdr_label(workers)
+        rdr_text = fmt_rate(total / rs.median_s) + rdr_label(workers)
+        rdr_rss = f"{rs.median_rss:.0f} MB" + rdr_label(workers)
         others = ", ".join(f"workers={w}: {fmt_rate(total / s.median_s)}"
                            for w, s in rdr.items() if s.ok and w != workers)
-        notes.append(f"{total:,} entries in {n} feeds; reader {rs.median_s:.2f} s"
+        notes.append(f"{size}; reader {rs.median_s:.2f} s"
                      + (f" ({others})" if others else ""))
         if sig.ok:
             ratio = rs.median_s / sig.median_s
             ratio_text, result = f"{ratio:.2f} ×", verdict(ratio >= 3.0)
+    else:
+        notes.append(size)
     if sig.ok:
         notes.append(f"Signal {sig.median_s:.2f} s")
+    mem_notes = [memory_method()]
+    if sig.ok:
+        mem_notes.append(f"Signal: {sig.memory_info()}")
+    if best is not None:
+        mem_notes.append(f"reader{rdr_label(best[0])}: {best[1].memory_info()}")
     return [
         Row(name, sig_text, rdr_text, ratio_text, target, result, notes),
-        Row("   peak RSS of that run", sig_rss, rdr_rss, "—", "(info)", "n/a"),
+        Row("   peak RSS of that run", sig_rss, rdr_rss, "—", "(info)", "n/a", mem_notes),
     ]
+
+
+def cold(b: Bench) -> list[Row]:
+    return _cold(b, TITLES["cold"], b.base, b.corpus)
+
+
+def cold_short(b: Bench) -> list[Row]:
+    """Scenario 1 with short entries: a one-line title and a summary of about 300 bytes."""
+    corpus = corp.Corpus(b.corpus.feeds, b.corpus.entries, seed=b.corpus.seed, short=True)
+    directory = b.base.parent / "short"
+    if not directory.exists():
+        log(f"generating {corpus.feeds} × {corpus.entries} short-entry feeds")
+        corp.write_corpus(corpus, directory)
+    return _cold(b, TITLES["cold-short"], directory, corpus)
 
 
 # -- 2, 3, 4: warm runs ---------------------------------------------------------------
@@ -355,7 +178,7 @@ def _warm(b: Bench, name: str, target: str, min_speedup: float | None, *, valida
     rdr_text, ratio_text, result = "broken", "—", "broken"
     if best is not None:
         workers, rs = best
-        rdr_text = fmt_ms(rs.median_s * 1000 / n) + _rdr_label(workers)
+        rdr_text = fmt_ms(rs.median_s * 1000 / n) + rdr_label(workers)
         others = ", ".join(f"workers={w}: {fmt_ms(s.median_s * 1000 / n)}"
                            for w, s in rdr.items() if s.ok and w != workers)
         notes.append(f"whole run for {n} sources: reader {rs.median_s:.2f} s"
@@ -458,7 +281,7 @@ def latency(b: Bench) -> list[Row]:
                  f"library, no parsing, no process start) needs {floor:.2f} s here")
     reader_text = "(skipped)"
     if s.reader_latency:
-        reader_text = (f"{rdr.median_s:.2f} s{_rdr_label(s.concurrency)} = "
+        reader_text = (f"{rdr.median_s:.2f} s{rdr_label(s.concurrency)} = "
                        f"{rdr.median_s / ideal:.2f} × ideal" if rdr.ok else "broken")
     if not sig.ok:
         return [Row(name, "broken", reader_text, "—", target, "broken", notes)]
@@ -527,13 +350,14 @@ def scale(b: Bench) -> list[Row]:
         Row(name_rss, f"{rss_full:.0f} MB vs {rss_empty:.0f} MB", "—",
             f"{rss_full - rss_empty:+.0f} MB (max {peak:.0f} MB)",
             "within 20 MB, < 150 MB", verdict(rss_ok),
-            ["peak RSS = sum of each process's own peak (VmHWM) over the run's process "
-             "tree, parser workers included"]),
+            [memory_method() + ", parser workers included",
+             f"full db: {full.memory_info()}", f"empty db: {empty.memory_info()}"]),
     ]
 
 
 SCENARIOS: dict[str, Callable[[Bench], list[Row]]] = {
     "cold": cold,
+    "cold-short": cold_short,
     "warm304": warm304,
     "warm200": warm200,
     "changed": changed,
@@ -543,6 +367,7 @@ SCENARIOS: dict[str, Callable[[Bench], list[Row]]] = {
 
 TITLES: dict[str, str] = {
     "cold": "1. cold ingest (empty db, all new)",
+    "cold-short": "1b. cold ingest, short entries (~300-byte summaries, empty db)",
     "warm304": "2. warm, every source answers 304",
     "warm200": "3. warm, 200 with identical bodies, no validators",
     "changed": "4. one feed in ten changed",

@@ -1,13 +1,12 @@
 """Running each side as a whole subprocess, timed and measured the same way.
 
-A run is started with :class:`subprocess.Popen` and reaped with :func:`os.wait4`, which
-returns the resource usage of that one child: wall time comes from the harness's clock
-around start and exit, peak RSS from the child's own ``ru_maxrss``. Start-up counts.
+A run is started with :class:`subprocess.Popen` and reaped with :func:`os.wait4`: wall
+time comes from the harness's clock around start and exit (start-up counts), memory from
+sampling the child's whole process tree while it runs (:mod:`bench.memory`).
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import subprocess
@@ -20,11 +19,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .memory import TreeMemory, TreeSampler, proc_available
+
 __all__ = [
     "CheckFailed",
     "Measured",
     "ReaderRun",
+    "SAMPLING",
     "SignalRun",
+    "memory_method",
     "run_measured",
     "run_reader",
     "run_signal",
@@ -40,83 +43,38 @@ class CheckFailed(RuntimeError):
     """A run finished but did not do what was expected: its timing would be meaningless."""
 
 
+#: How the memory of a measured run is sampled (``run.py --mem-interval`` sets it).
+SAMPLING = {"interval": 0.01, "pss_every": 20}
+
+
 @dataclass(frozen=True)
 class Measured:
     seconds: float
     #: The child's ``ru_maxrss`` from ``wait4``. Caution: on Linux it includes the RSS
     #: of the *harness* at spawn time (exec records the old, borrowed address space's
-    #: high-water mark), so it is only a fallback.
+    #: high-water mark), so it is only a fallback where ``/proc`` cannot be read.
     max_rss_mb: float
-    #: Sum over every process of the run (the child and its descendants, such as parser
-    #: workers) of that process's own peak RSS (``VmHWM``); 0 if it could not be read.
-    tree_rss_mb: float
+    #: The process tree's memory as sampled (see :mod:`bench.memory`); None without /proc.
+    memory: TreeMemory | None
     returncode: int
     stdout: str
     stderr: str
 
     @property
     def rss_mb(self) -> float:
-        """The memory figure to report: the process tree's peak when it could be read."""
-        return self.tree_rss_mb if self.tree_rss_mb > 0 else self.max_rss_mb
+        """The memory figure to report: the tree's simultaneous peak RSS when sampled."""
+        if self.memory is not None and self.memory.samples:
+            return self.memory.peak
+        return self.max_rss_mb
 
 
-def _vm_hwm_bytes(pid: int) -> int:
-    """A process's peak RSS since its exec (``VmHWM`` in /proc/PID/status), or 0."""
-    try:
-        with open(f"/proc/{pid}/status", "rb") as status:
-            for line in status:
-                if line.startswith(b"VmHWM:"):
-                    return int(line.split()[1]) * 1024  # kB
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0
-
-
-class _TreeSampler(threading.Thread):
-    """Follows a process and all its descendants, remembering each one's peak RSS.
-
-    Every ``interval`` seconds it reads each process's ``VmHWM`` (a high-water mark, so
-    short spikes between samples are not lost). The figure is the sum of those peaks:
-    an upper bound on the tree's simultaneous peak, counting parser workers too.
-
-    The sampler runs in the harness, on the same two cores: at 20 ms it took several
-    percent of a core, which a one-process side (reader) does not notice and a side
-    that uses both cores (Signal) does. A high-water mark does not need frequent reads.
-    """
-
-    def __init__(self, pid: int, interval: float = 0.2) -> None:
-        super().__init__(daemon=True)
-        self.pid = pid
-        self.interval = interval
-        self.peaks: dict[tuple[int, float], int] = {}
-        self._stop_event = threading.Event()
-
-    def run(self) -> None:
-        try:
-            import psutil
-        except ImportError:
-            return
-        try:
-            root = psutil.Process(self.pid)
-        except psutil.Error:
-            return
-        while not self._stop_event.is_set():
-            try:
-                procs = [root, *root.children(recursive=True)]
-            except psutil.Error:
-                return
-            for proc in procs:
-                with contextlib.suppress(psutil.Error):
-                    key = (proc.pid, proc.create_time())
-                    peak = _vm_hwm_bytes(proc.pid)
-                    if peak > self.peaks.get(key, 0):
-                        self.peaks[key] = peak
-            self._stop_event.wait(self.interval)
-
-    def stop(self) -> float:
-        self._stop_event.set()
-        self.join()
-        return sum(self.peaks.values()) / (1024.0 * 1024.0)
+def memory_method() -> str:
+    """One line for the table: how the peak RSS figures were measured."""
+    if not proc_available():
+        return "peak RSS = ru_maxrss of the command (no /proc here: includes the harness's RSS)"
+    return (f"peak RSS = the largest sum of VmRSS over the command and all its descendants "
+            f"at one moment, sampled every {SAMPLING['interval'] * 1000:g} ms from /proc "
+            f"(or the largest single process's VmHWM, if larger)")
 
 
 def child_env() -> dict[str, str]:
@@ -134,7 +92,7 @@ def child_env() -> dict[str, str]:
 def run_measured(
     cmd: Sequence[str], *, cwd: Path | None = None, timeout: float = 1800.0
 ) -> Measured:
-    """Run ``cmd`` to completion; wall time and the child's own peak RSS."""
+    """Run ``cmd`` to completion; wall time and the memory of its process tree."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         started = time.perf_counter()
         proc = subprocess.Popen(list(cmd), cwd=cwd, stdout=out, stderr=err,
@@ -147,14 +105,17 @@ def run_measured(
 
         timer = threading.Timer(timeout, kill)
         timer.start()
-        sampler = _TreeSampler(proc.pid)
-        sampler.start()
+        sampler = None
+        if proc_available():
+            sampler = TreeSampler(proc.pid, interval=SAMPLING["interval"],
+                                  pss_every=int(SAMPLING["pss_every"]))
+            sampler.start()
         try:
             _pid, status, usage = os.wait4(proc.pid, 0)
         finally:
             timer.cancel()
         elapsed = time.perf_counter() - started
-        tree_rss_mb = sampler.stop()
+        memory = sampler.stop() if sampler is not None else None
         proc.returncode = os.waitstatus_to_exitcode(status)
         if killed.is_set():
             raise CheckFailed(f"killed after {timeout:g} s: {' '.join(cmd)}")
@@ -163,7 +124,7 @@ def run_measured(
         return Measured(
             seconds=elapsed,
             max_rss_mb=usage.ru_maxrss / 1024.0,  # kilobytes on Linux
-            tree_rss_mb=tree_rss_mb,
+            memory=memory,
             returncode=proc.returncode,
             stdout=out.read().decode("utf-8", "replace"),
             stderr=err.read().decode("utf-8", "replace"),
