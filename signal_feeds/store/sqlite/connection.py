@@ -108,7 +108,7 @@ class Connection:
             detail = str(exc) or type(exc).__name__
             if _is_busy(exc):
                 if not self.gave_up:
-                    log.warning("gave up waiting for the lock on %s after %g s",
+                    log.info("gave up waiting for the lock on %s after %g s",
                                 self.path, self.busy_timeout)
                 self.gave_up = detail
                 detail = f"{detail} (another program holds it; waited {self.busy_timeout:g} s)"
