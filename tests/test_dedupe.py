@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import random
@@ -19,9 +20,7 @@ from conftest import make_config
 from signal_feeds import Store, digest, run_fetch
 from signal_feeds.cli.commands import cli
 from signal_feeds.demo.teaching_server import TeachingServer
-from signal_feeds.parse.processes import ParserPool
-from signal_feeds.store import _V2_INDEXES, SCHEMA_VERSION
-from signal_feeds.store.dedupe import (
+from signal_feeds.identity.matching import (
     POSTED_TOKENS,
     DedupeRow,
     _window_hash,
@@ -34,11 +33,12 @@ from signal_feeds.store.dedupe import (
     pack_tokens,
     posted_tokens,
     prefix_tokens,
-    recompute,
     shingles,
     titles_match,
     unpack_tokens,
 )
+from signal_feeds.parse.processes import ParserPool
+from signal_feeds.store.sqlite.schema import _V2_INDEXES, SCHEMA_VERSION
 
 STORY = ("Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor "
          "incididunt ut labore et dolore magna aliqua.")
@@ -83,6 +83,16 @@ def fetch(server: TeachingServer, db_path: Path, parser: ParserPool) -> Fetch:
         assert report.sources[0].status == "fetched", report.sources[0]
 
     return run
+
+
+@contextlib.contextmanager
+def own_connection(db: Path) -> Iterator[sqlite3.Connection]:
+    """A connection of the test's own to the store's file (autocommit)."""
+    conn = sqlite3.connect(db, isolation_level=None)
+    try:
+        yield conn
+    finally:
+        conn.close()
 
 
 def markers(db: Path) -> dict[str, tuple[str, str, str, str]]:
@@ -178,8 +188,7 @@ def test_an_entry_posts_only_its_first_tokens(fetch: Fetch, db_path: Path) -> No
     fetch("s", rss(*({"guid": f"g{i}", "title": f"Headline number {i} for the test",
                       "link": f"https://pub.example/{i}", "description": f"{story} {i}"}
                      for i in range(3))))
-    with Store(db_path) as store:
-        conn = store.connection
+    with Store(db_path), own_connection(db_path) as conn:
         stored = {seq: unpack_tokens(t)
                   for seq, t in conn.execute("SELECT seq, text_tokens FROM entries")}
         assert all(len(tokens) > POSTED_TOKENS for tokens in stored.values())
@@ -195,14 +204,13 @@ def test_an_update_drops_the_postings_of_an_entry_written_before_the_cap(
     item = {"guid": "g", "title": "A headline long enough to match on",
             "link": "https://pub.example/g", "description": story}
     fetch("s", rss(item))
-    with Store(db_path) as store, store.transaction() as conn:
+    with Store(db_path), own_connection(db_path) as conn:
         # Signal before the cap posted every stored token.
         seq, blob = conn.execute("SELECT seq, text_tokens FROM entries").fetchone()
         conn.executemany("INSERT OR IGNORE INTO dedupe_text (token, entry) VALUES (?, ?)",
                          [(t, seq) for t in unpack_tokens(blob)])
     fetch("s", rss(item | {"description": story + " with a new last sentence"}))
-    with Store(db_path) as store:
-        conn = store.connection
+    with Store(db_path), own_connection(db_path) as conn:
         blob = conn.execute("SELECT text_tokens FROM entries").fetchone()[0]
         tokens = [t for (t,) in conn.execute("SELECT token FROM dedupe_text ORDER BY 1")]
         assert tokens == list(unpack_tokens(blob)[:POSTED_TOKENS])
@@ -328,7 +336,7 @@ def test_a_channel_only_clears_its_own_marker(fetch: Fetch, db_path: Path) -> No
     shown = run_cli("entries", "--db", str(db_path), "--json")["entries"]
     assert sorted(e["id"] for e in shown) == sorted([publisher, mirror])
     with Store(db_path) as store:
-        assert recompute(store).total_changed == 0  # incremental kept up with the split
+        assert store.recompute_duplicates().total_changed == 0  # incremental kept up with the split
 
 
 def test_merging_clusters_points_every_row_at_the_oldest(fetch: Fetch,
@@ -347,7 +355,7 @@ def test_merging_clusters_points_every_row_at_the_oldest(fetch: Fetch,
     assert marks[three][3] == one  # link has priority over title
     assert marks[one][3] == "" and marks[two][3] == ""
     with Store(db_path) as store:
-        assert recompute(store).total_changed == 0
+        assert store.recompute_duplicates().total_changed == 0
 
 
 def test_a_marking_failure_stores_the_entry_unmarked(fetch: Fetch, server: TeachingServer,
@@ -360,7 +368,7 @@ def test_a_marking_failure_stores_the_entry_unmarked(fetch: Fetch, server: Teach
     def broken(*args: object, **kwargs: object) -> None:
         raise RuntimeError("marking exploded")
 
-    monkeypatch.setattr("signal_feeds.store.dedupe.mark_new_entries", broken)
+    monkeypatch.setattr("signal_feeds.store.sqlite.dedupe.mark_new_entries", broken)
     with caplog.at_level(logging.WARNING, logger="signal_feeds"):
         fetch("mirror", rss({"guid": "m-1", "title": "The big story of the",
                                               "link": "https://news.example/s"}))
@@ -390,9 +398,8 @@ def test_a_version_1_database_is_upgraded_in_place(tmp_path: Path) -> None:
         conn.execute("INSERT INTO entries (id, source_id, fingerprint, first_seen_at, "
                      "last_seen_at, title) VALUES ('k', 's', 'f', 't', 't', 'kept')")
         conn.execute("PRAGMA user_version = 1")
-    with Store(db) as store:
+    with Store(db) as store, own_connection(db) as conn:
         assert store.entry("k") is not None and store.entry("k").title == "kept"  # type: ignore[union-attr]
-        conn = store.connection
         assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5
         columns = {r[1] for r in conn.execute("PRAGMA table_info(entries)")}
         assert {"dup_link", "dup_title", "dup_text", "duplicate_of", "match_url",
@@ -415,8 +422,7 @@ def test_a_version_4_database_keeps_its_tokens_and_renames_its_versions(
         conn.execute("INSERT INTO dedupe_text (token, entry) VALUES (1, 999)")
         conn.execute("PRAGMA user_version = 4")
     (key,) = markers(db_path)
-    with Store(db_path) as store:
-        conn = store.connection
+    with Store(db_path) as store, own_connection(db_path) as conn:
         assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
         assert [v.title for v in store.versions(key)] == [
             "A headline long enough to match on", "A corrected headline long enough to match"]
@@ -435,20 +441,19 @@ def _plan(conn: sqlite3.Connection, sql: str, args: tuple[object, ...] = ()) -> 
 
 
 def test_the_reads_use_indexes(db_path: Path) -> None:
-    from signal_feeds.store.dedupe import _candidates_sql
-    from signal_feeds.store.reading import _LOOKUP_SQL, _entries_query
+    from signal_feeds.store.sqlite.dedupe import _candidates_sql
+    from signal_feeds.store.sqlite.queries import LOOKUP_SQL, entries_query
 
-    with Store(db_path) as store:
-        conn = store.connection
+    with Store(db_path), own_connection(db_path) as conn:
         # Every listing walks an index in reading order: no sort, whatever the filters.
         for source_id in (None, "s"):
             for since in (None, "2026-01-01"):
                 for include_duplicates in (False, True):
-                    sql, args = _entries_query(source_id=source_id, since=since, limit=50,
+                    sql, args = entries_query(source_id=source_id, since=since, limit=50,
                                                include_duplicates=include_duplicates)
                     plan = _plan(conn, sql, tuple(args))
                     assert "USING INDEX entries_" in plan and "TEMP B-TREE" not in plan, plan
-        lookup_plan = _plan(conn, _LOOKUP_SQL, ("x", "y"))
+        lookup_plan = _plan(conn, LOOKUP_SQL, ("x", "y"))
         assert "entries_match_url" in lookup_plan and "entries_url" in lookup_plan
         assert "entries_norm_title" in _plan(conn, "SELECT id FROM entries WHERE "
                                                    "norm_title = ?", ("x",))
@@ -484,7 +489,7 @@ def test_a_split_cluster_leaves_no_stale_marker(fetch: Fetch, db_path: Path) -> 
     assert markers(db_path)[other] == ("", "", "", "")
     assert markers(db_path)[b] == ("", "", "", "")
     with Store(db_path) as store:
-        assert recompute(store).total_changed == 0
+        assert store.recompute_duplicates().total_changed == 0
 
 
 def test_marking_on_write_always_equals_a_full_recompute(tmp_path: Path) -> None:
@@ -518,7 +523,7 @@ def test_marking_on_write_always_equals_a_full_recompute(tmp_path: Path) -> None
             store.apply_response(SourceState(source_id=source, url=f"https://{source}/"),
                                  rows, FetchRecord(source_id=source, started_at=now,
                                                    url="u", outcome="fetched"), now)
-            report = recompute(store)
+            report = store.recompute_duplicates()
             assert report.total_changed == 0, (step, report)
         assert report.duplicates
 
@@ -526,8 +531,8 @@ def test_marking_on_write_always_equals_a_full_recompute(tmp_path: Path) -> None
 def test_parser_workers_send_the_same_match_keys_the_store_computes() -> None:
     from dataclasses import replace
 
+    from signal_feeds.identity.matching import match_keys
     from signal_feeds.parse.processes import ParseJob, parse_job
-    from signal_feeds.store.dedupe import match_keys
 
     body = rss({"guid": "a", "title": "A headline long enough to match on",
                 "link": "https://www.pub.example/a/?utm_source=rss", "description": STORY})
@@ -540,11 +545,10 @@ def test_parser_workers_send_the_same_match_keys_the_store_computes() -> None:
 
 
 def test_a_token_past_the_cap_is_remembered_and_not_looked_up_again(db_path: Path) -> None:
-    from signal_feeds.store.dedupe import MAX_POSTINGS, CommonTokens, _candidates
+    from signal_feeds.store.sqlite.dedupe import MAX_POSTINGS, CommonTokens, _candidates
 
     common, rare = 11, 22
-    with Store(db_path) as store:
-        conn = store.connection
+    with Store(db_path), own_connection(db_path) as conn:
         # Every row carries the common token; e0 the rare one too, as its stored tokens say.
         conn.executemany("INSERT INTO entries (id, source_id, fingerprint, first_seen_at, "
                          "last_seen_at, seq, text_tokens) VALUES (?, 'o', 'f', 't', 't', ?, ?)",

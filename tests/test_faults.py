@@ -17,10 +17,11 @@ from click.testing import CliRunner
 from conftest import FIXTURES, Clock, dump, make_config
 
 import signal_feeds.run.pipeline
-import signal_feeds.store
+import signal_feeds.store.sqlite.connection
 from signal_feeds import Store, run_fetch
 from signal_feeds.cli.commands import cli
 from signal_feeds.demo.teaching_server import TeachingServer
+from signal_feeds.errors import StoreError
 from signal_feeds.parse.processes import ParseJob, ParseOutcome, ParserPool, parse_job
 
 
@@ -98,12 +99,12 @@ class FaultyConnection:
 def faulty_store(plan: Plan) -> type[Store]:
     class FaultyStore(Store):
         def apply_response(self, *args: Any, **kwargs: Any) -> Any:
-            real = self._conn
-            self._conn = FaultyConnection(real, plan)  # type: ignore[assignment]
+            real = self._db.conn
+            self._db.conn = FaultyConnection(real, plan)  # type: ignore[assignment]
             try:
                 return super().apply_response(*args, **kwargs)
             finally:
-                self._conn = real
+                self._db.conn = real
     return FaultyStore
 
 
@@ -193,7 +194,7 @@ def test_a_failed_commit_leaves_no_transaction_open(db_path: Path) -> None:
     state = SourceState(source_id="demo", url="https://example.org/feed")
     record = FetchRecord(source_id="demo", started_at=clock(), url=state.url, outcome="fetched")
     with Store(db_path) as store:
-        real = store._conn
+        real = store._db.conn
 
         class FailingCommit(FaultyConnection):
             def execute(self, sql: str, *args: Any) -> sqlite3.Cursor:
@@ -201,10 +202,10 @@ def test_a_failed_commit_leaves_no_transaction_open(db_path: Path) -> None:
                     raise sqlite3.OperationalError("disk I/O error")
                 return real.execute(sql, *args)
 
-        store._conn = FailingCommit(real, Plan())  # type: ignore[assignment]
-        with pytest.raises(signal_feeds.store.StoreError, match="disk I/O error"):
+        store._db.conn = FailingCommit(real, Plan())  # type: ignore[assignment]
+        with pytest.raises(StoreError, match="disk I/O error"):
             store.apply_response(state, entries, record, clock())
-        store._conn = real
+        store._db.conn = real
         assert not real.in_transaction
         counts = store.apply_response(state, entries, record, clock())
         assert counts.created == 3
@@ -220,19 +221,19 @@ def test_disk_full_while_storing_is_reported_and_the_next_run_recovers(
     # Every response fails in its first executemany, between its first and second row.
     class FullDisk(Store):
         def apply_response(self, *args: Any, **kwargs: Any) -> Any:
-            real = self._conn
+            real = self._db.conn
             plan = Plan(fail_at="first-mid", message="database or disk is full")
-            self._conn = FaultyConnection(real, plan)  # type: ignore[assignment]
+            self._db.conn = FaultyConnection(real, plan)  # type: ignore[assignment]
             try:
                 return super().apply_response(*args, **kwargs)
             finally:
-                self._conn = real
+                self._db.conn = real
 
     monkeypatch.setattr(signal_feeds.run.pipeline, "Store", FullDisk)
     report = run_fetch(config, force=True, parser=InlineParser())
     for rep in report.sources:
         assert rep.status == "failed"
-        assert rep.error == "cannot store response: database or disk is full"
+        assert rep.error == f"cannot store response in {db_path}: database or disk is full"
     assert rows(db_path, "SELECT count(*) FROM entries") == [(0,)]
     monkeypatch.setattr(signal_feeds.run.pipeline, "Store", Store)
     report = run_fetch(config, force=True, parser=InlineParser())
@@ -408,7 +409,7 @@ def test_read_only_database(server: TeachingServer, db_path: Path,
     def read_only(path: Any, *args: Any, **kwargs: Any) -> sqlite3.Connection:
         return real_connect(f"file:{path}?mode=ro", *args, uri=True, **kwargs)
 
-    monkeypatch.setattr(signal_feeds.store.sqlite3, "connect", read_only)
+    monkeypatch.setattr(signal_feeds.store.sqlite.connection.sqlite3, "connect", read_only)
     report = run_fetch(config, force=True, parser=InlineParser())
     rep = report.get("demo-rss")
     assert rep.status == "failed" and "readonly database" in rep.error, rep

@@ -18,17 +18,17 @@ from signal_feeds.demo.teaching_server import TeachingServer
 KILLER = textwrap.dedent("""
     import os, signal, sys
     from signal_feeds import load_config, run_fetch
-    from signal_feeds.store import Store
+    from signal_feeds.store.sqlite import writing
 
-    original = Store._write_entries
+    original = writing._write_entries
 
-    def write_then_die(self, conn, *args):
-        counts = original(self, conn, *args)
+    def write_then_die(conn, *args):
+        counts = original(conn, *args)
         # Entries and versions are written, the transaction is still open.
         os.kill(os.getpid(), signal.SIGKILL)
         return counts
 
-    Store._write_entries = write_then_die
+    writing._write_entries = write_then_die
     run_fetch(load_config(sys.argv[1]), force=True, source_ids=["demo-rss"])
 """)
 

@@ -190,7 +190,7 @@ def test_the_fast_paths_of_word_splitting_change_nothing(text: str) -> None:
     import re
     import unicodedata
 
-    from signal_feeds.store.dedupe import _words
+    from signal_feeds.identity.matching import _words
 
     slow = re.findall(r"\w+", unicodedata.normalize("NFKC", text).casefold())
     assert _words(text) == slow
@@ -211,7 +211,7 @@ def test_prefix_tokens_are_the_smallest_of_the_set(items: frozenset[int],
                                                    threshold: float) -> None:
     import math
 
-    from signal_feeds.store.dedupe import prefix_tokens
+    from signal_feeds.identity.matching import prefix_tokens
 
     keep = len(items) - math.ceil(threshold * len(items) - 1e-9) + 1 if items else 0
     assert prefix_tokens(items, threshold=threshold) == sorted(items)[:keep]

@@ -73,7 +73,7 @@ def test_without_a_window_writes_that_queue_meanwhile_join_the_batch(db_path: Pa
 def test_a_failing_write_is_undone_alone(db_path: Path) -> None:
     def half_then_fail() -> None:
         save(store, "half")  # this one's savepoint is released ...
-        with store.transaction() as conn:  # ... this one is rolled back
+        with store._db.transaction() as conn:  # ... this one is rolled back
             conn.execute("INSERT INTO sources (id, url) VALUES ('never', 'x')")
             raise StoreError("injected", source_id="never")
 
@@ -98,7 +98,7 @@ def test_a_failed_commit_fails_every_write_of_the_batch(db_path: Path,
         save(store, "before")
     before = dump(db_path)
     with Store(db_path) as store:
-        real = store._conn
+        real = store._db.conn
         commits: list[str] = []
 
         class FailingCommit:
@@ -112,7 +112,7 @@ def test_a_failed_commit_fails_every_write_of_the_batch(db_path: Path,
                         raise sqlite3.OperationalError("disk I/O error")
                 return real.execute(sql, *args)
 
-        monkeypatch.setattr(store, "_conn", FailingCommit())
+        monkeypatch.setattr(store._db, "conn", FailingCommit())
 
         async def main() -> list[Any]:
             async with StoreWriter(store, window=0.0) as writer:

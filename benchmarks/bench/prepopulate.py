@@ -15,7 +15,7 @@ import hashlib
 import sqlite3
 from pathlib import Path
 
-from signal_feeds.store.dedupe import POSTED_TOKENS
+from signal_feeds.identity.matching import POSTED_TOKENS
 
 __all__ = ["FILLER_PREFIX", "fill_entries"]
 

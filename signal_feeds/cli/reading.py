@@ -20,7 +20,7 @@ from signal_feeds.cli.common import (
     fail,
     json_option,
 )
-from signal_feeds.config.source_list import load_config
+from signal_feeds.config.source_list import Settings, load_config
 from signal_feeds.errors import ConfigError, SignalError
 
 if TYPE_CHECKING:  # the store (and through it the parser) loads only when a command runs
@@ -32,10 +32,18 @@ def _open_store(config_path: str, db_path: str | None) -> Store:
     """The database to read: ``--db``, else the config's; never created by a read."""
     from signal_feeds.store import Store
 
-    path = Path(db_path) if db_path is not None else load_config(config_path).settings.database
+    settings = _settings(config_path, db_path)
+    path = Path(db_path) if db_path is not None else settings.database
     if not path.exists():
         raise ConfigError(f"no database at {path}; run 'signal fetch' first")
-    return Store(path)
+    return Store(path, busy_timeout=settings.busy_timeout)
+
+
+def _settings(config_path: str, db_path: str | None) -> Settings:
+    """The config's settings; with ``--db`` and no config file, the defaults."""
+    if db_path is not None and not Path(config_path).exists():
+        return Settings()
+    return load_config(config_path).settings
 
 
 def _since(value: str | None) -> str | dt.date | dt.datetime | None:
@@ -192,11 +200,9 @@ def export(config_path: str, db_path: str | None, fmt: str, output: str,
 @json_option
 def dedupe(config_path: str, db_path: str | None, as_json: bool) -> None:
     """Recompute every cross-source duplicate marker (idempotent; nothing is deleted)."""
-    from signal_feeds.store.dedupe import recompute
-
     try:
         with _open_store(config_path, db_path) as store:
-            report = recompute(store)
+            report = store.recompute_duplicates()
     except SignalError as exc:
         fail(exc)
     if as_json:

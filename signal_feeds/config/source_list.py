@@ -31,6 +31,7 @@ from signal_feeds.errors import ConfigError
 from signal_feeds.urls import UrlRejected, canonical_source_url
 
 __all__ = [
+    "DEFAULT_BUSY_TIMEOUT",
     "DEFAULT_CONCURRENCY",
     "DEFAULT_CONFIG_PATH",
     "DEFAULT_CONNECT_TIMEOUT",
@@ -65,6 +66,9 @@ DEFAULT_MIN_INTERVAL = 3600.0
 DEFAULT_MAX_INTERVAL = 7 * 24 * 3600.0
 DEFAULT_CONCURRENCY = 20
 DEFAULT_PER_HOST = 2
+#: Seconds a command waits for a database another program has locked before it gives up
+#: (the store's own default; at most this, so that a cron job never piles up).
+DEFAULT_BUSY_TIMEOUT = 60.0
 
 _SLUG = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?$")
 
@@ -84,6 +88,7 @@ class Settings:
     max_interval: float = DEFAULT_MAX_INTERVAL
     concurrency: int = DEFAULT_CONCURRENCY
     per_host: int = DEFAULT_PER_HOST
+    busy_timeout: float = DEFAULT_BUSY_TIMEOUT
     #: Accept plain-http entry links (https only by default).
     allow_http_links: bool = False
     #: Let a redirect from a public source lead to a loopback or private address.
@@ -149,6 +154,7 @@ _SETTING_TYPES: dict[str, type] = {
     "max_interval": float,
     "concurrency": int,
     "per_host": int,
+    "busy_timeout": float,
     "allow_http_links": bool,
     "allow_private_redirects": bool,
 }

@@ -7,8 +7,6 @@ show what an update looks like, and says where the database is.
 
 from __future__ import annotations
 
-import contextlib
-import sqlite3
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -18,6 +16,7 @@ from signal_feeds.errors import StoreError
 from signal_feeds.run.pipeline import run_fetch
 from signal_feeds.run.report import RunReport
 from signal_feeds.store import Store
+from signal_feeds.store.sqlite.schema import is_signal_database
 
 __all__ = ["DEFAULT_DEMO_DATABASE", "run_demo"]
 
@@ -28,13 +27,7 @@ def _fresh_database(path: Path) -> None:
     """Remove a previous demo database, refusing to touch any other file."""
     if not path.exists():
         return
-    try:
-        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as conn:
-            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
-    except sqlite3.Error as exc:
-        raise StoreError(f"{path} exists and is not a Signal database; "
-                         "choose another path with --db") from exc
-    if not {"sources", "entries"} <= tables:
+    if not is_signal_database(path):
         raise StoreError(f"{path} exists and is not a Signal database; "
                          "choose another path with --db")
     for suffix in ("", "-wal", "-shm"):
@@ -84,7 +77,8 @@ def run_demo(database: str | Path = DEFAULT_DEMO_DATABASE, *,
                 for version in versions:
                     echo(f"     {version.first_seen_at}  {version.title}"
                          f"  fingerprint {version.fingerprint[:12]}…")
-        totals = (store.count("entries"), store.count("entry_versions"), store.count("fetches"))
-    echo(f"Database: {db} ({totals[0]} entries, {totals[1]} versions, {totals[2]} fetches)")
+        totals = store.table_counts()
+    echo(f"Database: {db} ({totals['entries']} entries, {totals['entry_versions']} versions, "
+         f"{totals['fetches']} fetches)")
     echo(f"Browse it: sqlite-utils rows {db.name} entries --table")
     return db

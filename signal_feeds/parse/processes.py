@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from typing import IO, TYPE_CHECKING, Any
 
 from signal_feeds.errors import ContradictionError, SignalError
-from signal_feeds.store.dedupe import MatchKeys, match_keys
+from signal_feeds.identity.matching import MatchKeys, match_keys
 
 if TYPE_CHECKING:  # the parser processes import this module: keep asyncio out of them
     from concurrent.futures import ThreadPoolExecutor

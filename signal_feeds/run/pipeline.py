@@ -424,7 +424,10 @@ def run_fetch(
     t0 = time.monotonic()
     own_parser = parser is None
     pool = parser or ParserPool()
-    with Store(db_path) as store:
+    # The write lock is taken once on opening: a database another program holds fails
+    # here, after the busy timeout, before any source is fetched.
+    with Store(db_path, busy_timeout=config.settings.busy_timeout,
+               check_writable=True) as store:
         try:
             reports = asyncio.run(_run_async(config, store, sources, force=force, clock=clock,
                                              resolver=resolver, parser=pool,

@@ -19,7 +19,7 @@ def source_table(config: Config, *, database: str | Path | None = None) -> list[
     db = Path(database) if database is not None else config.settings.database
     today = utcnow().date()
     rows: list[dict[str, Any]] = []
-    with Store(db) as store:
+    with Store(db, busy_timeout=config.settings.busy_timeout) as store:
         for src in config.sources:
             st = store.source_state(src.id, src.url)
             note = ""
@@ -47,7 +47,7 @@ def reset_source(config: Config, source_id: str, *, database: str | Path | None 
     """Clear a source's gone, moved, backoff and schedule state."""
     config.source(source_id)  # raises ConfigError for an unknown id
     db = Path(database) if database is not None else config.settings.database
-    with Store(db) as store:
+    with Store(db, busy_timeout=config.settings.busy_timeout) as store:
         if not store.reset_source(source_id):
             raise ConfigError(f"source {source_id!r} has never been fetched; nothing to reset",
                               path=str(config.path) if config.path else None)

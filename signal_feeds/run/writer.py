@@ -117,6 +117,9 @@ class StoreWriter:
                         break
                     job = waiting
         except Exception as exc:  # the commit failed: nothing of the batch is stored
+            # (When the transaction could not even begin, ``first`` never ran: it fails
+            # too, or its caller would wait for ever.)
+            jobs = jobs or [first]
             log.warning("a batch of %d writes was not committed: %s", len(jobs), exc)
             message = exc.message if isinstance(exc, StoreError) else str(exc)
             results = [(False, StoreError(f"not stored: the commit failed: {message}"))

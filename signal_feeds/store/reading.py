@@ -2,7 +2,8 @@
 
 Cross-source duplicates are collapsed by default (one row per story, the canonical one,
 with the keys and sources collapsed into it) and shown with ``include_duplicates``;
-nothing is ever deleted. Every function takes an open :class:`~signal_feeds.store.Store`
+nothing is ever deleted. Every function takes an open store (any
+:class:`~signal_feeds.store.protocol.FeedStore`: it asks only the protocol's queries)
 and returns frozen dataclasses with a ``to_dict()`` for JSON, or text for export.
 
 ```python
@@ -21,16 +22,15 @@ import dataclasses
 import datetime as dt
 import json
 import re
-import sqlite3
 import xml.etree.ElementTree as ET
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from collections.abc import Iterable
+from typing import Literal
 
 from signal_feeds import __version__
-from signal_feeds.errors import SignalError, StoreError
-from signal_feeds.store import ENTRY_ORDER_EXPR, Store, StoredVersion
-from signal_feeds.store.dedupe import CHANNELS, match_url
+from signal_feeds.errors import SignalError
+from signal_feeds.identity.matching import CHANNELS, match_url
+from signal_feeds.store.protocol import FeedStore
+from signal_feeds.store.views import EntryHistory, EntryView, LookupResult
 from signal_feeds.timeutil import format_time, utcnow
 from signal_feeds.urls import normalize_link
 
@@ -63,81 +63,6 @@ ExportFormat = Literal["json", "atom"]
 _HEX = re.compile(r"^[0-9a-f]+$")
 # Characters XML 1.0 cannot carry at all; feeds read leniently sometimes contain them.
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
-_CHUNK = 500
-
-
-@dataclass(frozen=True)
-class EntryView:
-    """One stored entry as a reader sees it."""
-
-    key: str
-    source_id: str
-    remote_id: str
-    url: str
-    title: str
-    published: str
-    updated: str
-    author: str
-    summary: str
-    content: str = field(repr=False)
-    first_seen_at: str
-    last_seen_at: str
-    #: The older row this one duplicates (``""``: it is canonical), and the per-channel
-    #: markers it was derived from.
-    duplicate_of: str = ""
-    dup_link: str = ""
-    dup_title: str = ""
-    dup_text: str = ""
-    #: Keys of the rows collapsed into this one, and their sources (collapsed reads).
-    duplicates: tuple[str, ...] = ()
-    also_in: tuple[str, ...] = ()
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form (``key`` is also given as ``id``, as in ``signal parse``)."""
-        data = dataclasses.asdict(self)
-        data["duplicates"] = list(self.duplicates)
-        data["also_in"] = list(self.also_in)
-        return {"id": self.key, **data}
-
-
-@dataclass(frozen=True)
-class EntryHistory:
-    """An entry and every version (fingerprint) it has had, oldest first."""
-
-    entry: EntryView
-    versions: tuple[StoredVersion, ...]
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form."""
-        return {"entry": self.entry.to_dict(),
-                "versions": [dataclasses.asdict(v) for v in self.versions]}
-
-
-@dataclass(frozen=True)
-class LookupResult:
-    """Answer to "do we know this link?"."""
-
-    query: str
-    match_url: str
-    #: The canonical entry of the story, even when the link matched a marked duplicate.
-    canonical: EntryView
-    #: The rows whose link matched.
-    matches: tuple[EntryView, ...]
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form."""
-        return {"query": self.query, "match_url": self.match_url,
-                "canonical": self.canonical.to_dict(),
-                "matches": [m.to_dict() for m in self.matches]}
-
-
-_VIEW_FIELDS = [f.name for f in dataclasses.fields(EntryView)
-                if f.name not in ("duplicates", "also_in")]
-
-
-def _view(row: sqlite3.Row) -> EntryView:
-    values: dict[str, Any] = {n: row["id" if n == "key" else n] or "" for n in _VIEW_FIELDS}
-    return EntryView(**values)
 
 
 def _since_text(since: str | dt.date | dt.datetime | None) -> str | None:
@@ -152,31 +77,19 @@ def _since_text(since: str | dt.date | dt.datetime | None) -> str | None:
     return since
 
 
-def _query(store: Store, sql: str, args: Sequence[Any]) -> list[sqlite3.Row]:
-    try:
-        return store.connection.execute(sql, args).fetchall()
-    except sqlite3.Error as exc:
-        raise StoreError(f"cannot read entries: {exc}") from exc
-
-
-def _with_duplicates(store: Store, views: list[EntryView]) -> list[EntryView]:
+def _with_duplicates(store: FeedStore, views: list[EntryView]) -> list[EntryView]:
     """Fill ``duplicates``/``also_in`` with every row whose marker chain ends at a view."""
     root_of = {v.key: v.key for v in views}
     found: dict[str, list[tuple[str, str]]] = {v.key: [] for v in views}
     frontier = list(root_of)
     while frontier:  # markers point at strictly older rows, so this ends
         next_frontier: list[str] = []
-        for start in range(0, len(frontier), _CHUNK):
-            chunk = frontier[start:start + _CHUNK]
-            marks = ",".join("?" * len(chunk))
-            for key, source, parent in _query(
-                    store, f"SELECT id, source_id, duplicate_of FROM entries "
-                           f"WHERE duplicate_of IN ({marks})", chunk):
-                if key in root_of:
-                    continue
-                root_of[key] = root_of[parent]
-                found[root_of[key]].append((key, source))
-                next_frontier.append(key)
+        for key, source, parent in store.duplicates_of(frontier):
+            if key in root_of:
+                continue
+            root_of[key] = root_of[parent]
+            found[root_of[key]].append((key, source))
+            next_frontier.append(key)
         frontier = next_frontier
     out = []
     for v in views:
@@ -187,36 +100,8 @@ def _with_duplicates(store: Store, views: list[EntryView]) -> list[EntryView]:
     return out
 
 
-def _entries_query(*, source_id: str | None, since: str | dt.date | dt.datetime | None,
-                   limit: int | None, include_duplicates: bool) -> tuple[str, list[Any]]:
-    """The SQL of :func:`list_entries` (kept apart so tests can check its query plan)."""
-    where: list[str] = []
-    args: list[Any] = []
-    if source_id is not None:
-        where.append("source_id = ?")
-        args.append(source_id)
-        if not include_duplicates:
-            where.append("(duplicate_of = '' OR duplicate_of NOT IN "
-                         "(SELECT id FROM entries WHERE source_id = ?))")
-            args.append(source_id)
-    elif not include_duplicates:
-        where.append("duplicate_of = ''")
-    since_text = _since_text(since)
-    if since_text is not None:
-        where.append(f"{ENTRY_ORDER_EXPR} >= ?")
-        args.append(since_text)
-    sql = "SELECT * FROM entries"
-    if where:
-        sql += " WHERE " + " AND ".join(where)
-    sql += f" ORDER BY {ENTRY_ORDER_EXPR} DESC, id"
-    if limit is not None:
-        sql += " LIMIT ?"
-        args.append(max(limit, 0))
-    return sql, args
-
-
 def list_entries(
-    store: Store,
+    store: FeedStore,
     *,
     source_id: str | None = None,
     since: str | dt.date | dt.datetime | None = None,
@@ -231,13 +116,12 @@ def list_entries(
     the source published); only duplicates within the source are collapsed.
     ``since`` is a date or time (UTC); ``limit=None`` means no limit.
     """
-    sql, args = _entries_query(source_id=source_id, since=since, limit=limit,
-                               include_duplicates=include_duplicates)
-    views = [_view(r) for r in _query(store, sql, args)]
+    views = store.entry_views(source_id=source_id, since=_since_text(since), limit=limit,
+                              include_duplicates=include_duplicates)
     return views if include_duplicates else _with_duplicates(store, views)
 
 
-def resolve_key(store: Store, key: str) -> str | None:
+def resolve_key(store: FeedStore, key: str) -> str | None:
     """The full key for ``key`` or a unique prefix of it (at least 6 hex digits).
 
     Raises :class:`SignalError` for an ambiguous prefix; ``None`` when nothing matches.
@@ -245,55 +129,45 @@ def resolve_key(store: Store, key: str) -> str | None:
     text = key.strip().lower()
     if not _HEX.match(text) or len(text) < MIN_KEY_PREFIX:
         return None
-    # Hex digits sort below "g": [prefix, prefix + "g") is exactly the keys it starts.
-    rows = _query(store, "SELECT id FROM entries WHERE id >= ? AND id < ? ORDER BY id LIMIT 2",
-                  (text, text + "g"))
-    if len(rows) > 1:
+    keys = store.keys_starting_with(text, limit=2)
+    if len(keys) > 1:
         raise SignalError(f"key prefix {key!r} is ambiguous; give more digits")
-    return str(rows[0][0]) if rows else None
+    return keys[0] if keys else None
 
 
-def entry_history(store: Store, key: str) -> EntryHistory | None:
+def entry_history(store: FeedStore, key: str) -> EntryHistory | None:
     """The entry (by key or unique key prefix) and every version of it, with when each
     was first and last seen; ``None`` if there is no such entry."""
     full = resolve_key(store, key)
     if full is None:
         return None
-    rows = _query(store, "SELECT * FROM entries WHERE id = ?", (full,))
-    if not rows:
+    view = store.entry_view(full)
+    if view is None:
         return None
-    try:
-        versions = tuple(store.versions(full))
-    except sqlite3.Error as exc:
-        raise StoreError(f"cannot read versions: {exc}") from exc
-    return EntryHistory(entry=_with_duplicates(store, [_view(rows[0])])[0], versions=versions)
+    versions = tuple(store.versions(full))
+    return EntryHistory(entry=_with_duplicates(store, [view])[0], versions=versions)
 
 
-def _root(store: Store, view: EntryView) -> EntryView:
+def _root(store: FeedStore, view: EntryView) -> EntryView:
     seen = {view.key}
     while view.duplicate_of:
-        rows = _query(store, "SELECT * FROM entries WHERE id = ?", (view.duplicate_of,))
-        if not rows or rows[0]["id"] in seen:  # defensive: a marker to nowhere
+        parent = store.entry_view(view.duplicate_of)
+        if parent is None or parent.key in seen:  # defensive: a marker to nowhere
             break
-        view = _view(rows[0])
+        view = parent
         seen.add(view.key)
     return view
 
 
-_LOOKUP_SQL = ("SELECT * FROM entries WHERE (match_url = ? AND match_url != '') OR url = ? "
-               "ORDER BY first_seen_at, id")
-
-
-def lookup(store: Store, url: str) -> LookupResult | None:
+def lookup(store: FeedStore, url: str) -> LookupResult | None:
     """Do we know this link? Matches the link the way duplicate detection does (scheme,
     ``www.``, trailing slash and tracking parameters ignored) and answers with the
     canonical entry of the story, even when the matching row is a marked duplicate."""
     key = match_url(url)
     exact = normalize_link(url, allow_http=True) or url.strip()
-    rows = _query(store, _LOOKUP_SQL, (key, exact))
-    if not rows:
+    matches = store.entries_with_link(key, exact)
+    if not matches:
         return None
-    matches = [_view(r) for r in rows]
     roots = {r.key: r for r in (_root(store, m) for m in matches)}
     canonical = min(roots.values(), key=lambda v: (v.first_seen_at, v.key))
     return LookupResult(query=url, match_url=key,
@@ -353,7 +227,7 @@ def _atom(views: Iterable[EntryView], *, title: str, feed_id: str,
 
 
 def export_entries(
-    store: Store,
+    store: FeedStore,
     *,
     format: ExportFormat = "json",
     source_id: str | None = None,

@@ -1,0 +1,360 @@
+"""Cross-source duplicate matching as pure functions: no database, no I/O.
+
+The same story often arrives from several sources (the publisher, a mirror, a planet).
+Identity keys stay per source; the store marks rows that tell the same story, one
+marker column per detection channel, with the decisions made here:
+
+- link: the same canonical link after aggressive *match* normalization (scheme,
+  ``www.``, trailing slash and tracking parameters ignored; the query otherwise sorted).
+  This is for matching only: the stored ``url`` keeps the link policy of ``urls.py``.
+- title: the same normalized title from another source within a time window.
+- text: near-identical title + summary (word-shingle Jaccard at or above 0.9),
+  found through a few of each text's smallest shingle hashes (:data:`POSTED_TOKENS`).
+
+Within a channel, rows from different sources that match are linked; a cluster is a
+connected group of linked rows and its canonical row is the oldest (earliest
+``first_seen_at``, then smallest key). Every other member's marker names the canonical
+row, so a marker always points at an older row and chains always end.
+
+Parser processes import this module to compute :class:`MatchKeys` next to the parse,
+without importing the store; the store's dedupe SQL applies the same decisions.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import html
+import math
+import re
+import struct
+import unicodedata
+import zlib
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit
+
+from signal_feeds.timeutil import parse_time
+
+__all__ = [
+    "CHANNELS",
+    "DEFAULT_MIN_TEXT_WORDS",
+    "DEFAULT_MIN_TITLE_CHARS",
+    "DEFAULT_SHINGLE_SIZE",
+    "DEFAULT_TEXT_THRESHOLD",
+    "DEFAULT_TITLE_WINDOW",
+    "MATCHERS",
+    "POSTED_TOKENS",
+    "TRACKING_PARAMETERS",
+    "DedupeRow",
+    "MatchKeys",
+    "canonical_key",
+    "clusters",
+    "jaccard",
+    "links_match",
+    "markers_for",
+    "match_keys",
+    "match_url",
+    "normalize_title",
+    "pack_tokens",
+    "posted_tokens",
+    "prefix_tokens",
+    "shingles",
+    "texts_match",
+    "titles_match",
+    "unpack_tokens",
+]
+
+#: Detection channels in ``duplicate_of`` priority order, with their marker columns.
+CHANNELS: Mapping[str, str] = {"link": "dup_link", "title": "dup_title", "text": "dup_text"}
+#: Two equal titles count only if their dates are at most this far apart.
+DEFAULT_TITLE_WINDOW = dt.timedelta(hours=48)
+#: Shorter normalized titles ("News", "Update 3") are too generic to match on.
+DEFAULT_MIN_TITLE_CHARS = 12
+DEFAULT_SHINGLE_SIZE = 3
+#: Texts with fewer words have too few shingles for the overlap to mean anything.
+DEFAULT_MIN_TEXT_WORDS = 8
+DEFAULT_TEXT_THRESHOLD = 0.9
+#: Query parameters that say how a reader arrived, not which page it is.
+TRACKING_PARAMETERS = frozenset({
+    "fbclid", "gclid", "dclid", "gbraid", "wbraid", "msclkid", "yclid", "igshid",
+    "mc_cid", "mc_eid", "_ga", "_gl",
+})
+_TRACKING_PREFIXES = ("utm_",)
+_WORD = re.compile(r"\w+")
+_TAG = re.compile(r"<[^>]*>")
+
+
+# -- match keys (pure) --------------------------------------------------------------------
+
+
+def match_url(url: str) -> str:
+    """The link as compared for duplicates, or ``""`` when there is nothing to compare.
+
+    Scheme, ``www.``, default ports, a trailing slash, the fragment and tracking
+    parameters (``utm_*``, ``fbclid``, ``gclid``, ...) are dropped; the remaining query
+    parameters are sorted. ``https://www.Example.org/a/?utm_source=x&b=2&a=1#top`` and
+    ``http://example.org/a?a=1&b=2`` give the same ``example.org/a?a=1&b=2``.
+    """
+    text = url.strip()
+    if not text:
+        return ""
+    try:
+        parts = urlsplit(text)
+        port = parts.port
+    except ValueError:
+        return ""
+    if parts.scheme.lower() not in ("http", "https"):
+        return ""
+    host = (parts.hostname or "").lower().rstrip(".")
+    host = host.removeprefix("www.")
+    if not host:
+        return ""
+    if ":" in host:  # IPv6 literal
+        host = f"[{host}]"
+    if port is not None and port not in (80, 443):
+        host = f"{host}:{port}"
+    query = sorted(
+        (name, value) for name, value in parse_qsl(parts.query, keep_blank_values=True)
+        if name.lower() not in TRACKING_PARAMETERS
+        and not name.lower().startswith(_TRACKING_PREFIXES)
+    )
+    encoded = urlencode(query)
+    return host + parts.path.rstrip("/") + (f"?{encoded}" if encoded else "")
+
+
+# Characters common in feed text that are not NFKC-normalized, with their NFKC forms.
+# NFKC decomposes character by character, so putting the decomposition in first gives
+# the same result, and most texts (a WordPress excerpt's "[…]", a "&nbsp;") then pass
+# the quick check instead of a full normalization.
+_COMPATIBILITY = (("\u2026", "..."), ("\xa0", " "))
+
+
+def _words(text: str) -> list[str]:
+    """The case-folded NFKC words (``\\w+``) of ``text``."""
+    if text.isascii():  # NFKC leaves ASCII as it is, and casefold() is lower() there
+        text = text.lower()
+    else:
+        for char, form in _COMPATIBILITY:
+            if char in text:
+                text = text.replace(char, form)
+        if not unicodedata.is_normalized("NFKC", text):
+            text = unicodedata.normalize("NFKC", text)
+        text = text.casefold()
+    # The same list as _WORD.findall(text), faster: whitespace never belongs to a word,
+    # and a whitespace-separated chunk of only alphanumerics (str.isalnum() is the
+    # regular expression's definition of \\w, less the underscore) is one whole word.
+    words: list[str] = []
+    for chunk in text.split():
+        if chunk.isalnum():
+            words.append(chunk)
+        else:
+            words += _WORD.findall(chunk)
+    return words
+
+
+def normalize_title(title: str, *, min_chars: int = DEFAULT_MIN_TITLE_CHARS) -> str:
+    """Case-folded words of a title joined by single spaces; ``""`` when too short to
+    identify a story (punctuation, case and spacing never distinguish two titles)."""
+    norm = " ".join(_words(html.unescape(title)))
+    return norm if len(norm) >= min_chars else ""
+
+
+_MASK63 = (1 << 63) - 1
+_MIX = 0x9E3779B97F4A7C15  # odd 64-bit constant (the golden ratio): a multiplicative hash
+
+
+def _window_hash(window: Sequence[int], size: int) -> int:
+    value = 0
+    for word in window:
+        value = value << 32 | word
+    # The word hashes packed side by side, times the constant: the product's upper bits
+    # depend on every word. 63 bits of them fit SQLite's signed INTEGER.
+    return (value * _MIX >> max(32 * size - 63, 0)) & _MASK63
+
+
+def shingles(title: str, summary: str, *, size: int = DEFAULT_SHINGLE_SIZE,
+             min_words: int = DEFAULT_MIN_TEXT_WORDS) -> frozenset[int]:
+    """Hashes of the word shingles (``size`` consecutive words) of the title and the
+    summary's text, as non-negative 63-bit integers.
+
+    Empty when the text has fewer than ``min_words`` words. The hashes are stable across
+    processes and Python versions (CRC-32 of each word, then a fixed multiplicative mix
+    of each window): they are stored as the text channel's tokens.
+    """
+    words = _words(html.unescape(title) + " " + html.unescape(_TAG.sub(" ", summary)))
+    if len(words) < max(min_words, size):
+        return frozenset()
+    # CRC-32 of every word, repeats included: hashing a word again is cheaper than
+    # looking it up in a table of the text's distinct words.
+    hashed = list(map(zlib.crc32, map(str.encode, words)))
+    if size == 3:  # the default, unrolled (_window_hash inline): it runs for every entry
+        return frozenset([((a << 64 | b << 32 | c) * _MIX >> 33) & _MASK63
+                          for a, b, c in zip(hashed, hashed[1:], hashed[2:], strict=False)])
+    return frozenset(_window_hash(hashed[i:i + size], size)
+                     for i in range(len(words) - size + 1))
+
+
+def jaccard(a: frozenset[Any], b: frozenset[Any]) -> float:
+    """Size of the intersection over size of the union (0.0 for two empty sets)."""
+    if not a or not b:
+        return 0.0
+    return len(a & b) / len(a | b)
+
+
+def prefix_tokens(items: frozenset[int], *,
+                  threshold: float = DEFAULT_TEXT_THRESHOLD) -> list[int]:
+    """The prefix-filter tokens of a set of shingle hashes: its smallest values.
+
+    In one global order (the hashes' numeric order, which is pseudo-random), two sets
+    with Jaccard >= t share a token among their first ``n - ceil(t * n) + 1``. The
+    product ``t * n`` is rounded down a hair before the ceiling, so that float error
+    (0.9 * 30 is 27.000000000000004) can only lengthen the prefix, never shorten it.
+    """
+    if not items:
+        return []
+    count = len(items)
+    keep = count - math.ceil(threshold * count - 1e-9) + 1
+    # Shingle hashes are spread evenly over [0, 2**63): the ``keep`` smallest nearly
+    # always lie below a bound of three times their share of that range. When at least
+    # ``keep`` values do, the smallest ``keep`` are among them: sorting only those gives
+    # the same list for a fifth of the work. (Any other set still gets the right answer,
+    # from the full sort.)
+    if 3 * keep < count:
+        bound = (_MASK63 + 1) * 3 * keep // count
+        low = [item for item in items if item < bound]
+        if len(low) >= keep:
+            low.sort()
+            return low[:keep]
+    return sorted(items)[:keep]
+
+
+#: Text tokens of an entry posted to ``dedupe_text``: the smallest of its prefix. Each
+#: posting is one more row at a random place in a table that grows with the database,
+#: the costliest write at a million entries. Two texts at or above the threshold differ
+#: in few shingles, spread at random over the order: their five smallest values have
+#: one in common unless five values one of them lacks come before the first they share,
+#: about once in (1 / 0.1) ** 5 = 100,000 pairs at 0.9, less the closer they are,
+#: never for identical texts, and never for texts of up to about 40 shingles, whose
+#: whole prefix is five tokens or fewer.
+POSTED_TOKENS = 5
+
+
+def posted_tokens(tokens: Sequence[int]) -> Sequence[int]:
+    """The tokens (:func:`prefix_tokens`, in order) an entry is found by."""
+    return tokens[:POSTED_TOKENS]
+
+
+def pack_tokens(tokens: Sequence[int]) -> bytes:
+    """Tokens as stored in ``entries.text_tokens``: big-endian signed 64-bit integers."""
+    return struct.pack(f">{len(tokens)}q", *tokens)
+
+
+def unpack_tokens(blob: bytes | None) -> tuple[int, ...]:
+    """The inverse of :func:`pack_tokens` (``()`` for NULL or an empty blob)."""
+    if not blob:
+        return ()
+    return struct.unpack(f">{len(blob) // 8}q", blob)
+
+
+# -- clustering decisions (pure) ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DedupeRow:
+    """What the channels compare about one stored entry."""
+
+    key: str
+    source_id: str
+    first_seen_at: str
+    #: ``published`` if the feed gave one, otherwise ``first_seen_at``.
+    moment: str
+    match_url: str
+    norm_title: str
+    #: :func:`shingles` of the title and summary (left empty until the text channel
+    #: compares this row: most rows are never compared).
+    shingles: frozenset[int] = field(default=frozenset(), repr=False)
+    #: The stored markers, by channel name.
+    markers: Mapping[str, str] = field(default_factory=dict)
+    #: :func:`prefix_tokens` of ``shingles``, as stored in ``entries.text_tokens``.
+    tokens: tuple[int, ...] = field(default=(), repr=False)
+    #: ``entries.seq``: how ``dedupe_text`` names the row (0 when not stored yet).
+    seq: int = 0
+
+
+def links_match(a: DedupeRow, b: DedupeRow) -> bool:
+    """Same match URL, different sources."""
+    return a.source_id != b.source_id and bool(a.match_url) and a.match_url == b.match_url
+
+
+def titles_match(a: DedupeRow, b: DedupeRow, *,
+                 window: dt.timedelta = DEFAULT_TITLE_WINDOW) -> bool:
+    """Same normalized title, different sources, dates at most ``window`` apart."""
+    if a.source_id == b.source_id or not a.norm_title or a.norm_title != b.norm_title:
+        return False
+    ta, tb = parse_time(a.moment), parse_time(b.moment)
+    return ta is not None and tb is not None and abs(ta - tb) <= window
+
+
+def texts_match(a: DedupeRow, b: DedupeRow, *,
+                threshold: float = DEFAULT_TEXT_THRESHOLD) -> bool:
+    """Near-identical text (shingle Jaccard >= ``threshold``), different sources."""
+    return a.source_id != b.source_id and jaccard(a.shingles, b.shingles) >= threshold
+
+
+MATCHERS: Mapping[str, Callable[[DedupeRow, DedupeRow], bool]] = {
+    "link": links_match, "title": titles_match, "text": texts_match,
+}
+
+
+def canonical_key(rows: Iterable[DedupeRow]) -> str:
+    """The cluster's canonical row: earliest first seen, then smallest key."""
+    return min(rows, key=lambda r: (r.first_seen_at, r.key)).key
+
+
+def clusters(seeds: Iterable[str], neighbours: Callable[[str], Iterable[str]]
+             ) -> list[frozenset[str]]:
+    """Connected groups of ``seeds`` under ``neighbours`` (each seed in exactly one)."""
+    seen: set[str] = set()
+    found: list[frozenset[str]] = []
+    for seed in seeds:
+        if seed in seen:
+            continue
+        seen.add(seed)
+        group, stack = {seed}, [seed]
+        while stack:
+            for other in neighbours(stack.pop()):
+                if other not in seen:
+                    seen.add(other)
+                    group.add(other)
+                    stack.append(other)
+        found.append(frozenset(group))
+    return found
+
+
+def markers_for(group: Iterable[DedupeRow]) -> dict[str, str]:
+    """Marker per member: ``""`` for the canonical row, its key for every other row."""
+    members = list(group)
+    canon = canonical_key(members)
+    return {r.key: "" if r.key == canon else canon for r in members}
+
+
+# -- match keys of one entry (pure) -----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MatchKeys:
+    """What an entry is compared by, computed once when it is written."""
+
+    match_url: str
+    norm_title: str
+    shingles: frozenset[int] = field(repr=False)
+    #: :func:`prefix_tokens` of ``shingles``; the first (:func:`posted_tokens`) are the
+    #: rows of ``dedupe_text`` for the entry.
+    tokens: tuple[int, ...] = field(repr=False)
+
+
+def match_keys(url: str, title: str, summary: str) -> MatchKeys:
+    """The match URL, normalized title, shingles and text tokens of one entry."""
+    text = shingles(title, summary)
+    return MatchKeys(match_url(url), normalize_title(title), text, tuple(prefix_tokens(text)))

@@ -1,0 +1,179 @@
+"""What the rest of Signal needs from a store: the contract every backend implements.
+
+The pipeline reads and updates source state and applies one response at a time
+(entries, versions, validators and the fetch row, all or nothing); the reading commands
+(:mod:`signal_feeds.store.reading`) list, look up and export entries through the
+queries below. Nothing outside the store package sees a connection, a cursor or SQL.
+
+SQLite (:class:`signal_feeds.store.sqlite.store.Store`) is the embedded default. A
+second backend (PostgreSQL, for several fetch hosts) implements the same methods with
+the same rules:
+
+- every write (:meth:`FeedStore.apply_response`, :meth:`FeedStore.save_attempt`,
+  :meth:`FeedStore.reset_source`) is atomic on its own, also inside a
+  :meth:`FeedStore.batch`, where a failing write is undone alone and the others commit
+  together at the end;
+- every failure raises :class:`~signal_feeds.errors.StoreError` (never a driver's
+  exception), naming the database;
+- a locked or busy database gives up after the store's busy timeout.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol, runtime_checkable
+
+from signal_feeds.records import (
+    ApplyCounts,
+    FetchRecord,
+    SourceState,
+    StoredEntry,
+    StoredVersion,
+)
+
+if TYPE_CHECKING:
+    from types import TracebackType
+
+    from signal_feeds.identity.keys import EntryRow
+    from signal_feeds.identity.matching import MatchKeys
+    from signal_feeds.store.views import EntryView
+
+__all__ = ["TABLES", "DedupeReport", "DuplicateLink", "FeedStore", "Table"]
+
+#: The tables every backend keeps, as counted by :meth:`FeedStore.table_counts`.
+Table = Literal["sources", "entries", "entry_versions", "fetches"]
+TABLES: tuple[Table, ...] = ("sources", "entries", "entry_versions", "fetches")
+
+
+@dataclass(frozen=True)
+class DedupeReport:
+    """What a marking pass did: rows examined and markers changed per channel."""
+
+    rows: int
+    changed: Mapping[str, int]
+    #: Rows marked as a duplicate after the pass, in the whole database (counted by
+    #: a full recompute only; ``None`` after marking one response).
+    duplicates: int | None = None
+
+    @property
+    def total_changed(self) -> int:
+        """Markers changed over all channels."""
+        return sum(self.changed.values())
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {"rows": self.rows, "changed": dict(self.changed),
+                "total_changed": self.total_changed, "duplicates": self.duplicates}
+
+
+class DuplicateLink(NamedTuple):
+    """One row marked as a duplicate: its key, its source, and the row it duplicates."""
+
+    key: str
+    source_id: str
+    duplicate_of: str
+
+
+@runtime_checkable
+class FeedStore(Protocol):
+    """A Signal database, open until :meth:`close` (or the end of a ``with`` block)."""
+
+    def __enter__(self) -> FeedStore: ...
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None: ...
+
+    def close(self) -> None:
+        """Release the connection(s)."""
+        ...
+
+    # -- source state (the pipeline) ------------------------------------------------
+
+    def source_state(self, source_id: str, url: str) -> SourceState:
+        """The stored state of a source, or a fresh one if it was never fetched or its
+        configured ``url`` is not the stored one."""
+        ...
+
+    def source_states_for(self, urls: Mapping[str, str]) -> dict[str, SourceState]:
+        """:meth:`source_state` of many sources (source id -> configured url)."""
+        ...
+
+    def source_states(self) -> list[SourceState]:
+        """Every stored source state, ordered by id."""
+        ...
+
+    def reset_source(self, source_id: str) -> bool:
+        """Clear gone, moved, backoff and schedule state; True if the source was known."""
+        ...
+
+    def save_attempt(self, state: SourceState, fetch: FetchRecord) -> None:
+        """Store a source's new state and the fetch row of a response without entries."""
+        ...
+
+    def apply_response(self, state: SourceState, rows: Sequence[EntryRow],
+                       fetch: FetchRecord, now: dt.datetime, *,
+                       match_keys: Mapping[str, MatchKeys] | None = None) -> ApplyCounts:
+        """Store one response's entries, versions, the source's new state and the fetch
+        row in one transaction; mark cross-source duplicates of what changed."""
+        ...
+
+    def batch(self) -> AbstractContextManager[None]:
+        """A context in which the writes commit together at its end, each write still
+        atomic on its own."""
+        ...
+
+    # -- entries (the reading commands) ---------------------------------------------
+
+    def entries(self, *, source_id: str | None = None, limit: int | None = None
+                ) -> list[StoredEntry]:
+        """Stored entries, newest first (by published, then first seen)."""
+        ...
+
+    def entry(self, key: str) -> StoredEntry | None:
+        """The entry with this key, if stored."""
+        ...
+
+    def versions(self, key: str) -> list[StoredVersion]:
+        """Every version an entry has had, oldest first."""
+        ...
+
+    def entry_views(self, *, source_id: str | None, since: str | None,
+                    limit: int | None, include_duplicates: bool) -> list[EntryView]:
+        """Entries newest first, as readers see them. Without ``include_duplicates``
+        only canonical rows (with ``source_id``: rows not duplicating a row of that
+        same source); ``since`` is an ISO 8601 date or time, compared as text."""
+        ...
+
+    def entry_view(self, key: str) -> EntryView | None:
+        """One entry as readers see it."""
+        ...
+
+    def duplicates_of(self, keys: Sequence[str]) -> list[DuplicateLink]:
+        """The rows whose ``duplicate_of`` is one of ``keys``."""
+        ...
+
+    def keys_starting_with(self, prefix: str, *, limit: int) -> list[str]:
+        """At most ``limit`` entry keys that start with ``prefix``, in order."""
+        ...
+
+    def entries_with_link(self, match_url: str, url: str) -> list[EntryView]:
+        """Entries whose match URL is ``match_url`` (when not empty) or whose stored link
+        is exactly ``url``, oldest first."""
+        ...
+
+    # -- maintenance ----------------------------------------------------------------
+
+    def recompute_duplicates(self) -> DedupeReport:
+        """Recompute every match key and duplicate marker (idempotent)."""
+        ...
+
+    def count(self, table: Table) -> int:
+        """Number of rows in one of :data:`TABLES`."""
+        ...
+
+    def table_counts(self) -> dict[Table, int]:
+        """Number of rows in each of :data:`TABLES`."""
+        ...

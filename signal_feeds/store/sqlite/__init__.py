@@ -1,0 +1,1 @@
+"""The SQLite backend of the store: connection, schema, writes, reads, maintenance."""

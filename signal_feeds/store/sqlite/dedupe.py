@@ -1,0 +1,336 @@
+"""Duplicate markers in SQLite: the SQL side of :mod:`signal_feeds.identity.matching`.
+
+Each channel's marker column (``dup_link``, ``dup_title``, ``dup_text``) names the
+canonical row of the row's cluster; ``duplicate_of`` takes the first non-empty marker in
+:data:`~signal_feeds.identity.matching.CHANNELS` order. A channel only ever writes its
+own column. Candidates are found through indexes (``match_url``, ``norm_title``) and the
+``dedupe_text`` token table; the decisions (what matches, which row is canonical) are the
+pure functions of the matching module.
+
+:func:`mark_new_entries` runs inside the store's transaction for the rows one response
+created or changed; :func:`recompute` (``signal dedupe``) recomputes every cluster with
+the same code, so both converge on the same markers.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import sqlite3
+from collections.abc import Callable, Collection, Iterable, Sequence
+from dataclasses import replace
+from typing import Any, TypeVar
+
+from signal_feeds.identity.matching import (
+    CHANNELS,
+    MATCHERS,
+    DedupeRow,
+    clusters,
+    markers_for,
+    match_keys,
+    pack_tokens,
+    posted_tokens,
+    shingles,
+    unpack_tokens,
+)
+from signal_feeds.store.protocol import DedupeReport
+
+__all__ = [
+    "MAX_POSTINGS",
+    "TOKEN_SHARE",
+    "CommonTokens",
+    "mark_new_entries",
+    "recompute",
+    "refresh_match_keys",
+]
+
+_CHUNK = 500  # bound on SQL variables per IN (...)
+_T = TypeVar("_T")
+
+
+def _chunks(items: Sequence[_T]) -> Iterable[Sequence[_T]]:
+    for start in range(0, len(items), _CHUNK):
+        yield items[start:start + _CHUNK]
+
+
+_ROW_SQL = ("SELECT id, source_id, first_seen_at, published, match_url, norm_title, "
+            "dup_link, dup_title, dup_text, text_tokens, seq FROM entries "
+            "WHERE id IN ({marks})")
+
+
+class _Rows:
+    """The dedupe view of the rows one pass touches, loaded on first use.
+
+    Shingles are computed only for rows the text channel actually compares: hashing a
+    summary costs more than everything else a row needs.
+    """
+
+    def __init__(self, conn: sqlite3.Connection, given: Iterable[DedupeRow] = ()) -> None:
+        self.conn = conn
+        self.cache: dict[str, DedupeRow] = {}
+        self.texts: dict[str, frozenset[int]] = {}
+        for row in given:
+            self.cache[row.key] = row
+            if row.shingles:  # empty: not computed (hashed again only if compared)
+                self.texts[row.key] = row.shingles
+
+    def load(self, keys: Iterable[str]) -> None:
+        missing = sorted({k for k in keys if k not in self.cache})
+        for chunk in _chunks(missing):
+            for r in self.conn.execute(_ROW_SQL.format(marks=",".join("?" * len(chunk))),
+                                       chunk):
+                self.cache[r[0]] = DedupeRow(
+                    key=r[0], source_id=r[1], first_seen_at=r[2], moment=r[3] or r[2],
+                    match_url=r[4], norm_title=r[5],
+                    markers={"link": r[6], "title": r[7], "text": r[8]},
+                    tokens=unpack_tokens(r[9]), seq=r[10] or 0)
+
+    def get(self, key: str) -> DedupeRow:
+        if key not in self.cache:
+            self.load([key])
+        return self.cache[key]
+
+    def exists(self, key: str) -> bool:
+        self.load([key])
+        return key in self.cache
+
+    def with_text(self, keys: Sequence[str]) -> list[DedupeRow]:
+        """The rows with their shingles filled in."""
+        missing = sorted({k for k in keys if k not in self.texts})
+        for chunk in _chunks(missing):
+            marks = ",".join("?" * len(chunk))
+            for key, title, summary in self.conn.execute(
+                    f"SELECT id, title, summary FROM entries WHERE id IN ({marks})", chunk):
+                self.texts[key] = shingles(title or "", summary or "")
+        return [replace(self.get(k), shingles=self.texts.get(k, frozenset())) for k in keys]
+
+
+#: A match key shared by more other rows than this is too common to tell stories apart
+#: (a feed's home page as every item's link, "Weekly update", a boilerplate footer's
+#: shingles). Skipping it keeps the cost of marking one entry bounded.
+MAX_POSTINGS = 50
+#: Share of a row's prefix tokens (as stored in ``entries.text_tokens``) a candidate
+#: found by a posted token must have before its text is compared.
+TOKEN_SHARE = 0.5
+#: Token lookups in a statement are padded to a multiple of this, so that few distinct
+#: statements are prepared.
+_TOKEN_GROUP = 8
+_LINK, _TITLE = -2, -1  # labels of the link and title lookups; tokens are 0, 1, ...
+
+
+@functools.lru_cache(maxsize=64)
+def _candidates_sql(tokens: int) -> str:
+    # Each lookup keeps its own LIMIT, so one very common key costs at most
+    # MAX_POSTINGS + 1 rows; one statement per row instead of one per key.
+    # The row itself is left out here, not in Python: it would be one more row per key.
+    terms = [f"SELECT {_LINK}, id FROM (SELECT id FROM entries "
+             "WHERE match_url = ?1 AND id != ?2 LIMIT ?3)",
+             f"SELECT {_TITLE}, id FROM (SELECT id FROM entries "
+             "WHERE norm_title = ?4 AND id != ?2 LIMIT ?3)"]
+    # Token rows name their entry by seq: keys are looked up later, for the few seqs
+    # that share enough tokens.
+    terms += [f"SELECT {i}, entry FROM (SELECT entry FROM dedupe_text "
+              f"WHERE token = ?{i + 6} AND entry != ?5 LIMIT ?3)" for i in range(tokens)]
+    return " UNION ALL ".join(terms)
+
+
+class CommonTokens:
+    """Text tokens already seen with more than :data:`MAX_POSTINGS` rows.
+
+    Rows are never deleted, so such a token stays too common to look up: remembering it
+    saves reading its capped postings for every new entry that carries it (boilerplate
+    such as "read more" or "appeared first on" is in every entry of a feed), and writing
+    more of them. Bounded: forgotten wholesale past ``limit`` tokens, at worst a lookup
+    is paid again.
+    """
+
+    def __init__(self, limit: int = 100_000) -> None:
+        self.limit = limit
+        self.tokens: set[int] = set()
+
+    def __contains__(self, token: object) -> bool:
+        return token in self.tokens
+
+    def add(self, token: int) -> None:
+        if len(self.tokens) >= self.limit:
+            self.tokens.clear()
+        self.tokens.add(token)
+
+
+def _candidates(conn: sqlite3.Connection, row: DedupeRow,
+                common: CommonTokens) -> dict[str, list[str]]:
+    """Rows that share a match key with ``row``, by channel (``row`` itself excluded)."""
+    limit = MAX_POSTINGS + 1
+    # Lookups go by the row's own posted tokens: for texts at or above the threshold,
+    # those meet the other's (see POSTED_TOKENS).
+    tokens = [token for token in posted_tokens(row.tokens) if token not in common]
+    part: list[int | None] = list(tokens)
+    part += [None] * (-len(part) % _TOKEN_GROUP)  # "token = NULL" matches nothing
+    args: list[object] = [row.match_url or None, row.key, limit, row.norm_title or None]
+    if part:  # ?5, the row's own seq, appears only in the token lookups
+        args += [row.seq, *part]
+    hits: dict[int, list[Any]] = {}  # keys for the link and title, seqs for tokens
+    for label, found in conn.execute(_candidates_sql(len(part)), args):
+        hits.setdefault(label, []).append(found)
+
+    def posted(label: int) -> list[Any]:
+        found = hits.get(label, [])
+        return [] if len(found) > MAX_POSTINGS else found
+
+    seqs: set[int] = set()
+    for label, token in enumerate(tokens):
+        if len(hits.get(label, ())) > MAX_POSTINGS:
+            common.add(token)
+        seqs.update(posted(label))
+    # One chance common shingle is not worth comparing a row: two texts at or above the
+    # threshold share most of their prefixes, which the rows carry. Checking that costs
+    # the read of a row; comparing texts costs hashing its summary.
+    need = max(1, math.ceil(len(row.tokens) * TOKEN_SHARE))
+    mine = set(row.tokens)
+    texts = []
+    for chunk in _chunks(sorted(seqs)):
+        # (A token row whose entry is gone names no key: it is left out here.)
+        for key, stored in conn.execute(
+                f"SELECT id, text_tokens FROM entries WHERE seq IN "
+                f"({','.join('?' * len(chunk))}) ORDER BY seq", chunk):
+            if len(mine.intersection(unpack_tokens(stored))) >= need:
+                texts.append(key)
+    found = {"link": posted(_LINK), "title": posted(_TITLE), "text": texts}
+    return {channel: list(dict.fromkeys(keys)) for channel, keys in found.items()}
+
+
+def _old_cluster(conn: sqlite3.Connection, column: str, row: DedupeRow,
+                 channel: str) -> list[str]:
+    """Members of the cluster the row belonged to before this pass."""
+    canon = row.markers.get(channel) or row.key
+    members = [r[0] for r in conn.execute(
+        f"SELECT id FROM entries WHERE {column} = ? AND {column} != ''", (canon,))]
+    return [canon, *members]
+
+
+def _mark(conn: sqlite3.Connection, rows: _Rows, keys: Sequence[str], *,
+          created: Collection[str], everything: bool,
+          common: CommonTokens | None = None) -> DedupeReport:
+    known = CommonTokens() if common is None else common
+    found: dict[str, dict[str, list[str]]] = {}
+
+    def candidates(key: str, channel: str) -> list[str]:
+        if key not in found:
+            found[key] = _candidates(conn, rows.get(key), known)
+        return found[key][channel]
+
+    changed: dict[str, int] = {}
+    touched: set[str] = set()
+    for channel, column in CHANNELS.items():
+        match = MATCHERS[channel]
+        seeds: list[str] = list(keys)
+        if not everything:
+            # Rows that shared a cluster with a changed row may now fall apart or join
+            # another: their whole old clusters are recomputed too. A row created just
+            # now was in no cluster, and no marker can name it yet.
+            for key in keys:
+                if key not in created and rows.exists(key):
+                    seeds.extend(_old_cluster(conn, column, rows.get(key), channel))
+        seeds = [k for k in dict.fromkeys(seeds) if rows.exists(k)]
+
+        def neighbours(key: str, channel: str = channel,
+                       match: Callable[[DedupeRow, DedupeRow], bool] = match) -> list[str]:
+            others = candidates(key, channel)
+            rows.load(others)
+            # Rows of one source never match each other (every matcher says so): drop
+            # them before the text channel pays for their shingles.
+            source = rows.get(key).source_id
+            others = [k for k in others if k in rows.cache and rows.cache[k].source_id != source]
+            if not others:
+                return []
+            if channel == "text":
+                row, *compared = rows.with_text([key, *others])
+            else:
+                row, compared = rows.get(key), [rows.get(k) for k in others]
+            return [other.key for other in compared if match(row, other)]
+
+        count = 0
+        for group in clusters(seeds, neighbours):
+            if len(group) == 1 and not rows.get(next(iter(group))).markers.get(channel):
+                continue  # alone and unmarked: the common case, nothing to write
+            for key, marker in markers_for(rows.get(k) for k in group).items():
+                if rows.get(key).markers.get(channel, "") != marker:
+                    conn.execute(f"UPDATE entries SET {column} = ? WHERE id = ?", (marker, key))
+                    touched.add(key)
+                    count += 1
+        changed[channel] = count
+    _derive_duplicate_of(conn, sorted(touched))
+    duplicates = None
+    if everything:  # a whole-table count is worth it for `signal dedupe`, not per response
+        duplicates = int(conn.execute("SELECT count(*) FROM entries WHERE duplicate_of != ''"
+                                      ).fetchone()[0])
+    return DedupeReport(rows=len(keys), changed=changed, duplicates=duplicates)
+
+
+_DERIVED = " ".join(f"WHEN {col} != '' THEN {col}" for col in list(CHANNELS.values())[:-1])
+_DUPLICATE_OF = f"CASE {_DERIVED} ELSE {list(CHANNELS.values())[-1]} END"
+
+
+def _derive_duplicate_of(conn: sqlite3.Connection, keys: Sequence[str]) -> None:
+    for chunk in _chunks(keys):
+        marks = ",".join("?" * len(chunk))
+        conn.execute(f"UPDATE entries SET duplicate_of = {_DUPLICATE_OF} "
+                     f"WHERE id IN ({marks}) AND duplicate_of != {_DUPLICATE_OF}", chunk)
+
+
+def mark_new_entries(conn: sqlite3.Connection, rows: Sequence[DedupeRow], *,
+                     created: Collection[str] = (),
+                     common: CommonTokens | None = None) -> DedupeReport:
+    """Mark the duplicates among the clusters touched by ``rows`` (entries just created
+    or updated, as written, shingles included), inside the caller's open transaction.
+
+    ``created`` names the rows that did not exist before this transaction: they belonged
+    to no cluster, so no old cluster has to be recomputed for them. ``common`` carries
+    the tokens known to be too common from one response to the next.
+    """
+    given = list({r.key: r for r in rows}.values())
+    return _mark(conn, _Rows(conn, given), [r.key for r in given],
+                 created=frozenset(created), everything=False, common=common)
+
+
+_REFRESH_BATCH = 500
+
+
+def refresh_match_keys(conn: sqlite3.Connection) -> None:
+    """Recompute every entry's match keys and text tokens from its stored fields,
+    rewrite those that changed, and rebuild ``dedupe_text`` (inside the caller's
+    transaction). Walks the table in key order, a batch at a time."""
+    # Rows written by other means (an older Signal, by hand) may have no seq yet: number
+    # them after every seq in use.
+    conn.execute("UPDATE entries SET seq = (SELECT coalesce(max(seq), 0) FROM entries) "
+                 "+ rowid WHERE seq IS NULL")
+    conn.execute("DELETE FROM dedupe_text")
+    last = ""
+    while True:
+        batch = conn.execute(
+            "SELECT id, url, title, summary, match_url, norm_title, text_tokens, seq "
+            "FROM entries WHERE id > ? ORDER BY id LIMIT ?", (last, _REFRESH_BATCH)).fetchall()
+        if not batch:
+            return
+        updates: list[tuple[str, str, bytes, str]] = []
+        tokens: list[tuple[int, int]] = []
+        for key, url, title, summary, old_url, old_title, old_tokens, seq in batch:
+            keys = match_keys(url or "", title or "", summary or "")
+            packed = pack_tokens(keys.tokens)
+            if (keys.match_url, keys.norm_title, packed) != (old_url, old_title,
+                                                             old_tokens or b""):
+                updates.append((keys.match_url, keys.norm_title, packed, key))
+            tokens.extend((token, seq) for token in posted_tokens(keys.tokens))
+        conn.executemany("UPDATE entries SET match_url = ?, norm_title = ?, text_tokens = ? "
+                         "WHERE id = ?", updates)
+        conn.executemany("INSERT OR IGNORE INTO dedupe_text (token, entry) VALUES (?, ?)",
+                         tokens)
+        last = batch[-1][0]
+
+
+def recompute(conn: sqlite3.Connection) -> DedupeReport:
+    """Recompute every match key and every cluster (``signal dedupe``), inside the
+    caller's transaction. Running it again changes nothing."""
+    refresh_match_keys(conn)
+    keys = [r[0] for r in conn.execute("SELECT id FROM entries ORDER BY id")]
+    return _mark(conn, _Rows(conn), keys, created=(), everything=True)

@@ -1,0 +1,174 @@
+"""The SQLite schema and its numbered migrations.
+
+``PRAGMA user_version`` holds the schema version. :func:`create_schema` builds a new
+file and upgrades an older one in place, one numbered step at a time; every step is
+safe to run on a file that already has it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+from pathlib import Path
+
+from signal_feeds.store.sqlite.dedupe import refresh_match_keys
+
+__all__ = ["ENTRY_ORDER_EXPR", "SCHEMA_VERSION", "create_schema", "is_signal_database",
+           "schema_version"]
+
+SCHEMA_VERSION = 5
+
+
+def is_signal_database(path: Path) -> bool:
+    """True if ``path`` is a SQLite file with Signal's tables. Opens it read-only and
+    changes nothing (unlike opening a store, which creates the tables)."""
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as conn:
+            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+    except sqlite3.Error:
+        return False
+    return {"sources", "entries"} <= tables
+
+
+def schema_version(conn: sqlite3.Connection) -> int:
+    """The version a file was built or last upgraded to (0 for a new file)."""
+    return int(conn.execute("PRAGMA user_version").fetchone()[0])
+
+
+def create_schema(conn: sqlite3.Connection) -> None:
+    """Create the tables of a new file, or upgrade an older one to SCHEMA_VERSION
+    (inside the caller's transaction)."""
+    # sqlite-utils builds the schema (only on first use: it is slow to import).
+    import sqlite_utils
+
+    db = sqlite_utils.Database(conn)
+    db.table("sources").create(
+        {"id": str, "url": str, "fetch_url": str, "etag": str, "last_modified": str,
+         "body_digest": str, "body_normalizer_version": int, "body_entries": int,
+         "ttl_seconds": int, "status": str,
+         "http_status": int, "last_fetch_at": str, "last_success_at": str,
+         "next_due_at": str, "retry_after": str, "error_count": int, "last_error": str,
+         "moved_to": str, "gone": int},
+        pk="id", not_null={"url"}, defaults={"error_count": 0, "gone": 0, "status": "new"},
+        if_not_exists=True,
+    )
+    db.table("entries").create(
+        {"id": str, "source_id": str, "remote_id": str, "url": str, "title": str,
+         "published": str, "updated": str, "author": str, "summary": str, "content": str,
+         "fingerprint": str, "content_fingerprint": str, "first_seen_at": str,
+         "last_seen_at": str, "normalizer_version": int},
+        pk="id", not_null={"source_id", "fingerprint", "first_seen_at", "last_seen_at"},
+        if_not_exists=True,
+    )
+    db.table("entry_versions").create(
+        {"id": int, "entry_id": str, "fingerprint": str, "content_fingerprint": str,
+         "title": str, "url": str, "published": str, "updated": str,
+         "first_seen_at": str, "last_seen_at": str, "normalizer_version": int},
+        pk="id", not_null={"entry_id", "fingerprint"}, if_not_exists=True,
+    )
+    db.table("fetches").create(
+        {"id": int, "source_id": str, "started_at": str, "url": str, "outcome": str,
+         "http_status": int, "created": int, "updated": int, "unchanged": int,
+         "skipped": int, "error": str, "duration_ms": float, "bytes": int},
+        pk="id", if_not_exists=True,
+    )
+    conn.execute("CREATE INDEX IF NOT EXISTS entries_url ON entries (url)")
+    conn.execute("CREATE INDEX IF NOT EXISTS fetches_source_started "
+                 "ON fetches (source_id, started_at)")
+    _upgrade_to_v2(conn)
+    _upgrade_to_v3(conn)
+    _upgrade_to_v4(conn)
+    _upgrade_to_v5(conn)
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+
+#: Newest-first order of the reading commands; the indexes below are built on exactly
+#: this expression so that SQLite can walk them instead of sorting.
+ENTRY_ORDER_EXPR = "COALESCE(NULLIF(published, ''), first_seen_at)"
+
+# Version 2: cross-source duplicate markers (one per detection channel), the derived
+# duplicate_of, the match keys they are computed from, and the indexes reads rely on.
+_V2_ENTRY_COLUMNS = ("match_url", "norm_title", "dup_link", "dup_title", "dup_text",
+                     "duplicate_of")
+_V2_INDEXES = {
+    "entries_match_url": "entries (match_url)",
+    "entries_norm_title": "entries (norm_title)",
+    # In the reading order itself (newest first, then key), so a page is an index walk.
+    "entries_shown_order": f"entries (duplicate_of, {ENTRY_ORDER_EXPR} DESC, id)",
+    "entries_source_order": f"entries (source_id, {ENTRY_ORDER_EXPR} DESC, id)",
+    "entries_order": f"entries ({ENTRY_ORDER_EXPR} DESC, id)",
+}
+
+
+def _columns(conn: sqlite3.Connection, table: str) -> set[str]:
+    """Column names of ``table`` (empty if there is no such table)."""
+    return {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
+
+
+def _upgrade_to_v2(conn: sqlite3.Connection) -> None:
+    """Add the version-2 columns, table and indexes; safe on a new or a version-1 file."""
+    if "ttl_seconds" not in _columns(conn, "sources"):
+        conn.execute("ALTER TABLE sources ADD COLUMN ttl_seconds INTEGER")
+    have = _columns(conn, "entries")
+    for column in _V2_ENTRY_COLUMNS:
+        if column not in have:
+            # NOT NULL DEFAULT '': existing rows read as "not a duplicate" until
+            # `signal dedupe` computes their markers.
+            conn.execute(f"ALTER TABLE entries ADD COLUMN {column} TEXT NOT NULL DEFAULT ''")
+    for name, target in _V2_INDEXES.items():
+        conn.execute(f"CREATE INDEX IF NOT EXISTS {name} ON {target}")
+
+
+# Version 3: cheaper writes. Text tokens are 63-bit integers in a WITHOUT ROWID table
+# (one B-tree, no rowid index) and are kept on the entry too, so an edit deletes exactly
+# its old tokens; the marker indexes hold only marked rows (most rows are not
+# duplicates); two indexes no query used are gone.
+_V3_DROPPED = ("entries_source_published", "entries_first_seen", "entries_dup_link",
+               "entries_dup_title", "entries_dup_text", "dedupe_tokens_token",
+               "dedupe_tokens_entry")
+
+
+def _upgrade_to_v3(conn: sqlite3.Connection) -> None:
+    for name in _V3_DROPPED:
+        conn.execute(f"DROP INDEX IF EXISTS {name}")
+    conn.execute("DROP TABLE IF EXISTS dedupe_tokens")
+    for column in ("dup_link", "dup_title", "dup_text"):
+        conn.execute(f"CREATE INDEX IF NOT EXISTS entries_{column} ON entries ({column}) "
+                     f"WHERE {column} != ''")
+    if "text_tokens" not in _columns(conn, "entries"):
+        conn.execute("ALTER TABLE entries ADD COLUMN text_tokens BLOB")
+
+
+# Version 4: the token table names an entry by a small integer (``entries.seq``) instead
+# of its 64-character key. Every new entry adds token rows at random places in that
+# table; at a fifth of the size it stays in the page cache, and a commit rewrites a
+# fifth as many pages. ``seq`` is a real column, not the rowid, because VACUUM
+# may renumber rowids.
+def _upgrade_to_v4(conn: sqlite3.Connection) -> None:
+    has_seq = "seq" in _columns(conn, "entries")
+    if has_seq and "entry" in _columns(conn, "dedupe_text"):
+        return  # a version-4 file: its tokens are in place (rebuilding them costs minutes)
+    if not has_seq:
+        conn.execute("ALTER TABLE entries ADD COLUMN seq INTEGER")  # numbered below
+    conn.execute("CREATE UNIQUE INDEX IF NOT EXISTS entries_seq ON entries (seq)")
+    # Prefix tokens of each entry's text shingles (see identity/matching.py): an index
+    # lookup finds every candidate for a near-identical text without comparing all pairs.
+    conn.execute("DROP TABLE IF EXISTS dedupe_text")  # version 3 named entries by key
+    conn.execute("CREATE TABLE dedupe_text (token INTEGER NOT NULL, "
+                 "entry INTEGER NOT NULL, PRIMARY KEY (token, entry)) WITHOUT ROWID")
+    refresh_match_keys(conn)
+
+
+# Version 5: versions name their entry by ``seq`` too, and are unique on (seq, fingerprints)
+# instead of (key, fingerprints). A new entry's first version then goes to the end of
+# that index, not to a random place in it: with keys of three 64-character digests its
+# inner pages alone outgrew the page cache at 1,000,000 entries, and every new entry
+# read and rewrote two of its pages.
+def _upgrade_to_v5(conn: sqlite3.Connection) -> None:
+    if "entry_seq" not in _columns(conn, "entry_versions"):
+        conn.execute("ALTER TABLE entry_versions ADD COLUMN entry_seq INTEGER")
+        conn.execute("UPDATE entry_versions SET entry_seq = "
+                     "(SELECT seq FROM entries WHERE entries.id = entry_versions.entry_id)")
+    conn.execute("CREATE UNIQUE INDEX IF NOT EXISTS entry_versions_seq_fp "
+                 "ON entry_versions (entry_seq, fingerprint, content_fingerprint)")
+    conn.execute("DROP INDEX IF EXISTS entry_versions_entry_fp")

@@ -1,0 +1,208 @@
+"""The SQLite store: :class:`~signal_feeds.store.protocol.FeedStore` over one file.
+
+Every response is applied in one ``BEGIN IMMEDIATE`` transaction (or one savepoint of a
+:meth:`Store.batch`): entries, versions, validators and the fetch row commit together or
+not at all. WAL mode lets readers continue while a writer works, and the busy timeout
+lets two ``signal fetch`` runs take turns instead of failing with "database is locked".
+Every public method raises only :class:`~signal_feeds.errors.StoreError` for what
+SQLite reports (see :mod:`.connection`).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from signal_feeds.records import (
+    ApplyCounts,
+    FetchRecord,
+    SourceState,
+    StoredEntry,
+    StoredVersion,
+)
+from signal_feeds.store.protocol import TABLES, DedupeReport, DuplicateLink, Table
+from signal_feeds.store.sqlite import dedupe, queries, writing
+from signal_feeds.store.sqlite.connection import DEFAULT_BUSY_TIMEOUT, Connection
+from signal_feeds.store.sqlite.schema import SCHEMA_VERSION, create_schema, schema_version
+
+if TYPE_CHECKING:
+    from types import TracebackType
+
+    from signal_feeds.identity.keys import EntryRow
+    from signal_feeds.identity.matching import MatchKeys
+    from signal_feeds.store.views import EntryView
+
+__all__ = ["Store"]
+
+
+class Store:
+    """A Signal database in one SQLite file. Use as a context manager or call close().
+
+    ``busy_timeout`` is how long (seconds) a write waits for another program's lock
+    before it fails with :class:`~signal_feeds.errors.StoreError`. With
+    ``check_writable`` the store takes the write lock once while opening, so that a
+    database another program holds fails here, before any work is done.
+    """
+
+    def __init__(self, path: str | Path, *, busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
+                 check_writable: bool = False) -> None:
+        self.path = Path(path)
+        self.busy_timeout = busy_timeout
+        self._common_tokens = dedupe.CommonTokens()
+        self._db = Connection(self.path, busy_timeout=busy_timeout)
+        try:
+            with self._db.errors("cannot use database"):
+                if check_writable or schema_version(self._db.conn) < SCHEMA_VERSION:
+                    with self._db.transaction() as conn:
+                        if schema_version(conn) < SCHEMA_VERSION:
+                            create_schema(conn)
+        except BaseException:
+            self._db.close()
+            raise
+
+    def close(self) -> None:
+        """Close the connection (closing the last one folds the WAL into the file)."""
+        self._db.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Store({str(self.path)!r})"
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """Group the writes made inside into one transaction, committed at the end.
+
+        Each write (:meth:`apply_response`, :meth:`save_attempt`, ...) keeps its own
+        savepoint, so a failing write is undone alone and the others still commit. One
+        commit for many responses writes each shared page once instead of once per
+        response. If the commit fails, none of the batch is stored.
+        """
+        with self._db.errors("cannot commit the batch"), self._db.batch():
+            yield
+
+    # -- sources ---------------------------------------------------------------------
+
+    def source_state(self, source_id: str, url: str) -> SourceState:
+        """The stored state of a source (a fresh one if it was never fetched).
+
+        When the configured ``url`` differs from the stored one the user has edited the
+        source list: the state starts over for the new URL (validators of another URL
+        must not be sent to this one).
+        """
+        with self._db.errors("cannot read source state", source_id):
+            stored = queries.stored_source_state(self._db.conn, source_id)
+        return queries.state_for_url(stored, source_id, url)
+
+    def source_states_for(self, urls: Mapping[str, str]) -> dict[str, SourceState]:
+        """:meth:`source_state` of many sources (source id -> configured url) at once."""
+        stored = {state.source_id: state for state in self.source_states()}
+        return {sid: queries.state_for_url(stored.get(sid), sid, url)
+                for sid, url in urls.items()}
+
+    def source_states(self) -> list[SourceState]:
+        """Every stored source state, ordered by id."""
+        with self._db.errors("cannot read sources"):
+            return queries.source_states(self._db.conn)
+
+    def save_attempt(self, state: SourceState, fetch: FetchRecord) -> None:
+        """Store a source's new state and the fetch row of a response without entries
+        (304, error, redirect, skip)."""
+        with self._db.errors("cannot save fetch state", state.source_id), \
+                self._db.transaction() as conn:
+            writing.save_attempt(conn, state, fetch)
+
+    def reset_source(self, source_id: str) -> bool:
+        """Clear gone, moved, backoff and schedule state; True if the source was known."""
+        with self._db.errors("cannot reset source", source_id), \
+                self._db.transaction() as conn:
+            return writing.reset_source(conn, source_id)
+
+    # -- entries ---------------------------------------------------------------------
+
+    def apply_response(self, state: SourceState, rows: Sequence[EntryRow],
+                       fetch: FetchRecord, now: dt.datetime, *,
+                       match_keys: Mapping[str, MatchKeys] | None = None
+                       ) -> ApplyCounts:
+        """Store one response's entries, their versions, the source's new state
+        (validators, body digest) and the fetch row, in one transaction.
+
+        Each entry is ``created``, ``updated`` (fingerprint changed: fields replaced,
+        a version added) or ``unchanged`` (only ``last_seen_at`` refreshed).
+        ``match_keys`` (by entry key) are used where given, computed where not.
+        """
+        with self._db.errors("cannot store response", state.source_id), \
+                self._db.transaction() as conn:
+            return writing.apply_response(conn, state, rows, fetch, now,
+                                          given=match_keys or {},
+                                          common=self._common_tokens)
+
+    def entries(self, *, source_id: str | None = None, limit: int | None = None
+                ) -> list[StoredEntry]:
+        """Stored entries, newest first (by published, then first seen)."""
+        with self._db.errors("cannot read entries", source_id):
+            return queries.entries(self._db.conn, source_id=source_id, limit=limit)
+
+    def entry(self, key: str) -> StoredEntry | None:
+        """The entry with this key, if stored."""
+        with self._db.errors("cannot read entry"):
+            return queries.entry(self._db.conn, key)
+
+    def versions(self, key: str) -> list[StoredVersion]:
+        """Every version an entry has had, oldest first."""
+        with self._db.errors("cannot read versions"):
+            return queries.versions(self._db.conn, key)
+
+    def entry_views(self, *, source_id: str | None, since: str | None,
+                    limit: int | None, include_duplicates: bool) -> list[EntryView]:
+        """Entries newest first, as readers see them (see the protocol)."""
+        with self._db.errors("cannot read entries", source_id):
+            return queries.entry_views(self._db.conn, source_id=source_id, since=since,
+                                       limit=limit, include_duplicates=include_duplicates)
+
+    def entry_view(self, key: str) -> EntryView | None:
+        """One entry as readers see it."""
+        with self._db.errors("cannot read entry"):
+            return queries.entry_view(self._db.conn, key)
+
+    def duplicates_of(self, keys: Sequence[str]) -> list[DuplicateLink]:
+        """The rows whose ``duplicate_of`` is one of ``keys``."""
+        with self._db.errors("cannot read duplicates"):
+            return queries.duplicates_of(self._db.conn, keys)
+
+    def keys_starting_with(self, prefix: str, *, limit: int) -> list[str]:
+        """At most ``limit`` entry keys that start with ``prefix``, in order."""
+        with self._db.errors("cannot read entry keys"):
+            return queries.keys_starting_with(self._db.conn, prefix, limit=limit)
+
+    def entries_with_link(self, match_url: str, url: str) -> list[EntryView]:
+        """Entries with this match URL (when not empty) or exactly this link."""
+        with self._db.errors("cannot look up link"):
+            return queries.entries_with_link(self._db.conn, match_url, url)
+
+    # -- maintenance -----------------------------------------------------------------
+
+    def recompute_duplicates(self) -> DedupeReport:
+        """Recompute every match key and every cluster (``signal dedupe``) in one
+        transaction. Running it again changes nothing."""
+        with self._db.errors("cannot recompute duplicates"), \
+                self._db.transaction() as conn:
+            return dedupe.recompute(conn)
+
+    def count(self, table: Table) -> int:
+        """Number of rows in one of the store's tables."""
+        with self._db.errors(f"cannot count {table}"):
+            return queries.count(self._db.conn, table)
+
+    def table_counts(self) -> dict[Table, int]:
+        """Number of rows in each of the store's tables."""
+        with self._db.errors("cannot count rows"):
+            return {table: queries.count(self._db.conn, table) for table in TABLES}

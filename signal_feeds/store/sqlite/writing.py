@@ -1,0 +1,244 @@
+"""The SQLite write path: one response's entries, versions, dedupe postings, source
+state and fetch row, inside the caller's transaction.
+
+Rows are written with a few ``executemany`` calls per response (upserts, versions,
+last-seen touches, token postings), in sorted order where that keeps neighbouring
+inserts on the same pages. The primary key is the last line of defence against two
+writers: ``INSERT ... ON CONFLICT``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import sqlite3
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from signal_feeds.identity.keys import EntryRow, Outcome, classify_change
+from signal_feeds.identity.matching import (
+    DedupeRow,
+    MatchKeys,
+    match_keys,
+    pack_tokens,
+    posted_tokens,
+    unpack_tokens,
+)
+from signal_feeds.records import ApplyCounts, FetchRecord, SourceState
+from signal_feeds.store.sqlite import dedupe
+from signal_feeds.timeutil import format_time
+
+__all__ = ["SOURCE_COLUMNS", "apply_response", "reset_source", "save_attempt"]
+
+log = logging.getLogger("signal_feeds")
+
+_KEY_CHUNK = 500  # bound on SQL variables per SELECT ... IN (...)
+
+
+@dataclass(frozen=True)
+class _Stored:
+    """What the writer needs to know about an entry already stored."""
+
+    fingerprints: tuple[str, str]
+    first_seen_at: str
+    markers: dict[str, str]
+    tokens: bytes | None
+    seq: int | None
+
+
+_ENTRY_COLUMNS = ("id", "source_id", "remote_id", "url", "title", "published", "updated",
+                  "author", "summary", "content", "fingerprint", "content_fingerprint",
+                  "first_seen_at", "last_seen_at", "normalizer_version", "match_url",
+                  "norm_title", "text_tokens", "seq")
+
+_UPSERT_ENTRY = f"""
+INSERT INTO entries ({", ".join(_ENTRY_COLUMNS)})
+VALUES ({", ".join("?" for _ in _ENTRY_COLUMNS)})
+ON CONFLICT(id) DO UPDATE SET
+  remote_id = excluded.remote_id, url = excluded.url, title = excluded.title,
+  published = excluded.published, updated = excluded.updated, author = excluded.author,
+  summary = excluded.summary, content = excluded.content,
+  fingerprint = excluded.fingerprint, content_fingerprint = excluded.content_fingerprint,
+  last_seen_at = excluded.last_seen_at, normalizer_version = excluded.normalizer_version,
+  match_url = excluded.match_url, norm_title = excluded.norm_title,
+  text_tokens = excluded.text_tokens, seq = coalesce(seq, excluded.seq)
+"""
+_UPSERT_VERSION = """
+INSERT INTO entry_versions (entry_id, entry_seq, fingerprint, content_fingerprint, title, url,
+                            published, updated, first_seen_at, last_seen_at,
+                            normalizer_version)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT(entry_seq, fingerprint, content_fingerprint)
+DO UPDATE SET last_seen_at = excluded.last_seen_at
+"""
+_TOUCH_ENTRY = "UPDATE entries SET last_seen_at = ? WHERE id = ?"
+
+SOURCE_COLUMNS = ("id", "url", "fetch_url", "etag", "last_modified", "body_digest",
+                   "body_normalizer_version", "body_entries", "ttl_seconds", "status",
+                   "http_status", "last_fetch_at", "last_success_at", "next_due_at",
+                   "retry_after", "error_count", "last_error", "moved_to", "gone")
+
+
+def _state_values(state: SourceState) -> tuple[Any, ...]:
+    def t(moment: dt.datetime | None) -> str | None:
+        return format_time(moment) if moment else None
+
+    return (state.source_id, state.url, state.fetch_url, state.etag, state.last_modified,
+            state.body_digest, state.body_normalizer_version, state.body_entries,
+            state.ttl_seconds, state.status,
+            state.http_status, t(state.last_fetch_at), t(state.last_success_at),
+            t(state.next_due_at), t(state.retry_after), state.error_count,
+            state.last_error, state.moved_to, int(state.gone))
+
+
+_SAVE_STATE = (
+    f"INSERT INTO sources ({', '.join(SOURCE_COLUMNS)}) "
+    f"VALUES ({', '.join('?' for _ in SOURCE_COLUMNS)}) ON CONFLICT(id) DO UPDATE SET "
+    + ", ".join(f"{c} = excluded.{c}" for c in SOURCE_COLUMNS[1:])
+)
+_INSERT_FETCH = ("INSERT INTO fetches (source_id, started_at, url, outcome, http_status, "
+                 "created, updated, unchanged, skipped, error, duration_ms, bytes) "
+                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+
+
+def _mark_duplicates(conn: sqlite3.Connection, counts: ApplyCounts,
+                     written: Sequence[DedupeRow], source_id: str,
+                     common: dedupe.CommonTokens) -> None:
+    """Mark cross-source duplicates of the created and updated entries.
+
+    Runs inside the response's transaction under a savepoint: if marking fails only
+    the marking is rolled back. Deduplication is an optimization, never a reason to
+    lose an entry; ``signal dedupe`` recomputes the markers later.
+    """
+    if not written:
+        return
+    created = [key for key, outcome in counts.keys.items() if outcome == "created"]
+    conn.execute("SAVEPOINT signal_dedupe")
+    try:
+        dedupe.mark_new_entries(conn, written, created=created,
+                                common=common)
+    except Exception as exc:
+        conn.execute("ROLLBACK TO signal_dedupe")
+        log.warning("duplicate marking failed for %s (entries stored unmarked; "
+                    "run 'signal dedupe'): %s: %s", source_id, type(exc).__name__, exc)
+    conn.execute("RELEASE signal_dedupe")
+
+def _stored(conn: sqlite3.Connection, keys: Sequence[str]) -> dict[str, _Stored]:
+    found: dict[str, _Stored] = {}
+    for start in range(0, len(keys), _KEY_CHUNK):
+        chunk = keys[start:start + _KEY_CHUNK]
+        marks = ",".join("?" * len(chunk))
+        for r in conn.execute(
+            "SELECT id, fingerprint, content_fingerprint, first_seen_at, dup_link, "
+            f"dup_title, dup_text, text_tokens, seq FROM entries WHERE id IN ({marks})",
+            chunk,
+        ):
+            found[r[0]] = _Stored((r[1], r[2]), r[3], {"link": r[4], "title": r[5],
+                                                        "text": r[6]}, r[7], r[8])
+    return found
+
+def _write_entries(conn: sqlite3.Connection, rows: Sequence[EntryRow], stamp: str,
+                   given: Mapping[str, MatchKeys], common: dedupe.CommonTokens
+                   ) -> tuple[ApplyCounts, list[DedupeRow]]:
+    """Write the rows; return the counts and the dedupe view of what changed."""
+    stored = _stored(conn, [r.key for r in rows])
+    upserts: list[tuple[Any, ...]] = []
+    versions: list[tuple[Any, ...]] = []
+    touches: list[tuple[str, str]] = []
+    outcomes: dict[str, Outcome] = {}
+    written: list[DedupeRow] = []
+    old_tokens: list[tuple[int, int]] = []
+    new_tokens: list[tuple[int, int]] = []
+    last_seq: int | None = None
+    for row in rows:
+        before = stored.get(row.key)
+        outcome = classify_change(before.fingerprints if before else None, row)
+        outcomes[row.key] = outcome
+        if outcome == "unchanged":
+            touches.append((stamp, row.key))
+            continue
+        keys = given.get(row.key) or match_keys(row.url, row.title, row.summary)
+        packed = pack_tokens(keys.tokens)
+        if before and before.seq is not None:
+            seq = before.seq
+        else:  # numbered here, so that its tokens can be written with it
+            if last_seq is None:
+                last_seq = int(conn.execute(
+                    "SELECT coalesce(max(seq), 0) FROM entries").fetchone()[0])
+            last_seq += 1
+            seq = last_seq
+        upserts.append((row.key, row.source_id, row.remote_id, row.url, row.title,
+                        row.published, row.updated, row.author, row.summary, row.content,
+                        row.fingerprint, row.content_fingerprint, stamp, stamp,
+                        row.normalizer_version, keys.match_url, keys.norm_title, packed,
+                        seq))
+        versions.append((row.key, seq, row.fingerprint, row.content_fingerprint, row.title,
+                         row.url, row.published, row.updated, stamp, stamp,
+                         row.normalizer_version))
+        had_tokens = unpack_tokens(before.tokens) if before else ()
+        posted = posted_tokens(keys.tokens)
+        # Rows written before postings were capped have every stored token posted:
+        # all of them that are no longer posted go.
+        old_tokens.extend((t, seq) for t in set(had_tokens).difference(posted))
+        had = posted_tokens(had_tokens)
+        # A token already too common to look up gains nothing from more postings.
+        new_tokens.extend((t, seq) for t in posted
+                          if t not in had and t not in common)
+        first_seen = before.first_seen_at if before else stamp
+        written.append(DedupeRow(
+            key=row.key, seq=seq, source_id=row.source_id, first_seen_at=first_seen,
+            moment=row.published or first_seen, match_url=keys.match_url,
+            norm_title=keys.norm_title, shingles=keys.shingles,
+            markers=before.markers if before else {}, tokens=keys.tokens))
+    conn.executemany(_UPSERT_ENTRY, upserts)
+    conn.executemany(_UPSERT_VERSION, versions)
+    conn.executemany(_TOUCH_ENTRY, touches)
+    conn.executemany("DELETE FROM dedupe_text WHERE token = ? AND entry = ?", old_tokens)
+    new_tokens.sort()  # neighbouring inserts land on the same pages
+    conn.executemany("INSERT OR IGNORE INTO dedupe_text (token, entry) VALUES (?, ?)",
+                     new_tokens)
+    values = list(outcomes.values())
+    counts = ApplyCounts(created=values.count("created"),
+                         updated=values.count("updated"),
+                         unchanged=values.count("unchanged"), keys=outcomes)
+    return counts, written
+
+def _fetch_values(fetch: FetchRecord) -> tuple[Any, ...]:
+    return (fetch.source_id, format_time(fetch.started_at), fetch.url, fetch.outcome,
+            fetch.http_status, fetch.created, fetch.updated, fetch.unchanged,
+            fetch.skipped, fetch.error, round(fetch.duration_ms, 3), fetch.bytes)
+
+
+def save_attempt(conn: sqlite3.Connection, state: SourceState, fetch: FetchRecord) -> None:
+    """Write a source's new state and the fetch row of a response without entries."""
+    conn.execute(_SAVE_STATE, _state_values(state))
+    conn.execute(_INSERT_FETCH, _fetch_values(fetch))
+
+
+def reset_source(conn: sqlite3.Connection, source_id: str) -> bool:
+    """Clear gone, moved, backoff and schedule state; True if the source was known."""
+    cur = conn.execute(
+        "UPDATE sources SET gone = 0, status = 'reset', error_count = 0, "
+        "last_error = '', next_due_at = NULL, retry_after = NULL, moved_to = '', "
+        "fetch_url = '' WHERE id = ?", (source_id,))
+    return cur.rowcount > 0
+
+
+def apply_response(conn: sqlite3.Connection, state: SourceState, rows: Sequence[EntryRow],
+                   fetch: FetchRecord, now: dt.datetime, *,
+                   given: Mapping[str, MatchKeys],
+                   common: dedupe.CommonTokens) -> ApplyCounts:
+    """Write one response (entries, versions, postings, duplicate markers, source state,
+    fetch row) inside the caller's transaction; return what happened to each entry.
+
+    ``given`` match keys (by entry key) are used where given, computed where not; ``common``
+    carries the text tokens known to be too common from one response to the next.
+    """
+    stamp = format_time(now)
+    counts, written = _write_entries(conn, rows, stamp, given, common)
+    _mark_duplicates(conn, counts, written, state.source_id, common)
+    conn.execute(_SAVE_STATE, _state_values(state))
+    conn.execute(_INSERT_FETCH, _fetch_values(replace(
+        fetch, created=counts.created, updated=counts.updated, unchanged=counts.unchanged)))
+    return counts

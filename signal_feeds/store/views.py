@@ -1,0 +1,82 @@
+"""Entries as readers see them: what the reading functions return, for every backend."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from signal_feeds.records import StoredVersion
+
+__all__ = ["VIEW_FIELDS", "EntryHistory", "EntryView", "LookupResult"]
+
+
+@dataclass(frozen=True)
+class EntryView:
+    """One stored entry as a reader sees it."""
+
+    key: str
+    source_id: str
+    remote_id: str
+    url: str
+    title: str
+    published: str
+    updated: str
+    author: str
+    summary: str
+    content: str = field(repr=False)
+    first_seen_at: str
+    last_seen_at: str
+    #: The older row this one duplicates (``""``: it is canonical), and the per-channel
+    #: markers it was derived from.
+    duplicate_of: str = ""
+    dup_link: str = ""
+    dup_title: str = ""
+    dup_text: str = ""
+    #: Keys of the rows collapsed into this one, and their sources (collapsed reads).
+    duplicates: tuple[str, ...] = ()
+    also_in: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (``key`` is also given as ``id``, as in ``signal parse``)."""
+        data = dataclasses.asdict(self)
+        data["duplicates"] = list(self.duplicates)
+        data["also_in"] = list(self.also_in)
+        return {"id": self.key, **data}
+
+
+@dataclass(frozen=True)
+class EntryHistory:
+    """An entry and every version (fingerprint) it has had, oldest first."""
+
+    entry: EntryView
+    versions: tuple[StoredVersion, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {"entry": self.entry.to_dict(),
+                "versions": [dataclasses.asdict(v) for v in self.versions]}
+
+
+@dataclass(frozen=True)
+class LookupResult:
+    """Answer to "do we know this link?"."""
+
+    query: str
+    match_url: str
+    #: The canonical entry of the story, even when the link matched a marked duplicate.
+    canonical: EntryView
+    #: The rows whose link matched.
+    matches: tuple[EntryView, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {"query": self.query, "match_url": self.match_url,
+                "canonical": self.canonical.to_dict(),
+                "matches": [m.to_dict() for m in self.matches]}
+
+
+#: The fields of :class:`EntryView` a backend fills from one stored row (the others are
+#: filled by the reading functions).
+VIEW_FIELDS = tuple(f.name for f in dataclasses.fields(EntryView)
+                    if f.name not in ("duplicates", "also_in"))

@@ -1,0 +1,259 @@
+"""The store's contract: the SQLite store is a FeedStore, and whatever SQLite reports,
+every public method raises only Signal's own errors, naming the database. A database
+another process holds makes ``signal fetch`` and ``signal dedupe`` give up after the
+configured busy timeout with one clean line."""
+
+from __future__ import annotations
+
+import datetime as dt
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _hostile import write_config
+from conftest import FIXTURES
+
+import signal_feeds.store.sqlite.connection
+from signal_feeds.config.source_list import DEFAULT_BUSY_TIMEOUT as CONFIG_BUSY_TIMEOUT
+from signal_feeds.config.source_list import parse_config
+from signal_feeds.demo.teaching_server import TeachingServer
+from signal_feeds.errors import ConfigError, StoreError
+from signal_feeds.identity.keys import identify
+from signal_feeds.parse.feed import parse_feed
+from signal_feeds.records import FetchRecord, SourceState
+from signal_feeds.store import DEFAULT_BUSY_TIMEOUT, FeedStore, Store, open_store
+
+NOW = dt.datetime(2026, 3, 1, 12, tzinfo=dt.UTC)
+STATE = SourceState(source_id="demo", url="https://example.org/feed")
+RECORD = FetchRecord(source_id="demo", started_at=NOW, url=STATE.url, outcome="fetched")
+ROWS = identify("demo", parse_feed((FIXTURES / "demo-rss.xml").read_bytes()).entries).rows
+
+#: One call of every public method of the protocol (a context manager's own methods
+#: are called by ``with``).
+CALLS: dict[str, Callable[[FeedStore], object]] = {
+    "source_state": lambda s: s.source_state("demo", STATE.url),
+    "source_states_for": lambda s: s.source_states_for({"demo": STATE.url}),
+    "source_states": lambda s: s.source_states(),
+    "reset_source": lambda s: s.reset_source("demo"),
+    "save_attempt": lambda s: s.save_attempt(STATE, RECORD),
+    "apply_response": lambda s: s.apply_response(STATE, ROWS, RECORD, NOW),
+    "batch": lambda s: _in_batch(s),
+    "entries": lambda s: s.entries(limit=5),
+    "entry": lambda s: s.entry(ROWS[0].key),
+    "versions": lambda s: s.versions(ROWS[0].key),
+    "entry_views": lambda s: s.entry_views(source_id=None, since=None, limit=5,
+                                           include_duplicates=False),
+    "entry_view": lambda s: s.entry_view(ROWS[0].key),
+    "duplicates_of": lambda s: s.duplicates_of([ROWS[0].key]),
+    "keys_starting_with": lambda s: s.keys_starting_with(ROWS[0].key[:8], limit=2),
+    "entries_with_link": lambda s: s.entries_with_link("example.org/x", "https://x"),
+    "recompute_duplicates": lambda s: s.recompute_duplicates(),
+    "count": lambda s: s.count("entries"),
+    "table_counts": lambda s: s.table_counts(),
+    "close": lambda s: s.close(),
+}
+WRITES = {"reset_source", "save_attempt", "apply_response", "batch", "recompute_duplicates"}
+
+
+def _in_batch(store: FeedStore) -> None:
+    with store.batch():
+        store.save_attempt(STATE, RECORD)
+
+
+def _public(thing: object) -> set[str]:
+    return {name for name in dir(thing) if not name.startswith("_")}
+
+
+def test_the_sqlite_store_is_a_feed_store(db_path: Path) -> None:
+    store: FeedStore = Store(db_path)  # mypy checks the shape; isinstance the names
+    with store:
+        assert isinstance(store, FeedStore)
+        # The calls below cover the whole protocol, and Store offers nothing more (no
+        # connection, no transaction: the interface stays narrow).
+        assert set(CALLS) == _public(FeedStore)
+        assert _public(store) == _public(FeedStore) | {"path", "busy_timeout"}
+    with open_store(db_path) as opened:
+        assert isinstance(opened, Store)
+    assert DEFAULT_BUSY_TIMEOUT == CONFIG_BUSY_TIMEOUT <= 60
+
+
+def test_every_method_works_on_a_healthy_database(db_path: Path) -> None:
+    for name, call in CALLS.items():
+        with Store(db_path) as store:
+            call(store)  # raises nothing
+            if name == "apply_response":
+                assert store.count("entries") == len(ROWS)
+
+
+def _each_call(open_store_: Callable[[], Store]) -> Iterator[tuple[str, Any]]:
+    """Every method on its own freshly opened store: (name, what it raised or None)."""
+    for name, call in CALLS.items():
+        try:
+            store = open_store_()
+        except Exception as exc:
+            yield name, exc
+            continue
+        try:
+            call(store)
+            yield name, None
+        except Exception as exc:
+            yield name, exc
+        finally:
+            try:
+                store.close()
+            except Exception as exc:
+                yield f"{name} (close)", exc
+
+
+def _assert_only_store_errors(results: Iterator[tuple[str, Any]], db: Path,
+                              must_fail: set[str]) -> None:
+    failed = set()
+    for name, exc in results:
+        if exc is None:
+            continue
+        assert isinstance(exc, StoreError), (name, repr(exc))
+        assert str(db) in str(exc), (name, str(exc))
+        failed.add(name)
+    assert must_fail <= failed, must_fail - failed
+
+
+class _holding:
+    """``with _holding(db):`` another process holds the database's write lock."""
+
+    def __init__(self, db: Path) -> None:
+        self.db = db
+
+    def __enter__(self) -> None:
+        code = ("import sqlite3, sys\n"
+                "conn = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+                "conn.execute('BEGIN EXCLUSIVE')\n"
+                "print('locked', flush=True)\n"
+                "sys.stdin.read()\n")
+        self.holder = subprocess.Popen([sys.executable, "-c", code, str(self.db)],
+                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                       text=True)
+        assert self.holder.stdout is not None
+        assert self.holder.stdout.readline() == "locked\n"
+
+    def __exit__(self, *exc_info: object) -> None:
+        assert self.holder.stdin is not None and self.holder.stdout is not None
+        self.holder.stdin.close()
+        self.holder.wait(timeout=60)
+        self.holder.stdout.close()
+
+
+@pytest.fixture
+def filled(db_path: Path) -> Path:
+    with Store(db_path) as store:
+        store.apply_response(STATE, ROWS, RECORD, NOW)
+    return db_path
+
+
+@pytest.fixture
+def locked(filled: Path) -> Iterator[Path]:
+    """The database, held by another process inside ``BEGIN EXCLUSIVE``."""
+    with _holding(filled):
+        yield filled
+
+
+def test_a_locked_database_raises_store_errors_only(locked: Path) -> None:
+    # Readers go on in WAL mode; every write gives up after the busy timeout.
+    _assert_only_store_errors(_each_call(lambda: Store(locked, busy_timeout=0.2)),
+                              locked, must_fail=WRITES)
+    with pytest.raises(StoreError, match="database is locked"):
+        Store(locked, busy_timeout=0.2, check_writable=True)
+
+
+def test_after_one_wait_runs_out_later_writes_do_not_wait_again(locked: Path) -> None:
+    with Store(locked, busy_timeout=0.2) as store:
+        with pytest.raises(StoreError, match="locked"):
+            store.save_attempt(STATE, RECORD)
+        assert store._db.gave_up  # later writes try once, without the busy handler
+        with pytest.raises(StoreError, match="locked"):
+            store.save_attempt(STATE, RECORD)
+
+
+def test_writes_resume_once_the_lock_is_free(filled: Path) -> None:
+    with Store(filled, busy_timeout=0.2) as store:
+        other = sqlite3.connect(filled, isolation_level=None)
+        other.execute("BEGIN EXCLUSIVE")
+        with pytest.raises(StoreError):
+            store.save_attempt(STATE, RECORD)
+        other.execute("ROLLBACK")
+        other.close()
+        store.save_attempt(STATE, RECORD)
+        assert store.count("fetches") == 2
+
+
+def test_a_read_only_database_raises_store_errors_only(
+        filled: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Tests run as root, which ignores file modes: SQLite's own read-only mode refuses.
+    real_connect = sqlite3.connect
+
+    def read_only(path: Any, *args: Any, **kwargs: Any) -> sqlite3.Connection:
+        return real_connect(f"file:{path}?mode=ro", *args, uri=True, **kwargs)
+
+    monkeypatch.setattr(signal_feeds.store.sqlite.connection.sqlite3, "connect", read_only)
+    _assert_only_store_errors(_each_call(lambda: Store(filled)), filled,
+                              must_fail=WRITES)
+
+
+def test_a_corrupt_file_raises_store_errors_only(tmp_path: Path) -> None:
+    db = tmp_path / "signal.db"
+    db.write_bytes(b"this is not a database\n" * 400)
+    _assert_only_store_errors(_each_call(lambda: Store(db)), db, must_fail=set(CALLS))
+    assert db.read_bytes() == b"this is not a database\n" * 400
+
+
+def test_a_file_damaged_under_an_open_store_raises_store_errors_only(filled: Path) -> None:
+    with sqlite3.connect(filled) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+
+    def damaged() -> Store:
+        store = Store(filled)
+        data = bytearray(filled.read_bytes())
+        for start in range(4096, len(data), 4096):  # every page after the header page
+            data[start:start + 4096] = b"\xa5" * min(4096, len(data) - start)
+        filled.write_bytes(bytes(data))
+        return store
+
+    _assert_only_store_errors(_each_call(damaged), filled, must_fail={"entries"})
+
+
+def test_a_directory_is_not_a_database(tmp_path: Path) -> None:
+    with pytest.raises(StoreError, match=str(tmp_path)):
+        Store(tmp_path)
+
+
+def test_busy_timeout_is_a_setting() -> None:
+    assert parse_config("[settings]\nbusy_timeout = 2.5\n").settings.busy_timeout == 2.5
+    assert parse_config("").settings.busy_timeout == CONFIG_BUSY_TIMEOUT
+    with pytest.raises(ConfigError, match="busy_timeout"):
+        parse_config("[settings]\nbusy_timeout = -1\n")
+
+
+def _signal(*args: str) -> subprocess.CompletedProcess[str]:
+    # Generous: a hang is what this guards against, not a slow machine.
+    return subprocess.run([sys.executable, "-m", "signal_feeds", *args], capture_output=True,
+                          text=True, timeout=120, check=False)
+
+
+@pytest.mark.parametrize("command", [["fetch", "--force"], ["dedupe"]])
+def test_commands_give_up_on_a_locked_database_with_one_line(
+        command: list[str], server: TeachingServer, tmp_path: Path) -> None:
+    db = tmp_path / "signal.db"
+    config = write_config(tmp_path / "signal.toml", db,
+                          {"demo": server.url("/feeds/demo-rss.xml")}, busy_timeout=1)
+    assert _signal("fetch", "--config", str(config)).returncode == 0
+    with _holding(db):
+        result = _signal(*command, "--config", str(config))
+    assert result.returncode != 0, result
+    assert "Traceback" not in result.stderr + result.stdout
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("signal: error: "), result.stderr
+    assert str(db) in lines[0] and "locked" in lines[0], lines
