@@ -177,6 +177,15 @@ def test_max_entries_reaches_the_parser(httpserver: HTTPServer, tmp_path: Path) 
     assert "the feed has 5 entries; only the first 3 were read" in source["warnings"]
 
 
+def test_max_entries_caps_json_feed_too() -> None:
+    items = [{"id": f"g{i}", "title": f"t{i}"} for i in range(4)]
+    body = json.dumps({"version": "https://jsonfeed.org/version/1.1", "title": "j",
+                       "items": items}).encode()
+    feed = signal_feeds.parse_feed(body, max_entries=2)
+    assert [e.remote_id for e in feed.entries] == ["g0", "g1"]
+    assert "the feed has 4 entries; only the first 2 were read" in feed.warnings
+
+
 # -- 6. every config problem at once ------------------------------------------------------
 
 
