@@ -26,27 +26,41 @@ _EXPORTS = {
                "SignalError", "StoreError"],
     "identity.keys": ["EntryRow", "Identified", "digest", "entry_key", "identify",
                  "metadata_fingerprint"],
+    "config.opml": ["ImportReport"],
     "parse.feed": ["parse_feed"],
     "parse.rows": ["NORMALIZER_VERSION", "ParsedEntry", "ParsedFeed"],
-    "run.pipeline": ["parse_files", "run_fetch"],
+    "parse.settings": ["ParseSettings"],
+    "run.pipeline": ["Progress", "parse_files", "run_fetch"],
     "run.report": ["RunReport", "SourceReport"],
-    "records": ["SourceState", "StoredEntry", "StoredVersion"],
+    "records": ["ApplyCounts", "FetchRecord", "SourceState", "StoredEntry", "StoredVersion"],
     "store": ["Store"],
+    "store.protocol": ["DedupeReport", "FeedStore"],
     "store.reading": ["entry_history", "export_entries", "list_entries", "lookup"],
+    "store.views": ["EntryHistory", "EntryView", "LookupResult"],
 }
 _WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
 
 __all__ = [
+    "ApplyCounts",
     "Config",
     "ConfigError",
     "ContradictionError",
+    "DedupeReport",
+    "EntryHistory",
     "EntryRow",
+    "EntryView",
     "FetchError",
+    "FeedStore",
+    "FetchRecord",
     "Identified",
+    "ImportReport",
+    "LookupResult",
     "NORMALIZER_VERSION",
     "ParseError",
+    "ParseSettings",
     "ParsedEntry",
     "ParsedFeed",
+    "Progress",
     "RunReport",
     "Settings",
     "SignalError",
@@ -88,6 +102,7 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
+    from signal_feeds.config.opml import ImportReport
     from signal_feeds.config.source_list import Config, Settings, Source, load_config, parse_config
     from signal_feeds.errors import (
         ConfigError,
@@ -107,8 +122,17 @@ if TYPE_CHECKING:
     )
     from signal_feeds.parse.feed import parse_feed
     from signal_feeds.parse.rows import NORMALIZER_VERSION, ParsedEntry, ParsedFeed
-    from signal_feeds.records import SourceState, StoredEntry, StoredVersion
-    from signal_feeds.run.pipeline import parse_files, run_fetch
+    from signal_feeds.parse.settings import ParseSettings
+    from signal_feeds.records import (
+        ApplyCounts,
+        FetchRecord,
+        SourceState,
+        StoredEntry,
+        StoredVersion,
+    )
+    from signal_feeds.run.pipeline import Progress, parse_files, run_fetch
     from signal_feeds.run.report import RunReport, SourceReport
     from signal_feeds.store import Store
+    from signal_feeds.store.protocol import DedupeReport, FeedStore
     from signal_feeds.store.reading import entry_history, export_entries, list_entries, lookup
+    from signal_feeds.store.views import EntryHistory, EntryView, LookupResult

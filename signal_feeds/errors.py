@@ -37,19 +37,27 @@ class SignalError(Exception):
 
 
 class ConfigError(SignalError):
-    """The source list or settings are invalid; names the file and the entry."""
+    """The source list or settings are invalid; names the file and the entry.
+
+    ``problems`` lists every problem found, each with its place in the file (a config
+    file is checked as a whole, so one run shows them all); ``message`` says them all.
+    """
 
     def __init__(
-        self, message: str, *, path: str | None = None, source_id: str | None = None
+        self, message: str, *, path: str | None = None, source_id: str | None = None,
+        problems: tuple[str, ...] = (),
     ) -> None:
         super().__init__(message, source_id=source_id)
         self.path = path
+        self.problems = problems or (message,)
+        # Problems from the validator already say which source they concern.
+        self._located = bool(problems)
 
     def __str__(self) -> str:
-        where = self.path or "<config>"
-        if self.source_id is not None:
-            where = f"{where}: source {self.source_id!r}"
-        return f"{where}: {self.message}"
+        where = [self.path] if self.path else []
+        if self.source_id is not None and not self._located:
+            where.append(f"source {self.source_id!r}")
+        return ": ".join([*where, self.message])
 
 
 class FetchError(SignalError):

@@ -65,6 +65,8 @@ class FetchRecord:
     error: str = ""
     duration_ms: float = 0.0
     bytes: int = 0
+    #: Why entries were skipped (:attr:`Identified.skip_reasons`); empty when none were.
+    skip_reasons: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

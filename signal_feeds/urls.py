@@ -2,7 +2,9 @@
 
 Entry links are data, never something Signal visits. The policy keeps them comparable
 (lower-case scheme and host, no default port, no fragment) without guessing at what the
-query string means, and refuses anything that is not a plain web address.
+query string means, and refuses anything that is not a plain web address. Because a link
+is stored and never fetched, http is as acceptable as https unless the user asks for
+https only.
 """
 
 from __future__ import annotations
@@ -10,9 +12,10 @@ from __future__ import annotations
 import re
 from urllib.parse import urljoin, urlsplit, urlunsplit
 
-__all__ = ["UrlRejected", "canonical_source_url", "normalize_link"]
+__all__ = ["UrlRejected", "canonical_source_url", "check_link", "normalize_link"]
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
+_WEB_SCHEMES = frozenset({"http", "https"})
 _CONTROL = re.compile(r"[\x00-\x20\x7f]")
 
 
@@ -47,29 +50,44 @@ def _canonical(url: str, *, allowed_schemes: frozenset[str]) -> str:
     return urlunsplit((scheme, netloc, path, parts.query, ""))
 
 
-def normalize_link(
-    url: str | None, *, base: str | None = None, allow_http: bool = False
-) -> str | None:
-    """Apply the entry-link policy; return the normalized link or ``None`` if refused.
+def check_link(
+    url: str | None, *, base: str | None = None, require_https: bool = False
+) -> tuple[str | None, str]:
+    """Apply the entry-link policy; return ``(link, "")`` or ``(None, reason)``.
 
-    https is allowed (http only with ``allow_http``); the fragment is removed, scheme and
-    host are lower-cased, a default port is dropped and the query string is kept exactly
-    as given. Userinfo and any other scheme (``javascript:``, ``data:``, ``file:``,
-    ``urn:``) are refused. A relative link is resolved against ``base`` first.
+    http and https are kept (https only with ``require_https``); the fragment is removed,
+    scheme and host are lower-cased, a default port is dropped and the query string is
+    kept exactly as given. Userinfo and any other scheme (``javascript:``, ``data:``,
+    ``file:``, ``urn:``) are refused. A relative link is resolved against ``base`` first.
+    The reason is ``""`` for a missing link, else what the policy refused.
     """
-    if not url:
-        return None
+    if not url or not url.strip():
+        return None, ""
     text = url.strip()
     try:  # urlsplit raises on some malformed links ("https://127.0.0.1["): refuse them
-        if base and text and not urlsplit(text).scheme:
+        if base and not urlsplit(text).scheme:
             text = urljoin(base, text)
-    except ValueError:
-        return None
-    schemes = frozenset({"https", "http"}) if allow_http else frozenset({"https"})
+    except ValueError as exc:
+        return None, f"malformed URL ({exc})"
+    schemes = frozenset({"https"}) if require_https else _WEB_SCHEMES
     try:
-        return _canonical(text, allowed_schemes=schemes)
-    except UrlRejected:
-        return None
+        return _canonical(text, allowed_schemes=schemes), ""
+    except UrlRejected as exc:
+        return None, str(exc)
+
+
+def normalize_link(
+    url: str | None, *, base: str | None = None, require_https: bool = False,
+    allow_http: bool | None = None,
+) -> str | None:
+    """The link after :func:`check_link`'s policy, or ``None`` if it is missing or refused.
+
+    ``allow_http`` is the older spelling of ``not require_https`` (http links were once
+    refused by default); when given it wins.
+    """
+    if allow_http is not None:
+        require_https = not allow_http
+    return check_link(url, base=base, require_https=require_https)[0]
 
 
 def canonical_source_url(url: str) -> str:
@@ -78,4 +96,4 @@ def canonical_source_url(url: str) -> str:
     Used to validate the source list and to find two entries that name the same feed in
     different spellings. Both http and https are accepted for sources.
     """
-    return _canonical(url, allowed_schemes=frozenset({"http", "https"}))
+    return _canonical(url, allowed_schemes=_WEB_SCHEMES)

@@ -69,13 +69,15 @@ def test_bad_entries_are_named(tmp_path: Path, entry: str, message: str) -> None
 def test_duplicate_ids_and_canonical_urls(tmp_path: Path) -> None:
     dup_id = ('[[sources]]\nid = "a"\nurl = "https://a.example/1"\n'
               '[[sources]]\nid = "a"\nurl = "https://a.example/2"\n')
-    with pytest.raises(ConfigError, match=r"source 'a': duplicate id"):
+    with pytest.raises(ConfigError, match=r"sources\[1\] \(id 'a'\): id: duplicate"):
         parse_config(dup_id, path="x.toml")
     dup_url = ('[[sources]]\nid = "a"\nurl = "https://A.example:443/feed"\n'
                '[[sources]]\nid = "b"\nurl = "https://a.example/feed#top"\n')
     with pytest.raises(ConfigError) as info:
         parse_config(dup_url, path="x.toml")
-    assert "source 'b'" in str(info.value) and "source 'a' has the same feed" in str(info.value)
+    assert "sources[1] (id 'b')" in str(info.value)
+    assert "the same feed as source 'a'" in str(info.value)
+    assert info.value.source_id == "b"
 
 
 def test_missing_file_and_bad_toml(tmp_path: Path) -> None:
@@ -83,7 +85,99 @@ def test_missing_file_and_bad_toml(tmp_path: Path) -> None:
         load_config(tmp_path / "nope.toml")
     with pytest.raises(ConfigError, match="not valid TOML"):
         load_config(write(tmp_path, "[[sources]\n"))
-    with pytest.raises(ConfigError, match="unknown setting 'speed'"):
+    with pytest.raises(ConfigError, match=r"\[settings\]: speed: unknown setting"):
         load_config(write(tmp_path, "[settings]\nspeed = 3\n"))
     with pytest.raises(ConfigError, match="must be at least 1"):
         load_config(write(tmp_path, "[settings]\nconcurrency = 0\n"))
+
+
+def test_every_problem_in_the_file_is_reported_at_once(tmp_path: Path) -> None:
+    path = write(tmp_path, """
+[settings]
+concurrency = 0
+min_intervall = 60
+
+[[sources]]
+id = "a"
+ulr = "https://a.example/feed"
+
+[[sources]]
+id = "Bad_Slug"
+url = "https://b.example/feed"
+
+[[sources]]
+id = "c"
+url = "ftp://c.example/feed"
+review_by = "soon"
+""")
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    err = info.value
+    assert err.problems == (
+        "[settings]: concurrency: must be at least 1",
+        err.problems[1],
+        err.problems[2],
+        "sources[0] (id 'a'): url: missing or not a string",
+        err.problems[4],
+        "sources[2] (id 'c'): url: 'ftp://c.example/feed' refused: scheme ftp: is not "
+        "http or https",
+        "sources[2] (id 'c'): review_by: 'soon' is not a date (YYYY-MM-DD)",
+    )
+    assert err.problems[1].startswith(
+        "[settings]: min_intervall: unknown setting; did you mean min_interval? (known: ")
+    assert err.problems[2].startswith(
+        "sources[0] (id 'a'): ulr: unknown key; did you mean url? (known: id, ")
+    assert err.problems[4].startswith("sources[1]: id: 'Bad_Slug' is not a slug")
+    text = str(err)
+    assert text.startswith(f"{path}: 7 problems:\n")
+    assert all(problem in text for problem in err.problems)
+    assert err.source_id is None  # the problems concern several sources
+
+
+def test_a_toml_syntax_error_keeps_its_line_and_column(tmp_path: Path) -> None:
+    path = write(tmp_path, '[[sources]]\nid = "a"\nurl = https://a.example/\n')
+    with pytest.raises(ConfigError, match=r"not valid TOML: .*line 3, column 7"):
+        load_config(path)
+
+
+def test_an_unknown_key_without_a_near_match_lists_the_known_ones() -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_config("[settings]\nzzz = 1\n", path="x.toml")
+    assert "did you mean" not in str(info.value)
+    assert "zzz: unknown setting (known: allow_private_redirects, busy_timeout, concurrency" in str(info.value)
+
+
+def test_https_only_links_are_a_setting_and_the_old_key_still_reads(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    base = '[[sources]]\nid = "a"\nurl = "https://a.example/f"\n'
+    assert parse_config(base).settings.require_https_links is False
+    strict = parse_config("[settings]\nrequire_https_links = true\n" + base)
+    assert strict.effective(strict.source("a")).require_https_links is True
+    per_source = parse_config(base + "require_https_links = true\n")
+    assert per_source.effective(per_source.source("a")).require_https_links is True
+    # allow_http_links was the old, inverted name: still read, with a warning in the log.
+    with caplog.at_level("WARNING", logger="signal_feeds"):
+        old = parse_config("[settings]\nallow_http_links = false\n" + base, path="x.toml")
+    assert old.settings.require_https_links is True
+    assert "allow_http_links is deprecated" in caplog.text
+    assert "require_https_links = true" in caplog.text
+    assert parse_config(base + "allow_http_links = true\n").sources[0].require_https_links \
+        is False
+    with pytest.raises(ConfigError, match="give only require_https_links"):
+        parse_config("[settings]\nallow_http_links = true\nrequire_https_links = true\n")
+
+
+def test_max_entries_is_a_setting_of_at_least_one() -> None:
+    from signal_feeds.parse.feed import DEFAULT_MAX_ENTRIES
+
+    assert parse_config("").settings.max_entries == DEFAULT_MAX_ENTRIES == 10_000
+    assert parse_config("[settings]\nmax_entries = 50\n").settings.max_entries == 50
+    with pytest.raises(ConfigError, match="max_entries: must be at least 1"):
+        parse_config("[settings]\nmax_entries = 0\n")
+
+
+def test_a_message_without_a_file_shows_no_placeholder() -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_config("[settings]\nspeed = 1\n")
+    assert "<" not in str(info.value)
+    assert str(ConfigError("no database at x.db")) == "no database at x.db"

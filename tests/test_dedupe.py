@@ -533,11 +533,12 @@ def test_parser_workers_send_the_same_match_keys_the_store_computes() -> None:
 
     from signal_feeds.identity.matching import match_keys
     from signal_feeds.parse.processes import ParseJob, parse_job
+    from signal_feeds.parse.settings import ParseSettings
 
     body = rss({"guid": "a", "title": "A headline long enough to match on",
                 "link": "https://www.pub.example/a/?utm_source=rss", "description": STORY})
     outcome = parse_job(ParseJob(source_id="s", body=body, url="", content_type="",
-                                 allow_http_links=True))
+                                 settings=ParseSettings()))
     (row,) = outcome.identified.rows  # type: ignore[attr-defined]
     sent = outcome.match_keys[row.key]
     assert sent == replace(match_keys(row.url, row.title, row.summary), shingles=frozenset())

@@ -98,8 +98,9 @@ def test_url_policy_limits_and_sanitizing_apply() -> None:
                           url="https://example.org/feed.json").entries[0]
     assert relative.url == "https://example.org/posts/3"
     plain_http = json_feed("1.1", url="http://example.org/p")
-    assert parse_feed(plain_http).entries[0].url == ""
-    assert parse_feed(plain_http, allow_http_links=True).entries[0].url == "http://example.org/p"
+    assert parse_feed(plain_http).entries[0].url == "http://example.org/p"
+    https_only = parse_feed(plain_http, require_https_links=True).entries[0]
+    assert (https_only.url, https_only.link_refused) == ("", "scheme http: is not https")
     escaped = parse_feed(json_feed("1", summary="<b>not markup</b>")).entries[0]
     assert escaped.summary == "&lt;b&gt;not markup&lt;/b&gt;"
 

@@ -7,7 +7,7 @@ from conftest import FIXTURES
 
 from signal_feeds import ContradictionError, ParsedEntry, digest, entry_key, identify, parse_feed
 from signal_feeds.identity.keys import classify_change, metadata_fingerprint
-from signal_feeds.urls import normalize_link
+from signal_feeds.urls import check_link, normalize_link
 
 
 @pytest.mark.parametrize(("raw", "expected"), [
@@ -16,7 +16,7 @@ from signal_feeds.urls import normalize_link
     ("https://example.org:8443/x", "https://example.org:8443/x"),
     ("  https://example.org/x  ", "https://example.org/x"),
     ("https://[2001:DB8::1]:443/x", "https://[2001:db8::1]/x"),
-    ("http://example.org/", None),
+    ("http://Example.org:80/a#x", "http://example.org/a"),
     ("javascript:alert(1)", None),
     ("data:text/html,hi", None),
     ("file:///etc/passwd", None),
@@ -29,14 +29,33 @@ def test_link_policy(raw: str, expected: str | None) -> None:
     assert normalize_link(raw) == expected
 
 
-def test_http_links_are_a_setting_and_relative_links_resolve() -> None:
-    assert normalize_link("http://Example.org:80/x", allow_http=True) == "http://example.org/x"
+def test_https_only_is_a_setting_and_relative_links_resolve() -> None:
+    assert normalize_link("http://example.org/x", require_https=True) is None
+    assert normalize_link("https://example.org/x", require_https=True) == "https://example.org/x"
+    # The older, inverted keyword still works for callers that pass it.
+    assert normalize_link("http://example.org/x", allow_http=False) is None
+    assert normalize_link("http://example.org/x", allow_http=True) == "http://example.org/x"
     assert normalize_link("/post/1#c", base="https://example.org/feed") == \
         "https://example.org/post/1"
     # A malformed host is refused, with or without a base, never raised (found by
     # hypothesis in test_properties).
     assert normalize_link("https://127.0.0.1[", base="https://example.org/feed/") is None
     assert normalize_link("https://127.0.0.1[") is None
+
+
+@pytest.mark.parametrize(("raw", "require_https", "reason"), [
+    ("javascript:alert(1)", False, "scheme javascript: is not http or https"),
+    ("data:text/html,hi", False, "scheme data: is not http or https"),
+    ("file:///etc/passwd", False, "scheme file: is not http or https"),
+    ("urn:signal:layout-1", False, "scheme urn: is not http or https"),
+    ("https://user:pw@example.org/", False, "credentials in the URL"),
+    ("http://example.org/", True, "scheme http: is not https"),
+    ("https://127.0.0.1[", False, "malformed URL (Invalid IPv6 URL)"),
+    ("", False, ""),
+    ("   ", False, ""),
+])
+def test_a_refused_link_says_why(raw: str, require_https: bool, reason: str) -> None:
+    assert check_link(raw, require_https=require_https) == (None, reason)
 
 
 def test_pinned_digests() -> None:

@@ -15,11 +15,12 @@ from signal_feeds.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
     config_option,
+    database_path,
     db_option,
     fail,
     json_option,
+    load,
 )
-from signal_feeds.config.source_list import load_config
 from signal_feeds.errors import SignalError
 
 
@@ -48,22 +49,26 @@ class _ProgressLine:
             sys.stderr.flush()
 
 
-@cli.command()
+@cli.command(short_help="Fetch the due sources and store them.")
 @config_option
 @db_option
 @click.option("--source", "source_ids", multiple=True, metavar="ID",
               help="Fetch only this source (repeatable).")
 @click.option("--force", is_flag=True, help="Ignore the poll schedule (never Retry-After).")
 @json_option
-def fetch(config_path: str, db_path: str | None, source_ids: tuple[str, ...], force: bool,
-          as_json: bool) -> None:
-    """Fetch the due sources and store their entries."""
+def fetch(config_path: str | None, db_path: str | None, source_ids: tuple[str, ...],
+          force: bool, as_json: bool) -> None:
+    """Fetch the due sources and store their entries.
+
+    Every problem in the config file is reported at once (exit 2).
+    """
     from signal_feeds.run.pipeline import run_fetch
 
     progress = _ProgressLine() if not as_json and sys.stderr.isatty() else None
     try:
-        config = load_config(config_path)
-        report = run_fetch(config, database=db_path, source_ids=source_ids or None,
+        config = load(config_path)
+        database = database_path(config, db_path)
+        report = run_fetch(config, database=database, source_ids=source_ids or None,
                            force=force, progress=progress)
     except SignalError as exc:
         fail(exc)
@@ -78,22 +83,34 @@ def fetch(config_path: str, db_path: str | None, source_ids: tuple[str, ...], fo
     raise SystemExit(EXIT_OK if report.ok else EXIT_FAILED)
 
 
-@cli.command()
+@cli.command(short_help="Dry run: parse local feed files.")
 @click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @click.option("--source-id", default="local", show_default=True,
-              help="Source id used for the keys.")
-def parse(files: tuple[str, ...], source_id: str) -> None:
-    """Dry run: parse local feed files, print one JSON line per file."""
+              help="Source id used for the keys (and, with --config, whose settings apply).")
+@click.option("--config", "config_path", default=None, type=click.Path(dir_okay=False),
+              help="Read with this source list's settings, as 'signal fetch' would "
+                   "(default: the built-in defaults).")
+def parse(files: tuple[str, ...], source_id: str, config_path: str | None) -> None:
+    """Dry run: parse local feed files, print one JSON line per file.
+
+    With --config the files are normalized with the settings 'signal fetch' uses for
+    the source --source-id (or the [settings] table when the list has no such source),
+    so the rows are the rows a fetch would store.
+    """
     from signal_feeds.run.pipeline import parse_files
 
+    try:
+        config = load(config_path) if config_path is not None else None
+    except SignalError as exc:
+        fail(exc)
     failed = False
-    for result in parse_files([Path(f) for f in files], source_id=source_id):
+    for result in parse_files([Path(f) for f in files], source_id=source_id, config=config):
         failed = failed or not result["ok"]
         click.echo(json.dumps(result, ensure_ascii=False))
     raise SystemExit(EXIT_FAILED if failed else EXIT_OK)
 
 
-@cli.command()
+@cli.command(short_help="Fetch the demo feeds from a local server.")
 @click.option("--db", "db_path", default="signal-demo.db", show_default=True,
               type=click.Path(dir_okay=False), help="Where to write the demo database.")
 def demo(db_path: str) -> None:
@@ -101,32 +118,33 @@ def demo(db_path: str) -> None:
     from signal_feeds.demo.walkthrough import run_demo
 
     try:
-        run_demo(db_path, echo=click.echo)
+        run_demo(database_path(None, db_path), echo=click.echo)
     except SignalError as exc:
         fail(exc)
 
 
-@cli.group(invoke_without_command=True)
+@cli.group(invoke_without_command=True, short_help="Show the sources and their state.")
 @config_option
 @db_option
 @click.option("--reset", "reset_id", metavar="ID", default=None,
               help="Clear a source's gone, moved and backoff state.")
 @json_option
 @click.pass_context
-def sources(ctx: click.Context, config_path: str, db_path: str | None, reset_id: str | None,
-            as_json: bool) -> None:
+def sources(ctx: click.Context, config_path: str | None, db_path: str | None,
+            reset_id: str | None, as_json: bool) -> None:
     """Show the sources and their polling state (or run a subcommand)."""
     from signal_feeds.run.source_status import reset_source, source_table
 
     if ctx.invoked_subcommand is not None:
         return
     try:
-        config = load_config(config_path)
+        config = load(config_path)
+        database = database_path(config, db_path)
         if reset_id is not None:
-            reset_source(config, reset_id, database=db_path)
+            reset_source(config, reset_id, database=database)
             click.echo(f"{reset_id}: reset; it will be fetched on the next run")
             return
-        rows = source_table(config, database=db_path)
+        rows = source_table(config, database=database)
     except SignalError as exc:
         fail(exc)
     if as_json:

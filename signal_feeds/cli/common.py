@@ -1,19 +1,25 @@
-"""What the ``signal`` commands share: exit codes, common options, error reporting."""
+"""What the ``signal`` commands share: exit codes, common options, error reporting, and
+finding the database (checked here, at the command line, before any store opens it)."""
 
 from __future__ import annotations
 
-from typing import NoReturn
+from pathlib import Path
+from typing import TYPE_CHECKING, NoReturn
 
 import click
 
-from signal_feeds.config.source_list import DEFAULT_CONFIG_PATH
+from signal_feeds.config.source_list import DEFAULT_CONFIG_PATH, load_config
 from signal_feeds.errors import ConfigError, SignalError
+
+if TYPE_CHECKING:
+    from signal_feeds.config.source_list import Config
 
 #: 0 ok, 1 some source (or the lookup) failed, 2 usage or configuration error.
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
-config_option = click.option("--config", "config_path", default=DEFAULT_CONFIG_PATH,
-                             show_default=True, type=click.Path(dir_okay=False),
+# No click default: a reading command must know whether the user named a config file.
+config_option = click.option("--config", "config_path", default=None,
+                             show_default=DEFAULT_CONFIG_PATH, type=click.Path(dir_okay=False),
                              help="The TOML source list.")
 db_option = click.option("--db", "db_path", default=None, type=click.Path(dir_okay=False),
                          help="Database file (default: the config's [settings] database).")
@@ -21,6 +27,45 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON."
 
 
 def fail(exc: SignalError) -> NoReturn:
-    """Print a library error as one clean line and exit with its code."""
+    """Print a library error (every line of it) and exit with its code."""
     click.echo(f"signal: error: {exc}", err=True)
     raise SystemExit(EXIT_USAGE if isinstance(exc, ConfigError) else EXIT_FAILED)
+
+
+def load(config_path: str | None) -> Config:
+    """The source list at ``--config``, or ``signal.toml`` in the current folder."""
+    return load_config(config_path or DEFAULT_CONFIG_PATH)
+
+
+def database_path(config: Config | None, db_path: str | None) -> Path:
+    """The database a command opens: ``--db``, else the config's ``[settings] database``.
+
+    A missing folder is a configuration error naming the folder and where the path came
+    from; SQLite would only say "unable to open database file".
+    """
+    if db_path is not None:
+        path, origin, config_file = Path(db_path).expanduser(), f"--db {db_path}", None
+    elif config is not None:
+        path, origin = config.settings.database, "[settings] database"
+        config_file = str(config.path) if config.path else None
+    else:
+        raise ConfigError("no database given: pass --db PATH or --config PATH")
+    folder = path.parent
+    if not folder.is_dir():
+        state = "is not a folder" if folder.exists() else "does not exist"
+        raise ConfigError(f"{origin}: the folder {folder} {state}; create it or choose "
+                          "another path", path=config_file)
+    return path
+
+
+def reading_database(config_path: str | None, db_path: str | None) -> Path:
+    """The database a reading command opens. Reading needs no source list: with ``--db``
+    no config file is read at all; without it, the config's database is used."""
+    if db_path is not None:
+        return database_path(None, db_path)
+    if config_path is None and not Path(DEFAULT_CONFIG_PATH).exists():
+        raise ConfigError(
+            f"no database given and no {DEFAULT_CONFIG_PATH} in this folder: pass --db PATH "
+            "(a Signal database, e.g. the one 'signal demo' wrote) or --config PATH "
+            "(a source list; its [settings] database is read)")
+    return database_path(load(config_path), None)

@@ -19,8 +19,10 @@ from signal_feeds.cli.common import (
     db_option,
     fail,
     json_option,
+    load,
+    reading_database,
 )
-from signal_feeds.config.source_list import Settings, load_config
+from signal_feeds.config.source_list import DEFAULT_CONFIG_PATH, Settings
 from signal_feeds.errors import ConfigError, SignalError
 
 if TYPE_CHECKING:  # the store (and through it the parser) loads only when a command runs
@@ -28,22 +30,24 @@ if TYPE_CHECKING:  # the store (and through it the parser) loads only when a com
 
 __all__ = ["dedupe", "entries", "export", "history", "import_opml", "lookup"]
 
-def _open_store(config_path: str, db_path: str | None) -> Store:
-    """The database to read: ``--db``, else the config's; never created by a read."""
+def _open_store(config_path: str | None, db_path: str | None) -> Store:
+    """The database to read: ``--db`` (no config file needed), else the config's; never
+    created by a read."""
     from signal_feeds.store import Store
 
+    path = reading_database(config_path, db_path)
     settings = _settings(config_path, db_path)
-    path = Path(db_path) if db_path is not None else settings.database
     if not path.exists():
         raise ConfigError(f"no database at {path}; run 'signal fetch' first")
     return Store(path, busy_timeout=settings.busy_timeout)
 
 
-def _settings(config_path: str, db_path: str | None) -> Settings:
-    """The config's settings; with ``--db`` and no config file, the defaults."""
-    if db_path is not None and not Path(config_path).exists():
+def _settings(config_path: str | None, db_path: str | None) -> Settings:
+    """The config's settings (for ``busy_timeout``); with ``--db`` and no config file,
+    the defaults."""
+    if db_path is not None and not Path(config_path or DEFAULT_CONFIG_PATH).exists():
         return Settings()
-    return load_config(config_path).settings
+    return load(config_path).settings
 
 
 def _since(value: str | None) -> str | dt.date | dt.datetime | None:
@@ -79,15 +83,15 @@ def _selection_options(func: Any) -> Any:
     return func
 
 
-@click.command()
+@click.command(short_help="List entries, newest first.")
 @config_option
 @db_option
 @_selection_options
 @click.option("--limit", default=50, show_default=True, type=click.IntRange(min=0),
               help="At most N entries.")
 @json_option
-def entries(config_path: str, db_path: str | None, source_id: str | None, since: str | None,
-            include_duplicates: bool, limit: int, as_json: bool) -> None:
+def entries(config_path: str | None, db_path: str | None, source_id: str | None,
+            since: str | None, include_duplicates: bool, limit: int, as_json: bool) -> None:
     """List entries, newest first, one per story unless --all."""
     from signal_feeds.store.reading import list_entries
 
@@ -105,12 +109,12 @@ def entries(config_path: str, db_path: str | None, source_id: str | None, since:
         click.echo(_entry_line(row))
 
 
-@click.command()
+@click.command(short_help="Every version of one entry.")
 @click.argument("key")
 @config_option
 @db_option
 @json_option
-def history(key: str, config_path: str, db_path: str | None, as_json: bool) -> None:
+def history(key: str, config_path: str | None, db_path: str | None, as_json: bool) -> None:
     """Every version of an entry (KEY or a unique prefix of it), with when it was seen."""
     from signal_feeds.store.reading import entry_history
 
@@ -132,12 +136,12 @@ def history(key: str, config_path: str, db_path: str | None, as_json: bool) -> N
                    f"updated={v.updated or '-'}")
 
 
-@click.command()
+@click.command(short_help="Do we know this link?")
 @click.argument("url")
 @config_option
 @db_option
 @json_option
-def lookup(url: str, config_path: str, db_path: str | None, as_json: bool) -> None:
+def lookup(url: str, config_path: str | None, db_path: str | None, as_json: bool) -> None:
     """Do we know this link? Answers with the canonical entry of the story."""
     from signal_feeds.store.reading import lookup as lookup_url
 
@@ -160,7 +164,7 @@ def lookup(url: str, config_path: str, db_path: str | None, as_json: bool) -> No
     raise SystemExit(EXIT_OK if found is not None else EXIT_FAILED)
 
 
-@click.command()
+@click.command(short_help="Export the entries or the source list.")
 @config_option
 @db_option
 @click.option("--format", "fmt", type=click.Choice(["json", "atom", "opml"]), default="json",
@@ -169,7 +173,7 @@ def lookup(url: str, config_path: str, db_path: str | None, as_json: bool) -> No
               help="Write to PATH instead of standard output.")
 @_selection_options
 @click.option("--limit", default=None, type=click.IntRange(min=0), help="At most N entries.")
-def export(config_path: str, db_path: str | None, fmt: str, output: str,
+def export(config_path: str | None, db_path: str | None, fmt: str, output: str,
            source_id: str | None, since: str | None, include_duplicates: bool,
            limit: int | None) -> None:
     """Export the entries (collapsed unless --all) as JSON or Atom, or the sources as OPML."""
@@ -180,7 +184,7 @@ def export(config_path: str, db_path: str | None, fmt: str, output: str,
         if fmt == "opml":
             from signal_feeds.config.opml import export_opml
 
-            text = export_opml(load_config(config_path))
+            text = export_opml(load(config_path))
         else:
             with _open_store(config_path, db_path) as store:
                 text = export_entries(store, format="atom" if fmt == "atom" else "json",
@@ -194,11 +198,11 @@ def export(config_path: str, db_path: str | None, fmt: str, output: str,
         Path(output).write_text(text, encoding="utf-8")
 
 
-@click.command()
+@click.command(short_help="Recompute the duplicate markers.")
 @config_option
 @db_option
 @json_option
-def dedupe(config_path: str, db_path: str | None, as_json: bool) -> None:
+def dedupe(config_path: str | None, db_path: str | None, as_json: bool) -> None:
     """Recompute every cross-source duplicate marker (idempotent; nothing is deleted)."""
     try:
         with _open_store(config_path, db_path) as store:
@@ -213,17 +217,18 @@ def dedupe(config_path: str, db_path: str | None, as_json: bool) -> None:
                f"{report.duplicates} rows marked as duplicates")
 
 
-@click.command("import-opml")
+@click.command("import-opml", short_help="Add the feeds of an OPML file.")
 @click.argument("file", type=click.Path(exists=True, dir_okay=False))
 @config_option
 @click.option("--dry-run", is_flag=True, help="Report what would be added; write nothing.")
 @json_option
-def import_opml(file: str, config_path: str, dry_run: bool, as_json: bool) -> None:
+def import_opml(file: str, config_path: str | None, dry_run: bool, as_json: bool) -> None:
     """Add the feeds of an OPML file to the source list (same checks as by hand)."""
     from signal_feeds.config.opml import import_opml as run_import
 
     try:
-        report = run_import(config_path, Path(file).read_bytes(), opml_name=Path(file).name,
+        report = run_import(config_path or DEFAULT_CONFIG_PATH, Path(file).read_bytes(),
+                            opml_name=Path(file).name,
                             dry_run=dry_run)
     except SignalError as exc:
         fail(exc)

@@ -19,6 +19,8 @@ Sources come only from this list: Signal never turns a URL found in a feed into 
 from __future__ import annotations
 
 import datetime as dt
+import difflib
+import logging
 import re
 import tomllib
 from collections.abc import Mapping
@@ -28,6 +30,7 @@ from typing import Any
 
 from signal_feeds import __version__
 from signal_feeds.errors import ConfigError
+from signal_feeds.parse.settings import DEFAULT_MAX_ENTRIES
 from signal_feeds.urls import UrlRejected, canonical_source_url
 
 __all__ = [
@@ -38,12 +41,14 @@ __all__ = [
     "DEFAULT_DATABASE",
     "DEFAULT_DEADLINE",
     "DEFAULT_MAX_BODY_BYTES",
+    "DEFAULT_MAX_ENTRIES",
     "DEFAULT_MAX_INTERVAL",
     "DEFAULT_MAX_REDIRECTS",
     "DEFAULT_MIN_INTERVAL",
     "DEFAULT_PER_HOST",
     "DEFAULT_READ_TIMEOUT",
     "DEFAULT_USER_AGENT",
+    "SOURCE_OVERRIDES",
     "Config",
     "Settings",
     "Source",
@@ -70,6 +75,11 @@ DEFAULT_PER_HOST = 2
 #: (the store's own default; at most this, so that a cron job never piles up).
 DEFAULT_BUSY_TIMEOUT = 60.0
 
+#: Settings a source may override with a key of the same name.
+SOURCE_OVERRIDES = ("min_interval", "require_https_links", "max_body_bytes")
+
+log = logging.getLogger("signal_feeds")
+
 _SLUG = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?$")
 
 
@@ -89,10 +99,13 @@ class Settings:
     concurrency: int = DEFAULT_CONCURRENCY
     per_host: int = DEFAULT_PER_HOST
     busy_timeout: float = DEFAULT_BUSY_TIMEOUT
-    #: Accept plain-http entry links (https only by default).
-    allow_http_links: bool = False
+    #: Refuse plain-http entry links (http and https are kept by default: a link is
+    #: stored, never fetched). Replaces ``allow_http_links``, still read with a warning.
+    require_https_links: bool = False
     #: Let a redirect from a public source lead to a loopback or private address.
     allow_private_redirects: bool = False
+    #: Entries read from one response; the rest are dropped with a warning.
+    max_entries: int = DEFAULT_MAX_ENTRIES
 
 
 @dataclass(frozen=True)
@@ -106,7 +119,7 @@ class Source:
     review_by: dt.date | None = None
     #: Per-source overrides of the settings of the same name (``None``: use the setting).
     min_interval: float | None = None
-    allow_http_links: bool | None = None
+    require_https_links: bool | None = None
     max_body_bytes: int | None = None
 
     def is_expired(self, today: dt.date) -> bool:
@@ -127,19 +140,17 @@ class Config:
         for src in self.sources:
             if src.id == source_id:
                 return src
-        raise ConfigError(f"no source with id {source_id!r}", path=self._where())
+        raise ConfigError(f"no source with id {source_id!r}",
+                          path=str(self.path) if self.path else None)
 
     def effective(self, source: Source) -> Settings:
         """The settings that apply to ``source``, with its own overrides applied."""
         overrides: dict[str, Any] = {}
-        for name in ("min_interval", "allow_http_links", "max_body_bytes"):
+        for name in SOURCE_OVERRIDES:
             value = getattr(source, name)
             if value is not None:
                 overrides[name] = value
         return replace(self.settings, **overrides) if overrides else self.settings
-
-    def _where(self) -> str:
-        return str(self.path) if self.path else "<config>"
 
 
 _SETTING_TYPES: dict[str, type] = {
@@ -155,38 +166,102 @@ _SETTING_TYPES: dict[str, type] = {
     "concurrency": int,
     "per_host": int,
     "busy_timeout": float,
-    "allow_http_links": bool,
+    "require_https_links": bool,
     "allow_private_redirects": bool,
+    "max_entries": int,
 }
-_SOURCE_KEYS = {"id", "url", "title", "owner", "review_by", "min_interval",
-                "allow_http_links", "max_body_bytes"}
+#: Settings that must be at least 1 (0 would stop every run, or read nothing).
+_AT_LEAST_ONE = ("concurrency", "per_host", "max_entries")
+#: The old name of ``require_https_links``, with the opposite meaning.
+_OLD_HTTP_KEY = "allow_http_links"
+_SOURCE_KEYS = frozenset({"id", "url", "title", "owner", "review_by", *SOURCE_OVERRIDES})
+_TOP_LEVEL_KEYS = frozenset({"settings", "sources"})
 
 
-def _check_type(value: object, kind: type, what: str, where: str, sid: str | None) -> Any:
+class _Problems:
+    """Every problem found in one file, each with where it is, so that one run of
+    ``signal fetch`` shows them all."""
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+        self.found: list[tuple[str, str | None]] = []  # (located text, source id)
+
+    def add(self, location: str, text: str, source_id: str | None = None) -> None:
+        self.found.append((f"{location}: {text}", source_id))
+
+    def unknown(self, location: str, key: str, known: frozenset[str] | set[str],
+                what: str, source_id: str | None = None) -> None:
+        near = difflib.get_close_matches(key, sorted(known), n=1)
+        hint = f"; did you mean {near[0]}?" if near else ""
+        self.add(location, f"{key}: unknown {what}{hint} (known: {', '.join(sorted(known))})",
+                 source_id)
+
+    def raise_if_any(self) -> None:
+        if not self.found:
+            return
+        problems = tuple(text for text, _ in self.found)
+        ids = {sid for _, sid in self.found}
+        source_id = ids.pop() if len(ids) == 1 else None
+        if len(problems) == 1:
+            message = problems[0]
+        else:
+            message = f"{len(problems)} problems:\n" + "\n".join(f"  {p}" for p in problems)
+        raise ConfigError(message, path=self.where or None, source_id=source_id,
+                          problems=problems)
+
+
+def _typed(value: object, kind: type) -> tuple[Any, str]:
+    """``value`` as ``kind`` (an int is a float), or the reason it is not."""
     if kind is float and isinstance(value, int) and not isinstance(value, bool):
         value = float(value)
     if kind is not bool and isinstance(value, bool) or not isinstance(value, kind):
-        raise ConfigError(f"{what} must be {kind.__name__}, not {value!r}", path=where,
-                          source_id=sid)
+        name = "a boolean (true or false)" if kind is bool else kind.__name__
+        return None, f"must be {name}, not {value!r}"
     if kind in (int, float) and value < 0:  # type: ignore[operator]
-        raise ConfigError(f"{what} must not be negative", path=where, source_id=sid)
-    return value
+        return None, "must not be negative"
+    return value, ""
 
 
-def _settings(table: object, where: str, base_dir: Path | None) -> Settings:
+def _old_http_key(table: Mapping[str, Any], location: str, where: str,
+                  problems: _Problems, source_id: str | None = None) -> dict[str, Any]:
+    """Read ``allow_http_links`` (the old, inverted name) as ``require_https_links``."""
+    if _OLD_HTTP_KEY not in table:
+        return {}
+    if "require_https_links" in table:
+        problems.add(location, f"{_OLD_HTTP_KEY}: give only require_https_links "
+                     "(allow_http_links is its old, inverted name)", source_id)
+        return {}
+    value, reason = _typed(table[_OLD_HTTP_KEY], bool)
+    if reason:
+        problems.add(location, f"{_OLD_HTTP_KEY}: {reason}", source_id)
+        return {}
+    log.warning("%s%s: allow_http_links is deprecated; http links are kept by default "
+                "(write require_https_links = %s instead)", f"{where}: " if where else "",
+                location, "false" if value else "true")
+    return {"require_https_links": not value}
+
+
+def _settings(table: object, problems: _Problems, base_dir: Path | None) -> Settings:
+    where = "[settings]"
     if table is None:
         table = {}
     if not isinstance(table, Mapping):
-        raise ConfigError("[settings] must be a table", path=where)
-    values: dict[str, Any] = {}
-    for key, value in table.items():
+        problems.add(where, "must be a table")
+        table = {}
+    values: dict[str, Any] = _old_http_key(table, where, problems.where, problems)
+    for key, raw in table.items():
+        if key == _OLD_HTTP_KEY:
+            continue
         if key not in _SETTING_TYPES:
-            known = ", ".join(sorted(_SETTING_TYPES))
-            raise ConfigError(f"unknown setting {key!r} (known: {known})", path=where)
-        values[key] = _check_type(value, _SETTING_TYPES[key], f"setting {key!r}", where, None)
-    for key in ("concurrency", "per_host"):
-        if key in values and values[key] < 1:
-            raise ConfigError(f"setting {key!r} must be at least 1", path=where)
+            problems.unknown(where, key, set(_SETTING_TYPES), "setting")
+            continue
+        value, reason = _typed(raw, _SETTING_TYPES[key])
+        if not reason and key in _AT_LEAST_ONE and value < 1:
+            reason = "must be at least 1"
+        if reason:
+            problems.add(where, f"{key}: {reason}")
+            continue
+        values[key] = value
     if "database" in values:
         db = Path(values["database"]).expanduser()
         values["database"] = db if db.is_absolute() or base_dir is None else base_dir / db
@@ -195,83 +270,95 @@ def _settings(table: object, where: str, base_dir: Path | None) -> Settings:
     return Settings(**values)
 
 
-def _source(entry: object, index: int, where: str) -> Source:
+def _source(entry: object, index: int, problems: _Problems) -> Source | None:
     label = f"sources[{index}]"
     if not isinstance(entry, Mapping):
-        raise ConfigError(f"{label} must be a table", path=where)
+        problems.add(label, "must be a table ([[sources]])")
+        return None
+    found = len(problems.found)
     sid = entry.get("id")
     if not isinstance(sid, str) or not _SLUG.match(sid):
-        raise ConfigError(
-            f"{label}: id {sid!r} is not a slug (lowercase letters, digits and '-', "
-            "starting and ending with a letter or digit, at most 64 characters)",
-            path=where,
-        )
-    unknown = set(entry) - _SOURCE_KEYS
-    if unknown:
-        raise ConfigError(f"unknown key(s) {', '.join(sorted(unknown))}", path=where,
-                          source_id=sid)
+        problems.add(label, f"id: {sid!r} is not a slug (lowercase letters, digits and '-', "
+                     "starting and ending with a letter or digit, at most 64 characters)")
+        sid = None
+    else:
+        label = f"{label} (id {sid!r})"
+    for key in sorted(set(entry) - _SOURCE_KEYS - {_OLD_HTTP_KEY}):
+        problems.unknown(label, key, set(_SOURCE_KEYS), "key", sid)
     url = entry.get("url")
     if not isinstance(url, str):
-        raise ConfigError("url is missing or not a string", path=where, source_id=sid)
-    try:
-        canonical_source_url(url)
-    except UrlRejected as exc:
-        raise ConfigError(f"url {url!r} refused: {exc}", path=where, source_id=sid) from exc
+        problems.add(label, "url: missing or not a string", sid)
+    else:
+        try:
+            canonical_source_url(url)
+        except UrlRejected as exc:
+            problems.add(label, f"url: {url!r} refused: {exc}", sid)
     review_by = entry.get("review_by")
     if isinstance(review_by, str):
         try:
             review_by = dt.date.fromisoformat(review_by)
-        except ValueError as exc:
-            raise ConfigError(f"review_by {review_by!r} is not a date (YYYY-MM-DD)",
-                              path=where, source_id=sid) from exc
+        except ValueError:
+            problems.add(label, f"review_by: {review_by!r} is not a date (YYYY-MM-DD)", sid)
+            review_by = None
     if isinstance(review_by, dt.datetime):
         review_by = review_by.date()
     if review_by is not None and not isinstance(review_by, dt.date):
-        raise ConfigError(f"review_by {review_by!r} is not a date", path=where, source_id=sid)
-    opt: dict[str, Any] = {}
-    for key in ("title", "owner"):
+        problems.add(label, f"review_by: {review_by!r} is not a date", sid)
+    opt: dict[str, Any] = _old_http_key(entry, label, problems.where, problems, sid)
+    for key in ("title", "owner", *SOURCE_OVERRIDES):
         if key in entry:
-            opt[key] = _check_type(entry[key], str, key, where, sid)
-    for key in ("min_interval", "allow_http_links", "max_body_bytes"):
-        if key in entry:
-            opt[key] = _check_type(entry[key], _SETTING_TYPES[key], key, where, sid)
+            value, reason = _typed(entry[key], _SETTING_TYPES.get(key, str))
+            if reason:
+                problems.add(label, f"{key}: {reason}", sid)
+            opt[key] = value
+    if len(problems.found) > found or sid is None or not isinstance(url, str):
+        return None
     return Source(id=sid, url=url, review_by=review_by, **opt)
 
 
 def parse_config(text: str, *, path: str | Path | None = None) -> Config:
     """Validate a TOML source list given as text; ``path`` is used in messages.
 
-    Relative database paths are taken relative to the config file's folder.
+    Every problem in the file is reported at once, in one :class:`ConfigError` whose
+    ``problems`` lists them, each with its place (``[settings]``, ``sources[3] (id
+    'x')``) and key. Relative database paths are taken relative to the config file's
+    folder.
     """
-    where = str(path) if path is not None else "<config>"
+    where = str(path) if path is not None else ""
     base_dir = Path(path).resolve().parent if path is not None else None
     try:
         data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"not valid TOML: {exc}", path=where) from exc
-    unknown = set(data) - {"settings", "sources"}
-    if unknown:
-        raise ConfigError(f"unknown top-level key(s) {', '.join(sorted(unknown))}", path=where)
-    settings = _settings(data.get("settings"), where, base_dir)
+    except tomllib.TOMLDecodeError as exc:  # its message gives the line and column
+        raise ConfigError(f"not valid TOML: {exc}", path=where or None) from exc
+    problems = _Problems(where)
+    for key in sorted(set(data) - _TOP_LEVEL_KEYS):
+        problems.unknown("top level", key, set(_TOP_LEVEL_KEYS), "table or key")
+    settings = _settings(data.get("settings"), problems, base_dir)
     raw_sources = data.get("sources", [])
     if not isinstance(raw_sources, list):
-        raise ConfigError("sources must be an array of tables ([[sources]])", path=where)
+        problems.add("sources", "must be an array of tables ([[sources]])")
+        raw_sources = []
     sources: list[Source] = []
     seen_ids: dict[str, int] = {}
     seen_urls: dict[str, str] = {}
     for index, entry in enumerate(raw_sources):
-        src = _source(entry, index, where)
+        src = _source(entry, index, problems)
+        if src is None:
+            continue
+        label = f"sources[{index}] (id {src.id!r})"
         if src.id in seen_ids:
-            raise ConfigError(f"duplicate id (first at sources[{seen_ids[src.id]}])",
-                              path=where, source_id=src.id)
+            problems.add(label, f"id: duplicate (first at sources[{seen_ids[src.id]}])",
+                         src.id)
+            continue
         seen_ids[src.id] = index
         canonical = canonical_source_url(src.url)
         if canonical in seen_urls:
-            raise ConfigError(
-                f"duplicate url {src.url!r}: source {seen_urls[canonical]!r} has the same "
-                f"feed ({canonical})", path=where, source_id=src.id)
+            problems.add(label, f"url: {src.url!r} is the same feed as source "
+                         f"{seen_urls[canonical]!r} ({canonical})", src.id)
+            continue
         seen_urls[canonical] = src.id
         sources.append(src)
+    problems.raise_if_any()
     return Config(sources=tuple(sources), settings=settings,
                   path=Path(path) if path is not None else None)
 

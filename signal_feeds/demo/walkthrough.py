@@ -7,6 +7,7 @@ show what an update looks like, and says where the database is.
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -69,10 +70,12 @@ def run_demo(database: str | Path = DEFAULT_DEMO_DATABASE, *,
         for line in _lines("3. A title is corrected on the server: same key, new version.",
                            third):
             echo(line)
+    corrected_key = ""
     with Store(db) as store:
         for entry in store.entries(source_id="demo-rss"):
             versions = store.versions(entry.key)
             if len(versions) > 1:
+                corrected_key = entry.key
                 echo(f"   entry {entry.remote_id} (key {entry.key[:12]}…):")
                 for version in versions:
                     echo(f"     {version.first_seen_at}  {version.title}"
@@ -80,5 +83,12 @@ def run_demo(database: str | Path = DEFAULT_DEMO_DATABASE, *,
         totals = store.table_counts()
     echo(f"Database: {db} ({totals['entries']} entries, {totals['entry_versions']} versions, "
          f"{totals['fetches']} fetches)")
-    echo(f"Browse it: sqlite-utils rows {db.name} entries --table")
+    # Commands that work exactly as printed, from any folder: the path is absolute and
+    # no source list is needed to read.
+    path = shlex.quote(str(db))
+    echo("Read it:")
+    echo(f"  signal entries --db {path}")
+    if corrected_key:
+        echo(f"  signal history {corrected_key[:12]} --db {path}")
+    echo(f"  sqlite-utils rows {path} entries --table")
     return db

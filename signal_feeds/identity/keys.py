@@ -30,6 +30,7 @@ __all__ = [
     "entry_key",
     "identify",
     "metadata_fingerprint",
+    "skip_reason",
 ]
 
 
@@ -87,6 +88,29 @@ class Identified:
 
     rows: tuple[EntryRow, ...]
     skipped: int
+    #: Why entries were skipped: each distinct reason once, in document order, with the
+    #: number of entries when more than one (``"no id and no link (3 entries)"``).
+    skip_reasons: tuple[str, ...] = ()
+
+
+#: Distinct skip reasons kept per response: a hostile feed cannot grow a report without end.
+MAX_SKIP_REASONS = 10
+
+
+def skip_reason(entry: ParsedEntry) -> str:
+    """Why an entry without a key is skipped, naming what the link policy refused."""
+    if entry.link_refused:
+        return f"no id and no usable link ({entry.link_refused})"
+    return "no id and no link"
+
+
+def _reason_list(counts: dict[str, int]) -> tuple[str, ...]:
+    reasons = [reason if count == 1 else f"{reason} ({count} entries)"
+               for reason, count in counts.items()]
+    if len(reasons) > MAX_SKIP_REASONS:
+        rest = sum(list(counts.values())[MAX_SKIP_REASONS:])
+        reasons = reasons[:MAX_SKIP_REASONS] + [f"{rest} more entries for other reasons"]
+    return tuple(reasons)
 
 
 def identify(source_id: str, entries: Iterable[ParsedEntry]) -> Identified:
@@ -97,10 +121,13 @@ def identify(source_id: str, entries: Iterable[ParsedEntry]) -> Identified:
     """
     by_key: dict[str, EntryRow] = {}
     skipped = 0
+    reasons: dict[str, int] = {}  # insertion order: the order the feed gave them
     for entry in entries:
         key = entry_key(source_id, entry.remote_id, entry.url)
         if key is None:
             skipped += 1
+            reason = skip_reason(entry)
+            reasons[reason] = reasons.get(reason, 0) + 1
             continue
         row = EntryRow(
             key=key, source_id=source_id, remote_id=entry.remote_id, url=entry.url,
@@ -121,7 +148,8 @@ def identify(source_id: str, entries: Iterable[ParsedEntry]) -> Identified:
                 "response; the response is rejected",
                 source_id=source_id, key=key, remote_id=entry.remote_id,
             )
-    return Identified(rows=tuple(by_key.values()), skipped=skipped)
+    return Identified(rows=tuple(by_key.values()), skipped=skipped,
+                      skip_reasons=_reason_list(reasons))
 
 
 #: What an upsert did to one entry.

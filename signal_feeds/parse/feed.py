@@ -19,7 +19,8 @@ import nh3
 
 from signal_feeds.errors import ParseError
 from signal_feeds.parse.rows import NORMALIZER_VERSION, ParsedEntry, ParsedFeed
-from signal_feeds.urls import normalize_link
+from signal_feeds.parse.settings import DEFAULT_MAX_ENTRIES
+from signal_feeds.urls import check_link, normalize_link
 
 __all__ = [
     "DEFAULT_FIELD_LIMITS",
@@ -39,10 +40,6 @@ DEFAULT_FIELD_LIMITS: Mapping[str, int] = {
     "summary": 65536,
     "content": 262144,
 }
-#: Entries read from one document; the rest are dropped with a warning. feedparser needs
-#: about half a millisecond per entry, so a document of 100,000 tiny entries (a few MB,
-#: well under the body cap) would hold a parser for a minute.
-DEFAULT_MAX_ENTRIES = 10_000
 #: Raw characters allowed inside an author-like element before feedparser sees it:
 #: feedparser's e-mail regular expression is slow on long strings.
 _AUTHOR_RAW_LIMIT = 1024
@@ -231,7 +228,7 @@ class _Limiter:
         return value[:limit]
 
 
-def _entry(raw: dict[str, Any], base: str | None, allow_http: bool,
+def _entry(raw: dict[str, Any], base: str | None, require_https: bool,
            limit: _Limiter) -> ParsedEntry:
     get = dict.get  # bypass FeedParserDict's aliases (and their deprecation warnings)
     title = _plain_title(_text(get(raw, "title")), get(raw, "title_detail"))
@@ -242,15 +239,17 @@ def _entry(raw: dict[str, Any], base: str | None, allow_http: bool,
     if isinstance(content_list, list) and content_list and isinstance(content_list[0], Mapping):
         content_detail = content_list[0]
         content = _text(content_detail.get("value"))
+    link, refused = check_link(_text(get(raw, "link")), base=base, require_https=require_https)
     return ParsedEntry(
         remote_id=limit("remote_id", _text(get(raw, "id"))),
-        url=normalize_link(_text(get(raw, "link")), base=base, allow_http=allow_http) or "",
+        url=link or "",
         title=limit("title", title),
         published=_iso(get(raw, "published_parsed")),
         updated=_iso(get(raw, "updated_parsed")),
         author=limit("author", _text(get(raw, "author"))),
         summary=limit("summary", _as_html(summary, get(raw, "summary_detail"))),
         content=limit("content", _as_html(content, content_detail)),
+        link_refused=refused,
     )
 
 
@@ -280,9 +279,10 @@ def parse_feed(
     source_id: str | None = None,
     url: str | None = None,
     content_type: str | None = None,
-    allow_http_links: bool = False,
+    require_https_links: bool = False,
     field_limits: Mapping[str, int] = DEFAULT_FIELD_LIMITS,
     max_entries: int = DEFAULT_MAX_ENTRIES,
+    allow_http_links: bool | None = None,
 ) -> ParsedFeed:
     """Parse downloaded feed bytes into a :class:`ParsedFeed`.
 
@@ -291,16 +291,21 @@ def parse_feed(
 
     ``url`` (the address that answered) resolves relative links; ``content_type`` (the
     response header) helps with the encoding and names JSON Feed (see :mod:`.jsonfeed`).
+    Entry links over http and https are kept unless ``require_https_links``
+    (``allow_http_links`` is its older, inverted spelling; when given it wins).
     Raises :class:`ParseError` when the bytes are not an RSS, Atom or JSON feed at all;
     a feed with recoverable errors still yields its entries, with a warning.
     """
+    if allow_http_links is not None:
+        require_https_links = not allow_http_links
     if not body.strip():
         raise ParseError("empty body: no feed to parse", source_id=source_id)
     if _is_json(body, content_type):
         from signal_feeds.parse.jsonfeed import parse_jsonfeed  # feedparser does not read JSON Feed
 
         return parse_jsonfeed(body, source_id=source_id, url=url,
-                              allow_http_links=allow_http_links, field_limits=field_limits)
+                              require_https_links=require_https_links,
+                              field_limits=field_limits, max_entries=max_entries)
     data, defuse_warnings = defuse(body, content_type=content_type, url=url)
     headers = dict(_UTF8_HEADERS)  # defuse() decoded the body; the declared charset is spent
     data, total_entries = _cap_entries(data, max_entries)
@@ -331,12 +336,12 @@ def parse_feed(
     limit = _Limiter(field_limits)
     feed: dict[str, Any] = result.get("feed") or {}
     base = url or None
-    entries = tuple(_entry(raw, base, allow_http_links, limit) for raw in raw_entries)
+    entries = tuple(_entry(raw, base, require_https_links, limit) for raw in raw_entries)
     for field, count in sorted(limit.cut.items()):
         warnings.append(f"{field} cut to {field_limits[field]} characters in {count} entries")
     return ParsedFeed(
         title=_text(feed.get("title")),
-        link=normalize_link(_text(dict.get(feed, "link")), allow_http=True) or "",
+        link=normalize_link(_text(dict.get(feed, "link"))) or "",
         version=version,
         ttl_seconds=_ttl(feed),
         entries=entries,

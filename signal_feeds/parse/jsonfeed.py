@@ -22,7 +22,8 @@ from signal_feeds.parse.feed import (
     _as_html,
     _Limiter,
 )
-from signal_feeds.urls import normalize_link
+from signal_feeds.parse.settings import DEFAULT_MAX_ENTRIES
+from signal_feeds.urls import check_link, normalize_link
 
 __all__ = ["JSON_FEED_VERSIONS", "parse_jsonfeed"]
 
@@ -75,14 +76,15 @@ def _remote_id(value: Any) -> str:
     return _str(value)
 
 
-def _entry(item: Mapping[str, Any], base: str | None, allow_http: bool, limit: _Limiter,
+def _entry(item: Mapping[str, Any], base: str | None, require_https: bool, limit: _Limiter,
            warnings: list[str]) -> ParsedEntry:
     content_html, content_text = _str(item.get("content_html")), _str(item.get("content_text"))
     content = (_as_html(content_html, _HTML) if content_html
                else _as_html(content_text, _TEXT))
+    link, refused = check_link(_str(item.get("url")), base=base, require_https=require_https)
     return ParsedEntry(
         remote_id=limit("remote_id", _remote_id(item.get("id"))),
-        url=normalize_link(_str(item.get("url")), base=base, allow_http=allow_http) or "",
+        url=link or "",
         # JSON Feed titles are plain text: never markup.
         title=limit("title", _str(item.get("title"))),
         published=_date(item.get("date_published"), warnings),
@@ -90,6 +92,7 @@ def _entry(item: Mapping[str, Any], base: str | None, allow_http: bool, limit: _
         author=limit("author", _authors(item)),
         summary=limit("summary", _as_html(_str(item.get("summary")), _TEXT)),
         content=limit("content", content),
+        link_refused=refused,
     )
 
 
@@ -98,10 +101,14 @@ def parse_jsonfeed(
     *,
     source_id: str | None = None,
     url: str | None = None,
-    allow_http_links: bool = False,
+    require_https_links: bool = False,
     field_limits: Mapping[str, int] = DEFAULT_FIELD_LIMITS,
+    max_entries: int = DEFAULT_MAX_ENTRIES,
 ) -> ParsedFeed:
-    """Parse a JSON Feed document; raise :class:`ParseError` if it is not one."""
+    """Parse a JSON Feed document; raise :class:`ParseError` if it is not one.
+
+    Only the first ``max_entries`` items are read (with a warning), as for RSS and Atom.
+    """
     try:
         data = json.loads(body.decode("utf-8-sig"))
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
@@ -120,14 +127,18 @@ def parse_jsonfeed(
     if version == "json":
         warnings.append(f"unknown JSON Feed version {version_url[:80]!r}; read as 1.1")
     limit = _Limiter(field_limits)
-    home = normalize_link(_str(data.get("home_page_url")), allow_http=True) or ""
+    home = normalize_link(_str(data.get("home_page_url"))) or ""
     base = url or _str(data.get("feed_url")) or home or None
     entries: list[ParsedEntry] = []
+    if len(items) > max_entries:
+        warnings.append(f"the feed has {len(items)} entries; only the first "
+                        f"{max_entries} were read")
+        items = items[:max_entries]
     for index, item in enumerate(items):
         if not isinstance(item, dict):
             warnings.append(f"items[{index}] is not an object; ignored")
             continue
-        entries.append(_entry(item, base, allow_http_links, limit, warnings))
+        entries.append(_entry(item, base, require_https_links, limit, warnings))
     for name, count in sorted(limit.cut.items()):
         warnings.append(f"{name} cut to {field_limits[name]} characters in {count} entries")
     return ParsedFeed(title=_str(data.get("title")), link=home, version=version,

@@ -22,6 +22,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from signal_feeds.errors import ContradictionError, SignalError
 from signal_feeds.identity.matching import MatchKeys, match_keys
+from signal_feeds.parse.settings import ParseSettings
 
 if TYPE_CHECKING:  # the parser processes import this module: keep asyncio out of them
     from concurrent.futures import ThreadPoolExecutor
@@ -43,7 +44,9 @@ class ParseJob:
     body: bytes
     url: str
     content_type: str
-    allow_http_links: bool
+    #: Built from the source's effective settings by ``ParseSettings.from_settings``
+    #: (required: a job that quietly took defaults would normalize differently).
+    settings: ParseSettings
 
 
 @dataclass(frozen=True)
@@ -74,7 +77,8 @@ def parse_job(job: ParseJob) -> ParseOutcome:
     try:
         feed = parse_feed(job.body, source_id=job.source_id, url=job.url,
                           content_type=job.content_type,
-                          allow_http_links=job.allow_http_links)
+                          require_https_links=job.settings.require_https_links,
+                          max_entries=job.settings.max_entries)
         identified = identify(job.source_id, feed.entries)
     except ContradictionError as exc:
         return ParseOutcome(error=exc.message, kind="contradiction", key=exc.key,

@@ -24,6 +24,8 @@ class ParsedEntry:
     author: str = ""
     summary: str = ""
     content: str = ""
+    #: Why the entry's link was refused by the URL policy (``""``: kept, or none given).
+    link_refused: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,6 +28,7 @@ from signal_feeds.http.fetch import FetchLimits, FetchResponse, Resolver, fetch
 from signal_feeds.identity.keys import Identified
 from signal_feeds.parse.processes import ParseJob, ParserPool
 from signal_feeds.parse.rows import NORMALIZER_VERSION
+from signal_feeds.parse.settings import ParseSettings
 from signal_feeds.records import FetchRecord, SourceState
 from signal_feeds.run.report import RunReport, SourceReport, SourceStatus
 from signal_feeds.run.writer import StoreWriter
@@ -264,11 +265,10 @@ class _Run:
     async def _parse_and_store(self, src: Source, state: SourceState,
                                response: FetchResponse, started: dt.datetime,
                                outcome: SourceStatus) -> SourceReport:
-        settings = self.config.effective(src)
         parsed = await self.parser.parse(ParseJob(
             source_id=src.id, body=response.body, url=response.url,
             content_type=response.headers.get("content-type", ""),
-            allow_http_links=settings.allow_http_links))
+            settings=ParseSettings.from_settings(self.config.effective(src))))
         if parsed.error or not isinstance(parsed.identified, Identified):
             error = parsed.error or "parser returned nothing"
             if parsed.kind == "contradiction":
@@ -281,8 +281,9 @@ class _Run:
                       body_digest=response.body_digest,
                       body_normalizer_version=NORMALIZER_VERSION,
                       body_entries=len(identified.rows), ttl_seconds=parsed.ttl_seconds)
-        record = self._record(src, started, response.url, outcome, response,
-                              skipped=identified.skipped)
+        record = replace(self._record(src, started, response.url, outcome, response,
+                                      skipped=identified.skipped),
+                         skip_reasons=identified.skip_reasons)
         try:
             now = self.clock()
             counts = await self.writer.call(
@@ -294,7 +295,8 @@ class _Run:
         return SourceReport(source=src.id, status=outcome,
                             http_status=response.status, created=counts.created,
                             updated=counts.updated, unchanged=counts.unchanged,
-                            skipped=identified.skipped, moved_to=new.moved_to,
+                            skipped=identified.skipped,
+                            skip_reasons=identified.skip_reasons, moved_to=new.moved_to,
                             next_due=new.next_due_at, warnings=parsed.warnings)
 
 
@@ -442,12 +444,25 @@ def run_fetch(
 
 
 def parse_files(paths: Sequence[Path], *, source_id: str = "local",
-                allow_http_links: bool = True) -> Iterator[dict[str, Any]]:
+                config: Config | None = None) -> Iterator[dict[str, Any]]:
     """Dry run over local files: parse and identify each in a worker process.
 
-    Yields one JSON-ready dict per file: ``{"file", "ok": True, "entries", "skipped"}``
-    or ``{"file", "ok": False, "error"}``. Nothing is stored.
+    With ``config``, the files are read with the effective settings of the source
+    ``source_id`` when the config has it (and its URL resolves relative links, as the
+    response's URL does in a fetch), else with the config's ``[settings]``; without
+    one, with the defaults. The parse settings reach the parser exactly as in
+    :func:`run_fetch`, so the rows are the rows a fetch of the same bytes would store.
+    Yields one JSON-ready dict per file: ``{"file", "ok": True, "entries", "skipped",
+    "skipped_reasons", "warnings"}`` or ``{"file", "ok": False, "error"}``. Nothing is
+    stored.
     """
+    settings, base = ParseSettings(), ""
+    if config is not None:
+        known = {s.id: s for s in config.sources}
+        src = known.get(source_id)
+        settings = ParseSettings.from_settings(
+            config.effective(src) if src is not None else config.settings)
+        base = src.url if src is not None else ""
     pool = ParserPool()
     try:
         for path in paths:
@@ -456,8 +471,8 @@ def parse_files(paths: Sequence[Path], *, source_id: str = "local",
             except OSError as exc:
                 yield {"file": str(path), "ok": False, "error": f"cannot read: {exc.strerror}"}
                 continue
-            job = ParseJob(source_id=source_id, body=body, url="", content_type="",
-                           allow_http_links=allow_http_links)
+            job = ParseJob(source_id=source_id, body=body, url=base, content_type="",
+                           settings=settings)
             outcome = asyncio.run(pool.parse(job))
             if outcome.error or not isinstance(outcome.identified, Identified):
                 error = outcome.error or "parser returned nothing"
@@ -465,12 +480,13 @@ def parse_files(paths: Sequence[Path], *, source_id: str = "local",
                     error = f"{error} (key {outcome.key}, remote id {outcome.remote_id!r})"
                 yield {"file": str(path), "ok": False, "error": error}
                 continue
-            rows = outcome.identified.rows
-            yield {"file": str(path), "ok": True, "skipped": outcome.identified.skipped,
+            found = outcome.identified
+            yield {"file": str(path), "ok": True, "skipped": found.skipped,
+                   "skipped_reasons": list(found.skip_reasons),
                    "warnings": list(outcome.warnings),
                    "entries": [{"id": r.key, "remote_id": r.remote_id, "url": r.url,
                                 "title": r.title, "published": r.published,
                                 "updated": r.updated, "fingerprint": r.fingerprint}
-                               for r in rows]}
+                               for r in found.rows]}
     finally:
         pool.close()

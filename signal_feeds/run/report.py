@@ -29,7 +29,8 @@ class SourceReport:
     updated: int = 0
     unchanged: int = 0
     skipped: int = 0
-    error: str = ""
+    #: What went wrong, or ``None`` (``null`` in JSON) when nothing did.
+    error: str | None = None
     duration: float = 0.0
     moved_to: str = ""
     retry_after: dt.datetime | None = None
@@ -37,13 +38,17 @@ class SourceReport:
     warnings: tuple[str, ...] = ()
     #: Set when ``--force`` was asked for but a ``Retry-After`` still held.
     note: str = ""
+    #: Why entries were skipped, e.g. ``"no id and no usable link (scheme javascript:
+    #: is not http or https)"``; empty when none were.
+    skip_reasons: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON shape of the ``signal fetch --json`` contract."""
         data: dict[str, Any] = {
             "source": self.source, "status": self.status, "http_status": self.http_status,
             "created": self.created, "updated": self.updated, "unchanged": self.unchanged,
-            "skipped": self.skipped, "error": self.error or None,
+            "skipped": self.skipped, "skipped_reasons": list(self.skip_reasons),
+            "error": self.error or None,
             "duration_ms": round(self.duration * 1000, 1),
         }
         if self.moved_to:
@@ -107,7 +112,8 @@ class RunReport:
         out = []
         for r in self.sources:
             counts = (f"+{r.created} ~{r.updated} ={r.unchanged}"
-                      + (f" skipped {r.skipped}" if r.skipped else ""))
+                      + (f" skipped {r.skipped}" if r.skipped else "")
+                      + (f" ({'; '.join(r.skip_reasons)})" if r.skip_reasons else ""))
             extra = ""
             if r.moved_to:
                 extra += f" -> {r.moved_to}"

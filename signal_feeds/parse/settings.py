@@ -1,0 +1,39 @@
+"""The settings that change what parsing makes of a body, as one small picklable value.
+
+``signal fetch`` and ``signal parse`` both build it with :meth:`ParseSettings.from_settings`
+from a source's effective settings, so a dry run normalizes exactly as a real run does.
+Kept apart from the parser so that the config can name its defaults without loading
+feedparser.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the config imports this module for its defaults
+    from signal_feeds.config.source_list import Settings
+
+__all__ = ["DEFAULT_MAX_ENTRIES", "ParseSettings"]
+
+#: Entries read from one document; the rest are dropped with a warning. feedparser needs
+#: about half a millisecond per entry, so a document of 100,000 tiny entries (a few MB,
+#: well under the body cap) would hold a parser for a minute.
+DEFAULT_MAX_ENTRIES = 10_000
+
+
+@dataclass(frozen=True)
+class ParseSettings:
+    """What the parser needs from the configuration."""
+
+    #: Refuse plain-http entry links (both http and https are kept by default: a link is
+    #: stored, never fetched).
+    require_https_links: bool = False
+    #: Entries read from one response; the rest are dropped with a warning.
+    max_entries: int = DEFAULT_MAX_ENTRIES
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> ParseSettings:
+        """The parse settings of a source's effective :class:`Settings`."""
+        return cls(require_https_links=settings.require_https_links,
+                   max_entries=settings.max_entries)

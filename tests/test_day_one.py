@@ -1,0 +1,359 @@
+"""Issue 18, what a new user hits on day one: links, configuration and commands.
+
+Real HTTP on 127.0.0.1 (pytest-httpserver), real SQLite files, the real command.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+import re
+import shlex
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from pytest_httpserver import HTTPServer
+
+import signal_feeds
+from signal_feeds import FetchRecord, Settings, SourceReport
+from signal_feeds.cli.commands import cli
+from signal_feeds.records import SourceState
+from signal_feeds.run import pipeline
+from signal_feeds.store import Store
+
+REPO = Path(__file__).resolve().parent.parent
+
+# Five items: an http link and no guid (kept), an https link, a javascript: link and no
+# guid (skipped), a relative link and no guid (resolved against the feed URL), and a
+# guid with a data: link (kept, without its link).
+FEED = b"""<?xml version="1.0" encoding="utf-8"?>
+<rss version="2.0"><channel><title>Plain http blog</title><link>http://blog.example/</link>
+<item><title>Over http</title><link>http://blog.example/posts/1</link>
+  <pubDate>Mon, 02 Mar 2026 07:00:00 GMT</pubDate></item>
+<item><title>Over https</title><link>https://blog.example/posts/2</link></item>
+<item><title>Sneaky</title><link>javascript:alert(1)</link></item>
+<item><title>Relative</title><link>/posts/3#comments</link></item>
+<item><guid isPermaLink="false">post-4</guid><title>Inline</title>
+  <link>data:text/html,hi</link></item>
+</channel></rss>
+"""
+JAVASCRIPT_REASON = "no id and no usable link (scheme javascript: is not http or https)"
+
+
+def write_config(tmp_path: Path, url: str, *extra: str, source_extra: str = "") -> Path:
+    path = tmp_path / "signal.toml"
+    path.write_text("\n".join([
+        "[settings]", 'database = "signal.db"', "min_interval = 0", *extra, "",
+        "[[sources]]", 'id = "blog"', f'url = "{url}"', source_extra, ""]), encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def feed_url(httpserver: HTTPServer) -> str:
+    httpserver.expect_request("/feed.xml").respond_with_data(
+        FEED, content_type="application/rss+xml")
+    return str(httpserver.url_for("/feed.xml"))
+
+
+def stored_rows(db: Path) -> list[dict[str, str]]:
+    conn = sqlite3.connect(db)
+    try:
+        rows = conn.execute("SELECT id, remote_id, url, title, published, updated, fingerprint "
+                            "FROM entries ORDER BY id").fetchall()
+    finally:
+        conn.close()
+    names = ("id", "remote_id", "url", "title", "published", "updated", "fingerprint")
+    return [dict(zip(names, row, strict=True)) for row in rows]
+
+
+def fetch_json(config: Path) -> dict[str, Any]:
+    result = CliRunner().invoke(cli, ["fetch", "--config", str(config), "--json"])
+    assert result.exit_code == 0, result.output
+    report: dict[str, Any] = json.loads(result.stdout)
+    return report
+
+
+# -- 1. links -----------------------------------------------------------------------------
+
+
+def test_http_links_are_kept_and_every_skip_has_its_reason(
+        feed_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    records: list[FetchRecord] = []
+
+    class RecordingStore(Store):
+        """The real store; it also keeps the fetch record each response brings."""
+
+        def apply_response(self, state: SourceState, rows: Any, fetch: FetchRecord,
+                           *args: Any, **kwargs: Any) -> Any:
+            records.append(fetch)
+            return super().apply_response(state, rows, fetch, *args, **kwargs)
+
+    monkeypatch.setattr(pipeline, "Store", RecordingStore)
+    report = fetch_json(write_config(tmp_path, feed_url))
+    (source,) = report["sources"]
+    assert (source["created"], source["skipped"]) == (4, 1)
+    assert source["skipped_reasons"] == [JAVASCRIPT_REASON]
+    assert source["error"] is None
+    urls = {row["title"]: row["url"] for row in stored_rows(tmp_path / "signal.db")}
+    assert urls == {"Over http": "http://blog.example/posts/1",
+                    "Over https": "https://blog.example/posts/2",
+                    "Relative": f"{feed_url.rsplit('/', 1)[0]}/posts/3",
+                    "Inline": ""}
+    (record,) = records
+    assert record.skipped == 1 and record.skip_reasons == (JAVASCRIPT_REASON,)
+
+
+def test_a_setting_requires_https_links(feed_url: str, tmp_path: Path) -> None:
+    config = write_config(tmp_path, feed_url, "require_https_links = true")
+    (source,) = fetch_json(config)["sources"]
+    assert (source["created"], source["skipped"]) == (2, 3)
+    assert source["skipped_reasons"] == [
+        "no id and no usable link (scheme http: is not https) (2 entries)",
+        "no id and no usable link (scheme javascript: is not https)"]
+    assert {r["title"] for r in stored_rows(tmp_path / "signal.db")} == {"Over https", "Inline"}
+
+
+def test_the_text_report_gives_the_reasons() -> None:
+    report = signal_feeds.RunReport(
+        sources=(SourceReport(source="blog", status="fetched", skipped=1,
+                              skip_reasons=(JAVASCRIPT_REASON,)),),
+        started_at=dt.datetime(2026, 1, 1, tzinfo=dt.UTC))
+    assert f"skipped 1 ({JAVASCRIPT_REASON})" in report.lines()[0]
+
+
+def test_an_entry_with_neither_id_nor_link_says_so() -> None:
+    from signal_feeds import ParsedEntry, identify
+
+    found = identify("s", [ParsedEntry(remote_id="", url="", title="a", published="",
+                                       updated="")] * 3)
+    assert (found.skipped, found.skip_reasons) == (3, ("no id and no link (3 entries)",))
+
+
+# -- 2. one normalization path for the dry run and the real run ------------------------
+
+
+@pytest.mark.parametrize("extra", [(), ("require_https_links = true",)])
+def test_signal_parse_gives_the_rows_signal_fetch_stores(
+        feed_url: str, tmp_path: Path, extra: tuple[str, ...]) -> None:
+    config = write_config(tmp_path, feed_url, *extra)
+    fetched = fetch_json(config)["sources"][0]
+    feed_file = tmp_path / "feed.xml"
+    feed_file.write_bytes(FEED)
+    result = CliRunner().invoke(cli, ["parse", str(feed_file), "--config", str(config),
+                                      "--source-id", "blog"])
+    assert result.exit_code == 0, result.output
+    parsed = json.loads(result.stdout)
+    assert sorted(parsed["entries"], key=lambda e: e["id"]) == stored_rows(
+        tmp_path / "signal.db")
+    assert parsed["skipped"] == fetched["skipped"]
+    assert parsed["skipped_reasons"] == fetched["skipped_reasons"]
+
+
+def test_signal_parse_without_a_config_uses_the_defaults(tmp_path: Path) -> None:
+    feed_file = tmp_path / "feed.xml"
+    feed_file.write_bytes(FEED)
+    result = CliRunner().invoke(cli, ["parse", str(feed_file)])
+    parsed = json.loads(result.stdout)
+    assert "http://blog.example/posts/1" in {e["url"] for e in parsed["entries"]}
+    bad = CliRunner().invoke(cli, ["parse", str(feed_file), "--config",
+                                   str(tmp_path / "none.toml")])
+    assert bad.exit_code == 2 and "config file not found" in bad.output
+
+
+def test_max_entries_reaches_the_parser(httpserver: HTTPServer, tmp_path: Path) -> None:
+    items = "".join(f"<item><guid>g{i}</guid><title>t{i}</title></item>" for i in range(5))
+    httpserver.expect_request("/many.xml").respond_with_data(
+        f'<rss version="2.0"><channel><title>x</title>{items}</channel></rss>',
+        content_type="application/rss+xml")
+    config = write_config(tmp_path, httpserver.url_for("/many.xml"), "max_entries = 3")
+    (source,) = fetch_json(config)["sources"]
+    assert source["created"] == 3
+    assert "the feed has 5 entries; only the first 3 were read" in source["warnings"]
+
+
+def test_max_entries_caps_json_feed_too() -> None:
+    items = [{"id": f"g{i}", "title": f"t{i}"} for i in range(4)]
+    body = json.dumps({"version": "https://jsonfeed.org/version/1.1", "title": "j",
+                       "items": items}).encode()
+    feed = signal_feeds.parse_feed(body, max_entries=2)
+    assert [e.remote_id for e in feed.entries] == ["g0", "g1"]
+    assert "the feed has 4 entries; only the first 2 were read" in feed.warnings
+
+
+# -- 6. every config problem at once ------------------------------------------------------
+
+
+def test_fetch_prints_every_config_problem_and_exits_2(tmp_path: Path) -> None:
+    path = tmp_path / "signal.toml"
+    path.write_text('[settings]\nper_host = 0\n\n[[sources]]\nid = "a"\n'
+                    'ulr = "https://a.example/f"\n\n[[sources]]\nid = "B"\n'
+                    'url = "https://b.example/f"\n', encoding="utf-8")
+    result = CliRunner().invoke(cli, ["fetch", "--config", str(path)])
+    assert result.exit_code == 2
+    lines = result.stderr.splitlines()
+    assert lines[0] == f"signal: error: {path}: 4 problems:"
+    assert lines[1] == "  [settings]: per_host: must be at least 1"
+    assert lines[2].startswith("  sources[0] (id 'a'): ulr: unknown key; did you mean url?")
+    assert lines[3] == "  sources[0] (id 'a'): url: missing or not a string"
+    assert lines[4].startswith("  sources[1]: id: 'B' is not a slug")
+
+
+# -- 7. a database in a folder that does not exist ------------------------------------
+
+
+@pytest.mark.parametrize("command", [
+    ["fetch"], ["sources"], ["entries"], ["history", "abcdef12"], ["lookup", "https://x.example/"],
+    ["export"], ["dedupe"],
+])
+def test_a_missing_database_folder_is_a_config_error(tmp_path: Path,
+                                                     command: list[str]) -> None:
+    config = write_config(tmp_path, "https://a.example/feed")
+    missing = tmp_path / "no-such-folder"
+    by_flag = CliRunner().invoke(cli, [*command, "--config", str(config),
+                                       "--db", str(missing / "signal.db")])
+    assert by_flag.exit_code == 2, by_flag.output
+    assert f"the folder {missing} does not exist" in by_flag.stderr
+    assert "unable to open" not in by_flag.output
+    config.write_text(config.read_text().replace('"signal.db"', '"no-such-folder/s.db"'))
+    by_setting = CliRunner().invoke(cli, [*command, "--config", str(config)])
+    assert by_setting.exit_code == 2, by_setting.output
+    assert by_setting.stderr.startswith(f"signal: error: {config}: [settings] database: "
+                                        f"the folder {missing} does not exist")
+
+
+def test_the_demo_database_folder_must_exist(tmp_path: Path) -> None:
+    result = CliRunner().invoke(cli, ["demo", "--db", str(tmp_path / "nope" / "demo.db")])
+    assert result.exit_code == 2 and "nope does not exist" in result.stderr
+
+
+# -- 9. no dead ends after the demo ---------------------------------------------------
+
+
+def _program(name: str) -> list[str]:
+    """The installed console script next to this Python, else the same module."""
+    script = Path(sys.executable).with_name(name)
+    if script.exists():
+        return [str(script)]
+    return [sys.executable, "-m", {"signal": "signal_feeds", "sqlite-utils": "sqlite_utils"}[name]]
+
+
+def test_every_command_the_demo_prints_works_as_printed(tmp_path: Path) -> None:
+    demo_dir, elsewhere = tmp_path / "demo", tmp_path / "elsewhere"
+    demo_dir.mkdir()
+    elsewhere.mkdir()  # no signal.toml here, and not where the database is
+    demo = subprocess.run([*_program("signal"), "demo"], cwd=demo_dir, capture_output=True,
+                          text=True, timeout=300, check=False)
+    assert demo.returncode == 0, demo.stderr
+    tail = demo.stdout.split("Read it:\n", 1)[1].splitlines()
+    commands = [shlex.split(line) for line in tail]
+    assert [c[:2] for c in commands] == [["signal", "entries"], ["signal", "history"],
+                                         ["sqlite-utils", "rows"]]
+    for command in commands:
+        proc = subprocess.run([*_program(command[0]), *command[1:]], cwd=elsewhere,
+                              capture_output=True, text=True, timeout=120, check=False)
+        assert proc.returncode == 0, (command, proc.stderr)
+        assert proc.stdout.strip(), command
+
+
+def test_reading_without_config_or_db_says_what_to_pass(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(cli, ["entries"])
+    assert result.exit_code == 2
+    assert "pass --db PATH" in result.stderr and "--config PATH" in result.stderr
+    missing = CliRunner().invoke(cli, ["entries", "--db", "nonexist.db"])
+    assert missing.exit_code == 2
+    assert missing.stderr == "signal: error: no database at nonexist.db; run 'signal fetch' first\n"
+
+
+def test_no_message_of_the_package_shows_a_placeholder() -> None:
+    for path in (REPO / "signal_feeds").rglob("*.py"):
+        assert "<config>" not in path.read_text(encoding="utf-8"), path
+
+
+# -- 10. every setting documented -------------------------------------------------------
+
+#: Settings added on other branches at the same time; checked once they exist here.
+_ADDED_IN_PARALLEL = {"proxy": None, "busy_timeout": 60.0}
+
+
+def _readme_settings() -> dict[str, list[str]]:
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    section = text.split("### Settings", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| `")]
+    table = {}
+    for row in rows:
+        cells = [cell.strip() for cell in row.strip("|").split("|")]
+        table[cells[0].strip("`")] = cells[1:]
+    return table
+
+
+def _documented_default(cell: str) -> object:
+    match = re.match(r"`([^`]*)`|none", cell)
+    assert match, cell
+    if match.group(0) == "none":
+        return None
+    text = match.group(1).replace("<version>", signal_feeds.__version__)
+    if text in ("true", "false"):
+        return text == "true"
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
+def test_the_readme_documents_every_setting_with_its_default() -> None:
+    table = _readme_settings()
+    fields = {f.name: f.default for f in dataclasses.fields(Settings)}
+    expected = {**{k: v for k, v in _ADDED_IN_PARALLEL.items() if k not in fields}, **fields}
+    assert set(table) == set(expected)
+    for name, default in expected.items():
+        default_cell, unit, meaning = table[name]
+        if isinstance(default, Path):
+            default = str(default)
+        if isinstance(default, int | float) and not isinstance(default, bool):
+            default = float(default)
+        assert _documented_default(default_cell) == default, name
+        assert unit and meaning, name
+
+
+# -- 11. library and command agree --------------------------------------------------------
+
+
+def test_no_error_is_none_in_python_and_null_in_json() -> None:
+    rep = SourceReport(source="a", status="fetched")
+    assert rep.error is None and rep.to_dict()["error"] is None
+
+
+def test_the_types_public_functions_return_are_exported() -> None:
+    for name in ("EntryView", "EntryHistory", "LookupResult", "Progress", "DedupeReport",
+                 "ApplyCounts", "FetchRecord", "SourceState", "RunReport", "SourceReport",
+                 "ParseSettings", "ImportReport"):
+        assert name in signal_feeds.__all__
+        assert isinstance(getattr(signal_feeds, name), type), name
+
+
+def test_help_summaries_are_whole_sentences() -> None:
+    import click
+
+    def commands(group: click.Group) -> list[click.Command]:
+        found: list[click.Command] = []
+        for command in group.commands.values():
+            found.append(command)
+            if isinstance(command, click.Group):
+                found += commands(command)
+        return found
+
+    for command in commands(cli):
+        summary = command.get_short_help_str(limit=45)
+        assert summary.endswith((".", "?")) and not summary.endswith("..."), command.name
+    top = CliRunner().invoke(cli, ["--help"], terminal_width=60)
+    listed = top.output.split("Commands:\n", 1)[1].splitlines()
+    assert len(listed) == len(cli.commands)
+    assert all(line.rstrip().endswith((".", "?")) for line in listed), listed
