@@ -91,11 +91,11 @@ class _OutputFinder(ast.NodeVisitor):
         self.generic_visit(node)
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
-        if node.attr in ("write", "writelines") and _stream_attribute(node.value):
-            self._report(node, f"{ast.unparse(node)}")
-        elif (node.attr in _CLICK_OUTPUT and isinstance(node.value, ast.Name)
-              and node.value.id == "click"):
-            self._report(node, f"{ast.unparse(node)}")
+        writes = node.attr in ("write", "writelines") and _stream_attribute(node.value)
+        echoes = (node.attr in _CLICK_OUTPUT and isinstance(node.value, ast.Name)
+                  and node.value.id == "click")
+        if writes or echoes:
+            self._report(node, ast.unparse(node))
         self.generic_visit(node)
 
 
