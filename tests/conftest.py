@@ -8,9 +8,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from scenario_server import ScenarioServer
 
 from signal_feeds.config.source_list import Config, Settings, Source
-from signal_feeds.demo.teaching_server import TeachingServer, fixtures_dir
+from signal_feeds.demo.teaching_server import fixtures_dir
 
 FIXTURES = fixtures_dir()
 TABLES = ("sources", "entries", "entry_versions", "fetches")
@@ -27,8 +28,8 @@ def dump(db: Path) -> dict[str, list[tuple[object, ...]]]:
 
 
 @pytest.fixture
-def server() -> Iterator[TeachingServer]:
-    with TeachingServer() as srv:
+def server() -> Iterator[ScenarioServer]:
+    with ScenarioServer() as srv:
         yield srv
 
 

@@ -9,10 +9,10 @@ from pathlib import Path
 
 from click.testing import CliRunner
 from conftest import FIXTURES
+from scenario_server import ScenarioServer
 
 from signal_feeds import digest
 from signal_feeds.cli.commands import cli
-from signal_feeds.demo.teaching_server import TeachingServer
 
 REPORT_KEYS = {"source", "status", "http_status", "created", "updated", "unchanged",
                "skipped", "error"}
@@ -27,7 +27,7 @@ def write_config(tmp_path: Path, sources: dict[str, str]) -> Path:
     return path
 
 
-def test_fetch_json_contract_and_exit_codes(server: TeachingServer, tmp_path: Path) -> None:
+def test_fetch_json_contract_and_exit_codes(server: ScenarioServer, tmp_path: Path) -> None:
     config = write_config(tmp_path, {"demo-rss": server.url("/feeds/demo-rss.xml"),
                                      "demo-atom": server.url("/feeds/demo-atom.xml")})
     runner = CliRunner()
@@ -51,7 +51,7 @@ def test_fetch_json_contract_and_exit_codes(server: TeachingServer, tmp_path: Pa
     assert [s["status"] for s in json.loads(forced.output)["sources"]] == ["not_modified"]
 
 
-def test_fetch_exit_1_when_a_source_fails_but_others_run(server: TeachingServer,
+def test_fetch_exit_1_when_a_source_fails_but_others_run(server: ScenarioServer,
                                                          tmp_path: Path) -> None:
     config = write_config(tmp_path, {"bad": server.url("/feeds/variants/malformed.xml"),
                                      "gone": server.url("/feeds/missing.xml"),

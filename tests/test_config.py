@@ -144,7 +144,8 @@ def test_an_unknown_key_without_a_near_match_lists_the_known_ones() -> None:
     with pytest.raises(ConfigError) as info:
         parse_config("[settings]\nzzz = 1\n", path="x.toml")
     assert "did you mean" not in str(info.value)
-    assert "zzz: unknown setting (known: allow_private_redirects, busy_timeout, concurrency" in str(info.value)
+    assert ("zzz: unknown setting (known: allow_private_redirects, busy_timeout, concurrency"
+            in str(info.value))
 
 
 def test_https_only_links_are_a_setting_and_the_old_key_still_reads(

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 from conftest import FIXTURES, make_config
+from scenario_server import ScenarioServer
 
 from signal_feeds import run_fetch
-from signal_feeds.demo.teaching_server import TeachingServer
 
 FEED = (FIXTURES / "demo-rss.xml").read_bytes()
 
@@ -182,7 +182,7 @@ def test_https_with_a_trusted_certificate(raw: Callable[..., RawServer], db_path
     assert (rep.status, rep.created) == ("fetched", 3), rep
 
 
-def test_the_teaching_server_sees_one_request_per_source(server: TeachingServer,
+def test_the_teaching_server_sees_one_request_per_source(server: ScenarioServer,
                                                          db_path: Path) -> None:
     sources = {"rss": server.url("/feeds/demo-rss.xml"),
                "atom": server.url("/feeds/demo-atom.xml")}

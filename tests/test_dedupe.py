@@ -16,10 +16,10 @@ from xml.sax.saxutils import escape
 import pytest
 from click.testing import CliRunner
 from conftest import make_config
+from scenario_server import ScenarioServer
 
 from signal_feeds import Store, digest, run_fetch
 from signal_feeds.cli.commands import cli
-from signal_feeds.demo.teaching_server import TeachingServer
 from signal_feeds.identity.matching import (
     POSTED_TOKENS,
     DedupeRow,
@@ -73,7 +73,7 @@ def parser() -> Iterator[ParserPool]:
 
 
 @pytest.fixture
-def fetch(server: TeachingServer, db_path: Path, parser: ParserPool) -> Fetch:
+def fetch(server: ScenarioServer, db_path: Path, parser: ParserPool) -> Fetch:
     """Serve a body as a source's feed and fetch that one source into ``db_path``."""
 
     def run(source_id: str, body: bytes) -> None:
@@ -358,7 +358,7 @@ def test_merging_clusters_points_every_row_at_the_oldest(fetch: Fetch,
         assert store.recompute_duplicates().total_changed == 0
 
 
-def test_a_marking_failure_stores_the_entry_unmarked(fetch: Fetch, server: TeachingServer,
+def test_a_marking_failure_stores_the_entry_unmarked(fetch: Fetch, server: ScenarioServer,
                                                      db_path: Path,
                                                      monkeypatch: pytest.MonkeyPatch,
                                                      caplog: pytest.LogCaptureFixture) -> None:

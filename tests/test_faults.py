@@ -15,12 +15,12 @@ import pytest
 from _hostile import item, rows, rss, write_config
 from click.testing import CliRunner
 from conftest import FIXTURES, Clock, dump, make_config
+from scenario_server import ScenarioServer
 
 import signal_feeds.run.pipeline
 import signal_feeds.store.sqlite.connection
 from signal_feeds import Store, run_fetch
 from signal_feeds.cli.commands import cli
-from signal_feeds.demo.teaching_server import TeachingServer
 from signal_feeds.errors import StoreError
 from signal_feeds.parse.processes import ParseJob, ParseOutcome, ParserPool, parse_job
 
@@ -116,7 +116,7 @@ def _changed_feed() -> bytes:
 
 
 def test_a_fault_at_every_step_of_storing_leaves_the_database_as_before(
-        server: TeachingServer, db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        server: ScenarioServer, db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     config = make_config(db_path, {"demo-rss": server.url("/feeds/demo-rss.xml")})
     clock = Clock()
     first = run_fetch(config, clock=clock, force=True, parser=InlineParser())
@@ -212,7 +212,7 @@ def test_a_failed_commit_leaves_no_transaction_open(db_path: Path) -> None:
 
 
 def test_disk_full_while_storing_is_reported_and_the_next_run_recovers(
-        server: TeachingServer, db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        server: ScenarioServer, db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Full disk simulated with an injected ``sqlite3.OperationalError`` carrying
     SQLite's own message, raised between entries (a real tiny filesystem is in
     :func:`test_full_filesystem`, where ``mount`` is allowed)."""
@@ -248,7 +248,7 @@ def _mount_tmpfs(where: Path, size: str) -> bool:
     return proc.returncode == 0
 
 
-def test_full_filesystem(server: TeachingServer, tmp_path: Path) -> None:
+def test_full_filesystem(server: ScenarioServer, tmp_path: Path) -> None:
     """A real full disk: a 1 MB tmpfs, filled up after the first run."""
     disk = tmp_path / "disk"
     disk.mkdir()
@@ -317,7 +317,7 @@ def _many_attributes() -> bytes:
      "memory"),
 ], ids=["hangs", "blows-memory"])
 def test_a_parser_that_hangs_or_blows_memory_costs_one_source(
-        server: TeachingServer, db_path: Path, body: Any, pool: dict[str, Any],
+        server: ScenarioServer, db_path: Path, body: Any, pool: dict[str, Any],
         reason: str) -> None:
     server.put("/hostile.xml", body())
     config = make_config(db_path, {"hostile": server.url("/hostile.xml"),
@@ -365,7 +365,7 @@ def test_missing_config_file(tmp_path: Path) -> None:
     _assert_clean_error(result, 2, "config file not found")
 
 
-def test_corrupted_database_file(server: TeachingServer, tmp_path: Path) -> None:
+def test_corrupted_database_file(server: ScenarioServer, tmp_path: Path) -> None:
     db = tmp_path / "signal.db"
     db.write_bytes(b"this is not a database\n" * 400)
     config = write_config(tmp_path / "signal.toml", db,
@@ -377,7 +377,7 @@ def test_corrupted_database_file(server: TeachingServer, tmp_path: Path) -> None
     assert db.read_bytes() == b"this is not a database\n" * 400  # left as it was
 
 
-def test_database_damaged_inside(server: TeachingServer, tmp_path: Path) -> None:
+def test_database_damaged_inside(server: ScenarioServer, tmp_path: Path) -> None:
     db = tmp_path / "signal.db"
     config = write_config(tmp_path / "signal.toml", db,
                           {"demo": server.url("/feeds/demo-rss.xml")})
@@ -396,7 +396,7 @@ def test_database_damaged_inside(server: TeachingServer, tmp_path: Path) -> None
     assert "malformed" in text or "not a database" in text, text
 
 
-def test_read_only_database(server: TeachingServer, db_path: Path,
+def test_read_only_database(server: ScenarioServer, db_path: Path,
                             monkeypatch: pytest.MonkeyPatch) -> None:
     """Read-only: tests run as root, which ignores file modes, so the store's connection
     is opened with SQLite's URI ``mode=ro`` (SQLite itself refuses every write)."""

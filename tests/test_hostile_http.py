@@ -16,9 +16,10 @@ from pathlib import Path
 import pytest
 from _hostile import RSS_LIMIT, CliRun, rows, run_cli_fetch, write_config
 from conftest import make_config
+from scenario_server import ScenarioServer
 
 from signal_feeds import run_fetch
-from signal_feeds.demo.teaching_server import TeachingServer, fixtures_dir
+from signal_feeds.demo.teaching_server import fixtures_dir
 
 CAP = 2_000_000
 DEADLINE = 3.0
@@ -62,7 +63,7 @@ class EndlessServer:
 class HttpRun:
     run: CliRun
     db: Path
-    server: TeachingServer
+    server: ScenarioServer
     endless: EndlessServer
 
 
@@ -70,7 +71,7 @@ class HttpRun:
 def http_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpRun]:
     tmp = tmp_path_factory.mktemp("hostile-http")
     endless = EndlessServer()
-    with TeachingServer() as server:
+    with ScenarioServer() as server:
         demo = server.url("/feeds/demo-rss.xml")
         server.put("/as-html/feed.xml", (fixtures_dir() / "demo-rss.xml").read_bytes(),
                    content_type="text/html")
@@ -177,7 +178,7 @@ def _resolver(table: dict[str, list[str]]):  # type: ignore[no-untyped-def]
     return resolve
 
 
-def _redirect_config(server: TeachingServer, db: Path, target: str, **settings: object):  # type: ignore[no-untyped-def]
+def _redirect_config(server: ScenarioServer, db: Path, target: str, **settings: object):  # type: ignore[no-untyped-def]
     # "localhost" reaches the test server, but the injected resolver says it is public.
     origin = server.url(f"/scenario/redirect-to?location={target}").replace(
         "127.0.0.1", "localhost", 1)
@@ -185,7 +186,7 @@ def _redirect_config(server: TeachingServer, db: Path, target: str, **settings: 
                        **settings)
 
 
-def test_redirect_from_public_to_loopback_is_refused(server: TeachingServer,
+def test_redirect_from_public_to_loopback_is_refused(server: ScenarioServer,
                                                      db_path: Path) -> None:
     target = server.url("/feeds/demo-rss.xml")
     report = run_fetch(_redirect_config(server, db_path, target), force=True,
@@ -199,7 +200,7 @@ def test_redirect_from_public_to_loopback_is_refused(server: TeachingServer,
     _assert_nothing_written(db_path, "public")
 
 
-def test_check_is_made_on_the_resolved_address(server: TeachingServer,
+def test_check_is_made_on_the_resolved_address(server: ScenarioServer,
                                                db_path: Path) -> None:
     # The target's name looks harmless; it resolves to a private address.
     target = "http://intranet.example:8080/feed.xml"
@@ -209,14 +210,14 @@ def test_check_is_made_on_the_resolved_address(server: TeachingServer,
     assert "private or loopback one (intranet.example)" in report.get("public").error
 
 
-def test_private_redirect_allowed_by_setting(server: TeachingServer, db_path: Path) -> None:
+def test_private_redirect_allowed_by_setting(server: ScenarioServer, db_path: Path) -> None:
     config = _redirect_config(server, db_path, server.url("/feeds/demo-rss.xml"),
                               allow_private_redirects=True)
     report = run_fetch(config, force=True, resolver=_resolver({"localhost": [PUBLIC]}))
     assert (report.get("public").status, report.get("public").created) == ("fetched", 3)
 
 
-def test_private_source_may_redirect_to_private(server: TeachingServer,
+def test_private_source_may_redirect_to_private(server: ScenarioServer,
                                                 db_path: Path) -> None:
     config = _redirect_config(server, db_path, server.url("/feeds/demo-rss.xml"))
     report = run_fetch(config, force=True, resolver=_resolver({"localhost": ["127.0.0.1"]}))

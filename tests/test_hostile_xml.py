@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 from _hostile import RSS_LIMIT, CliRun, item, rows, rss, run_cli_fetch, write_config
+from scenario_server import ScenarioServer
 
 from signal_feeds import parse_feed
-from signal_feeds.demo.teaching_server import TeachingServer
 from signal_feeds.parse.feed import DEFAULT_MAX_ENTRIES, defuse
 
 SECRET = "signal-secret-marker-7f3a"
@@ -90,7 +90,7 @@ def cases(secret_file: Path, probe: str) -> dict[str, Case]:
 class XmlRun:
     run: CliRun
     db: Path
-    server: TeachingServer
+    server: ScenarioServer
     probe_path: str
 
 
@@ -99,7 +99,7 @@ def xml_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[XmlRun]:
     tmp = tmp_path_factory.mktemp("hostile-xml")
     secret = tmp / "secret.txt"
     secret.write_text(SECRET, encoding="utf-8")
-    with TeachingServer() as server:
+    with ScenarioServer() as server:
         probe_path = "/probe"
         sources = {"good-rss": server.url("/feeds/demo-rss.xml"),
                    "good-atom": server.url("/feeds/demo-atom.xml")}

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 from conftest import make_config
+from scenario_server import ScenarioServer
 
 from signal_feeds import ParseError, digest, parse_feed, run_fetch
-from signal_feeds.demo.teaching_server import TeachingServer
 from signal_feeds.parse.feed import ParsedEntry
 from signal_feeds.parse.processes import ParserPool
 
@@ -127,7 +127,7 @@ def parser() -> Iterator[ParserPool]:
     pool.close()
 
 
-def test_json_feed_over_http_stores_the_same_rows_as_rss(server: TeachingServer,
+def test_json_feed_over_http_stores_the_same_rows_as_rss(server: ScenarioServer,
                                                          tmp_path: Path,
                                                          parser: ParserPool) -> None:
     server.put("/feed.xml", RSS)

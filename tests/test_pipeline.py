@@ -5,17 +5,17 @@ from __future__ import annotations
 from pathlib import Path
 
 from conftest import FIXTURES, Clock, dump, make_config
+from scenario_server import ScenarioServer
 
 from signal_feeds import Store, digest, run_fetch
-from signal_feeds.demo.teaching_server import TeachingServer
 
 
-def demo_config(server: TeachingServer, db: Path):  # type: ignore[no-untyped-def]
+def demo_config(server: ScenarioServer, db: Path):  # type: ignore[no-untyped-def]
     return make_config(db, {"demo-rss": server.url("/feeds/demo-rss.xml"),
                             "demo-atom": server.url("/feeds/demo-atom.xml")})
 
 
-def test_first_fetch_creates_then_304_rewrites_nothing(server: TeachingServer,
+def test_first_fetch_creates_then_304_rewrites_nothing(server: ScenarioServer,
                                                        db_path: Path) -> None:
     config = demo_config(server, db_path)
     first = run_fetch(config, force=True)
@@ -40,7 +40,7 @@ def test_first_fetch_creates_then_304_rewrites_nothing(server: TeachingServer,
         assert first_req.header("If-None-Match") is None
 
 
-def test_corrected_title_updates_same_key_and_adds_version(server: TeachingServer,
+def test_corrected_title_updates_same_key_and_adds_version(server: ScenarioServer,
                                                            db_path: Path) -> None:
     config = demo_config(server, db_path)
     clock = Clock()
@@ -67,7 +67,7 @@ def test_corrected_title_updates_same_key_and_adds_version(server: TeachingServe
     assert [v.title for v in versions] == ["Заметки о выпуске", "Заметки о выпуске 1.0"]
 
 
-def test_equal_titles_are_two_entries(server: TeachingServer, db_path: Path) -> None:
+def test_equal_titles_are_two_entries(server: ScenarioServer, db_path: Path) -> None:
     run_fetch(demo_config(server, db_path), force=True, source_ids=["demo-rss"])
     with Store(db_path) as store:
         titled = [e for e in store.entries() if e.title == "Заметки о выпуске"]
@@ -75,7 +75,7 @@ def test_equal_titles_are_two_entries(server: TeachingServer, db_path: Path) -> 
     assert len({e.key for e in titled}) == 2
 
 
-def test_identical_repeats_collapse(server: TeachingServer, db_path: Path) -> None:
+def test_identical_repeats_collapse(server: ScenarioServer, db_path: Path) -> None:
     url = server.url("/feeds/variants/demo-rss-repeat.xml")
     report = run_fetch(make_config(db_path, {"repeat": url}), force=True)
     assert report.get("repeat").created == 2
@@ -84,7 +84,7 @@ def test_identical_repeats_collapse(server: TeachingServer, db_path: Path) -> No
 
 
 def test_contradiction_rejects_whole_response_and_advances_nothing(
-        server: TeachingServer, db_path: Path) -> None:
+        server: ScenarioServer, db_path: Path) -> None:
     path = "/feeds/demo-rss.xml"
     config = make_config(db_path, {"demo-rss": server.url(path)})
     run_fetch(config, force=True)
@@ -113,7 +113,7 @@ def test_contradiction_rejects_whole_response_and_advances_nothing(
     assert run_fetch(config, force=True).get("demo-rss").status == "rejected"
 
 
-def test_same_remote_id_in_two_sources_gives_two_rows(server: TeachingServer,
+def test_same_remote_id_in_two_sources_gives_two_rows(server: ScenarioServer,
                                                       db_path: Path) -> None:
     config = make_config(db_path, {
         "demo-rss": server.url("/feeds/demo-rss.xml"),
@@ -126,7 +126,7 @@ def test_same_remote_id_in_two_sources_gives_two_rows(server: TeachingServer,
                                      digest(["other", "release-1"])}
 
 
-def test_entry_without_id_or_link_is_skipped_and_counted(server: TeachingServer,
+def test_entry_without_id_or_link_is_skipped_and_counted(server: ScenarioServer,
                                                          db_path: Path) -> None:
     url = server.url("/feeds/variants/no-id-no-link.xml")
     report = run_fetch(make_config(db_path, {"nolink": url}))
@@ -138,7 +138,7 @@ def test_entry_without_id_or_link_is_skipped_and_counted(server: TeachingServer,
         assert store.count("fetches") == 1
 
 
-def test_missing_dates_stay_empty_and_zones_become_utc(server: TeachingServer,
+def test_missing_dates_stay_empty_and_zones_become_utc(server: ScenarioServer,
                                                        db_path: Path) -> None:
     config = make_config(db_path, {
         "nodates": server.url("/feeds/variants/no-dates.xml"),
@@ -154,7 +154,7 @@ def test_missing_dates_stay_empty_and_zones_become_utc(server: TeachingServer,
 
 
 def test_byte_identical_200_is_not_parsed_and_new_validators_are_stored(
-        server: TeachingServer, db_path: Path) -> None:
+        server: ScenarioServer, db_path: Path) -> None:
     path = "/scenario/rotating-etag"
     config = make_config(db_path, {"rot": server.url(path)})
     first = run_fetch(config, force=True).get("rot")
@@ -178,7 +178,7 @@ def test_byte_identical_200_is_not_parsed_and_new_validators_are_stored(
     assert dump(db_path)["entries"] == entries_before
 
 
-def test_validator_variants(server: TeachingServer, db_path: Path) -> None:
+def test_validator_variants(server: ScenarioServer, db_path: Path) -> None:
     paths = {"etag-only": "/scenario/etag-only", "lm-only": "/scenario/last-modified-only",
              "none": "/scenario/no-validators", "rotating": "/scenario/rotating-etag"}
     config = make_config(db_path, {k: server.url(v) for k, v in paths.items()})
@@ -198,7 +198,7 @@ def test_validator_variants(server: TeachingServer, db_path: Path) -> None:
         "If-Modified-Since")
 
 
-def test_a_failing_source_does_not_stop_the_others(server: TeachingServer,
+def test_a_failing_source_does_not_stop_the_others(server: ScenarioServer,
                                                    db_path: Path) -> None:
     config = make_config(db_path, {
         "broken": server.url("/feeds/variants/malformed.xml"),

@@ -8,22 +8,22 @@ from pathlib import Path
 
 from click.testing import CliRunner
 from conftest import Clock, make_config
+from scenario_server import ScenarioServer, ScriptedResponse
 from test_cli import write_config
 
 from signal_feeds import Store, run_fetch
 from signal_feeds.cli.commands import cli
-from signal_feeds.demo.teaching_server import ScriptedResponse, TeachingServer
 
 DEMO_HEADERS = (("Content-Type", "application/rss+xml; charset=utf-8"),)
 
 
-def feed_body(server: TeachingServer) -> bytes:
+def feed_body(server: ScenarioServer) -> bytes:
     import httpx
 
     return httpx.get(server.url("/feeds/demo-rss.xml")).content
 
 
-def check_retry_after(server: TeachingServer, db: Path, retry_after: str,
+def check_retry_after(server: ScenarioServer, db: Path, retry_after: str,
                       clock: Clock) -> None:
     path = "/limited.xml"
     server.script(path, [ScriptedResponse(status=429, headers=(("Retry-After", retry_after),)),
@@ -45,17 +45,17 @@ def check_retry_after(server: TeachingServer, db: Path, retry_after: str,
     assert len(server.requests_for(path)) == 2
 
 
-def test_retry_after_seconds(server: TeachingServer, db_path: Path) -> None:
+def test_retry_after_seconds(server: ScenarioServer, db_path: Path) -> None:
     check_retry_after(server, db_path, "120", Clock())
 
 
-def test_retry_after_http_date(server: TeachingServer, db_path: Path) -> None:
+def test_retry_after_http_date(server: ScenarioServer, db_path: Path) -> None:
     clock = Clock()
     when = clock.now + __import__("datetime").timedelta(seconds=120)
     check_retry_after(server, db_path, format_datetime(when, usegmt=True), clock)
 
 
-def test_interval_is_respected_and_requests_are_conditional(server: TeachingServer,
+def test_interval_is_respected_and_requests_are_conditional(server: ScenarioServer,
                                                            db_path: Path) -> None:
     paths = {"demo-rss": "/feeds/demo-rss.xml", "demo-atom": "/feeds/demo-atom.xml",
              "cached": "/scenario/cache?max_age=7200"}
@@ -79,7 +79,7 @@ def test_interval_is_respected_and_requests_are_conditional(server: TeachingServ
         assert all(r.header("If-None-Match") for r in requests[1:]), source
 
 
-def test_gone_stops_polling_until_reset(server: TeachingServer, tmp_path: Path) -> None:
+def test_gone_stops_polling_until_reset(server: ScenarioServer, tmp_path: Path) -> None:
     path = "/gone.xml"
     server.script(path, [ScriptedResponse(status=410),
                          ScriptedResponse(status=200, headers=DEMO_HEADERS,
@@ -103,7 +103,7 @@ def test_gone_stops_polling_until_reset(server: TeachingServer, tmp_path: Path) 
     assert len(server.requests_for(path)) == 2
 
 
-def test_permanent_redirect_chain_is_reported_as_moved(server: TeachingServer,
+def test_permanent_redirect_chain_is_reported_as_moved(server: ScenarioServer,
                                                        db_path: Path) -> None:
     start = "/scenario/redirect-chain?statuses=301,308&to=/feeds/demo-rss.xml"
     config = make_config(db_path, {"moving": server.url(start)})
@@ -121,7 +121,7 @@ def test_permanent_redirect_chain_is_reported_as_moved(server: TeachingServer,
     assert state.url == server.url(start)  # the source list stays as written
 
 
-def test_temporary_redirect_is_followed_and_forgotten(server: TeachingServer,
+def test_temporary_redirect_is_followed_and_forgotten(server: ScenarioServer,
                                                       db_path: Path) -> None:
     start = "/scenario/redirect?status=302&to=/feeds/demo-rss.xml"
     config = make_config(db_path, {"temp": server.url(start)})
@@ -132,7 +132,7 @@ def test_temporary_redirect_is_followed_and_forgotten(server: TeachingServer,
     assert server.requests[0].path == start
 
 
-def test_per_host_limit_holds_with_many_sources(server: TeachingServer,
+def test_per_host_limit_holds_with_many_sources(server: ScenarioServer,
                                                 db_path: Path) -> None:
     sources = {f"s{i:02d}": server.url(f"/scenario/slow?delay=0.05&n={i}") for i in range(50)}
     config = make_config(db_path, sources, concurrency=20, per_host=2)
@@ -142,7 +142,7 @@ def test_per_host_limit_holds_with_many_sources(server: TeachingServer,
     assert server.peak_in_flight == 2
 
 
-def test_sources_table_and_progress(server: TeachingServer, tmp_path: Path) -> None:
+def test_sources_table_and_progress(server: ScenarioServer, tmp_path: Path) -> None:
     config = write_config(tmp_path, {"demo-rss": server.url("/feeds/demo-rss.xml"),
                                      "missing": server.url("/feeds/missing.xml")})
     runner = CliRunner()
@@ -156,7 +156,7 @@ def test_sources_table_and_progress(server: TeachingServer, tmp_path: Path) -> N
     assert unknown.exit_code == 2 and "nope" in unknown.output
 
 
-def test_progress_only_on_a_terminal(server: TeachingServer, tmp_path: Path) -> None:
+def test_progress_only_on_a_terminal(server: ScenarioServer, tmp_path: Path) -> None:
     import os
     import pty
     import subprocess
@@ -190,7 +190,7 @@ def test_progress_only_on_a_terminal(server: TeachingServer, tmp_path: Path) -> 
     assert quiet.stderr == "" and quiet.stdout.startswith("{")
 
 
-def test_sources_shows_moved(server: TeachingServer, tmp_path: Path) -> None:
+def test_sources_shows_moved(server: ScenarioServer, tmp_path: Path) -> None:
     start = "/scenario/redirect?status=308&to=/feeds/demo-atom.xml"
     config = write_config(tmp_path, {"moving": server.url(start)})
     runner = CliRunner()

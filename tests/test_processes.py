@@ -11,9 +11,8 @@ import textwrap
 from pathlib import Path
 
 from conftest import dump
+from scenario_server import ScenarioServer
 from test_cli import write_config
-
-from signal_feeds.demo.teaching_server import TeachingServer
 
 KILLER = textwrap.dedent("""
     import os, signal, sys
@@ -33,7 +32,7 @@ KILLER = textwrap.dedent("""
 """)
 
 
-def test_sigkill_while_storing_leaves_the_database_as_it_was(server: TeachingServer,
+def test_sigkill_while_storing_leaves_the_database_as_it_was(server: ScenarioServer,
                                                              tmp_path: Path) -> None:
     config = write_config(tmp_path, {"demo-rss": server.url("/feeds/demo-rss.xml"),
                                      "demo-atom": server.url("/feeds/demo-atom.xml")})
@@ -62,7 +61,7 @@ def test_sigkill_while_storing_leaves_the_database_as_it_was(server: TeachingSer
 
 def test_two_fetch_processes_at_once(tmp_path: Path) -> None:
     feeds = 40
-    with TeachingServer() as server:
+    with ScenarioServer() as server:
         for i in range(feeds):
             items = "".join(
                 f"<item><guid>f{i}-e{j}</guid><title>Entry {j} of feed {i}</title>"

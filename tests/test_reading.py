@@ -13,11 +13,11 @@ import feedparser
 import pytest
 from click.testing import CliRunner, Result
 from conftest import Clock, make_config
+from scenario_server import ScenarioServer
 
 from signal_feeds import Store, digest, run_fetch
 from signal_feeds.cli.commands import cli
 from signal_feeds.config.opml import parse_opml
-from signal_feeds.demo.teaching_server import TeachingServer
 from signal_feeds.parse.processes import ParserPool
 from signal_feeds.store.reading import (
     entry_history,
@@ -62,7 +62,7 @@ def clock() -> Clock:
 
 
 @pytest.fixture
-def fetch(server: TeachingServer, db_path: Path, parser: ParserPool, clock: Clock) -> Fetch:
+def fetch(server: ScenarioServer, db_path: Path, parser: ParserPool, clock: Clock) -> Fetch:
     def run(source_id: str, body: bytes) -> None:
         clock.advance(60)  # each fetch a minute after the last: first seen is ordered
         server.put(f"/{source_id}.xml", body)

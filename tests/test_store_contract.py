@@ -16,11 +16,11 @@ from typing import Any
 import pytest
 from _hostile import write_config
 from conftest import FIXTURES
+from scenario_server import ScenarioServer
 
 import signal_feeds.store.sqlite.connection
 from signal_feeds.config.source_list import DEFAULT_BUSY_TIMEOUT as CONFIG_BUSY_TIMEOUT
 from signal_feeds.config.source_list import parse_config
-from signal_feeds.demo.teaching_server import TeachingServer
 from signal_feeds.errors import ConfigError, StoreError
 from signal_feeds.identity.keys import identify
 from signal_feeds.parse.feed import parse_feed
@@ -245,7 +245,7 @@ def _signal(*args: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.mark.parametrize("command", [["fetch", "--force"], ["dedupe"]])
 def test_commands_give_up_on_a_locked_database_with_one_line(
-        command: list[str], server: TeachingServer, tmp_path: Path) -> None:
+        command: list[str], server: ScenarioServer, tmp_path: Path) -> None:
     db = tmp_path / "signal.db"
     config = write_config(tmp_path / "signal.toml", db,
                           {"demo": server.url("/feeds/demo-rss.xml")}, busy_timeout=1)

@@ -30,7 +30,6 @@ from typing import Any
 
 from signal_feeds import __version__
 from signal_feeds.errors import ConfigError
-from signal_feeds.parse.settings import DEFAULT_MAX_ENTRIES
 from signal_feeds.urls import UrlRejected, canonical_source_url
 
 __all__ = [
@@ -74,6 +73,11 @@ DEFAULT_PER_HOST = 2
 #: Seconds a command waits for a database another program has locked before it gives up
 #: (the store's own default; at most this, so that a cron job never piles up).
 DEFAULT_BUSY_TIMEOUT = 60.0
+
+#: Entries read from one document; the rest are dropped with a warning. feedparser needs
+#: about half a millisecond per entry, so a document of 100,000 tiny entries (a few MB,
+#: well under the body cap) would hold a parser for a minute.
+DEFAULT_MAX_ENTRIES = 10_000
 
 #: Settings a source may override with a key of the same name.
 SOURCE_OVERRIDES = ("min_interval", "require_https_links", "max_body_bytes")

@@ -42,8 +42,8 @@ def _lines(title: str, report: RunReport) -> Iterator[str]:
 
 
 def run_demo(database: str | Path = DEFAULT_DEMO_DATABASE, *,
-             echo: Callable[[str], None] = print) -> Path:
-    """Run the demo, writing what happens through ``echo``; return the database path."""
+             echo: Callable[[str], None]) -> Path:
+    """Run the demo, telling ``echo`` what happens (the CLI prints it); return the database."""
     db = Path(database).resolve()
     _fresh_database(db)
     feeds = fixtures_dir()

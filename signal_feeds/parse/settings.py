@@ -2,8 +2,7 @@
 
 ``signal fetch`` and ``signal parse`` both build it with :meth:`ParseSettings.from_settings`
 from a source's effective settings, so a dry run normalizes exactly as a real run does.
-Kept apart from the parser so that the config can name its defaults without loading
-feedparser.
+Kept apart from the parser so that building one never loads feedparser.
 """
 
 from __future__ import annotations
@@ -11,16 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # the config imports this module for its defaults
+from signal_feeds.config.source_list import DEFAULT_MAX_ENTRIES
+
+if TYPE_CHECKING:
     from signal_feeds.config.source_list import Settings
 
 __all__ = ["DEFAULT_MAX_ENTRIES", "ParseSettings"]
-
-#: Entries read from one document; the rest are dropped with a warning. feedparser needs
-#: about half a millisecond per entry, so a document of 100,000 tiny entries (a few MB,
-#: well under the body cap) would hold a parser for a minute.
-DEFAULT_MAX_ENTRIES = 10_000
-
 
 @dataclass(frozen=True)
 class ParseSettings:

@@ -1,0 +1,143 @@
+"""Rules of the layout that import-linter cannot see: who prints, and how long a module is.
+
+The import contracts themselves are in pyproject.toml ([tool.importlinter]) and run as
+``lint-imports`` in .ci/run.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import signal_feeds
+
+PACKAGE = Path(signal_feeds.__file__).resolve().parent
+MAX_LINES = 500
+
+#: The command-line interface is the one place that writes to the terminal.
+PRINTING_PACKAGES = ("cli",)
+
+#: (module, function) pairs that are commands of their own and may print.
+#: ``python -m signal_feeds.demo.teaching_server`` has to tell its user the address it
+#: chose (a free port), and a test reads that line from its stdout.
+PRINTING_FUNCTIONS = {("demo/teaching_server.py", "main")}
+
+_STREAMS = {"stdout", "stderr", "__stdout__", "__stderr__"}
+_CLICK_OUTPUT = {"echo", "secho", "echo_via_pager"}
+
+
+def _modules() -> Iterator[tuple[str, Path]]:
+    for path in sorted(PACKAGE.rglob("*.py")):
+        yield path.relative_to(PACKAGE).as_posix(), path
+
+
+def _stream_attribute(node: ast.expr) -> bool:
+    """``sys.stdout`` / ``sys.stderr`` (also ``sys.stdout.buffer``)."""
+    if isinstance(node, ast.Attribute) and node.attr == "buffer":
+        node = node.value
+    return (isinstance(node, ast.Attribute) and node.attr in _STREAMS
+            and isinstance(node.value, ast.Name) and node.value.id == "sys")
+
+
+class _OutputFinder(ast.NodeVisitor):
+    """Collects ``print`` (called or passed on), writes to sys.stdout/stderr, click output."""
+
+    def __init__(self, rel: str) -> None:
+        self.rel = rel
+        self.found: list[str] = []
+        self._function: list[str] = []
+        self._click_names: set[str] = set()
+
+    def _allowed(self) -> bool:
+        return any((self.rel, name) in PRINTING_FUNCTIONS for name in self._function)
+
+    def _report(self, node: ast.AST, what: str) -> None:
+        if not self._allowed():
+            self.found.append(f"{self.rel}:{getattr(node, 'lineno', '?')}: {what}")
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
+        self._function.append(node.name)
+        self.generic_visit(node)
+        self._function.pop()
+
+    def visit_AsyncFunctionDef(self, node: ast.AsyncFunctionDef) -> None:
+        self._function.append(node.name)
+        self.generic_visit(node)
+        self._function.pop()
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        if node.module == "click":
+            for alias in node.names:
+                if alias.name in _CLICK_OUTPUT:
+                    self._click_names.add(alias.asname or alias.name)
+        if node.module == "sys" and any(a.name in _STREAMS for a in node.names):
+            self._report(node, "imports sys.stdout/sys.stderr")
+        self.generic_visit(node)
+
+    def visit_Name(self, node: ast.Name) -> None:
+        # A bare reference counts too: ``echo=print`` as a default prints by proxy.
+        if node.id == "print" and isinstance(node.ctx, ast.Load):
+            self._report(node, "print")
+        elif node.id in self._click_names and isinstance(node.ctx, ast.Load):
+            self._report(node, f"click {node.id}")
+        self.generic_visit(node)
+
+    def visit_Attribute(self, node: ast.Attribute) -> None:
+        writes = node.attr in ("write", "writelines") and _stream_attribute(node.value)
+        echoes = (node.attr in _CLICK_OUTPUT and isinstance(node.value, ast.Name)
+                  and node.value.id == "click")
+        if writes or echoes:
+            self._report(node, ast.unparse(node))
+        self.generic_visit(node)
+
+
+def find_output(rel: str, source: str) -> list[str]:
+    """Every place in ``source`` that writes to the terminal, as ``file:line: what``."""
+    finder = _OutputFinder(rel)
+    finder.visit(ast.parse(source, filename=rel))
+    return finder.found
+
+
+def test_only_the_cli_prints() -> None:
+    found: list[str] = []
+    for rel, path in _modules():
+        if rel.split("/", 1)[0] in PRINTING_PACKAGES:
+            continue
+        found += find_output(rel, path.read_text(encoding="utf-8"))
+    assert found == [], "the library logs through `logging`; only signal_feeds/cli prints"
+
+
+def test_the_printing_check_sees_each_way_of_printing() -> None:
+    source = '''
+import sys
+import click
+from click import echo as say
+
+def f(out=print):
+    print("a")
+    sys.stdout.write("b")
+    sys.stderr.write("c")
+    sys.stdout.buffer.write(b"d")
+    click.echo("e")
+    say("f")
+
+def main():
+    print("a command may")
+'''
+    found = find_output("demo/teaching_server.py", source)
+    assert [line.split(": ", 1)[1] for line in found] == [
+        "print", "print", "sys.stdout.write", "sys.stderr.write", "sys.stdout.buffer.write",
+        "click.echo", "click say",
+    ]
+    # Outside its own module the same ``main`` is not exempt.
+    assert len(find_output("run/pipeline.py", source)) == 8
+    # Writing to a file or a logger is not printing.
+    assert find_output("x.py", "log.info('a')\nfile.write('b')\nout.stdout.write('c')\n") == []
+
+
+def test_no_module_is_over_the_line_limit() -> None:
+    sizes = {rel: len(path.read_text(encoding="utf-8").splitlines())
+             for rel, path in _modules()}
+    over = {rel: n for rel, n in sizes.items() if n > MAX_LINES}
+    assert over == {}, f"modules over {MAX_LINES} lines: split them by job"
