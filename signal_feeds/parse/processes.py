@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import IO, TYPE_CHECKING, Any
 
+from signal_feeds.decide.decider import contradiction_message
 from signal_feeds.errors import ContradictionError, SignalError
 from signal_feeds.store.dedupe import MatchKeys, match_keys
 
@@ -64,6 +65,15 @@ class ParseOutcome:
     #: core rather than in the writer (without shingles: the writer hashes a text again
     #: only if the text channel compares it).
     match_keys: Mapping[str, MatchKeys] = field(default_factory=dict)
+
+    @property
+    def message(self) -> str:
+        """The error as reported, "" on success (a contradiction names its key)."""
+        if self.kind == "contradiction":
+            return contradiction_message(self.error, key=self.key, remote_id=self.remote_id)
+        if self.error or self.identified is None:
+            return self.error or "parser returned nothing"
+        return ""
 
 
 def parse_job(job: ParseJob) -> ParseOutcome:

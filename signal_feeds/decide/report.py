@@ -1,0 +1,132 @@
+"""The run report: what happened to each source, and the totals.
+
+Plain data: the decider (:mod:`signal_feeds.decide.decider`) makes each line; the
+run collects them.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from signal_feeds.timeutil import format_time
+
+__all__ = ["FAILING_STATUSES", "RunReport", "SourceReport", "SourceStatus"]
+
+SourceStatus = Literal["fetched", "not_modified", "not_due", "moved", "gone", "retry_later",
+                       "expired", "rejected", "failed"]
+#: Outcomes that make ``signal fetch`` exit with 1.
+FAILING_STATUSES: frozenset[str] = frozenset({"rejected", "failed"})
+
+
+@dataclass(frozen=True)
+class SourceReport:
+    """The outcome for one source in one run."""
+
+    source: str
+    status: SourceStatus
+    http_status: int | None = None
+    created: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    skipped: int = 0
+    error: str = ""
+    duration: float = 0.0
+    moved_to: str = ""
+    retry_after: dt.datetime | None = None
+    next_due: dt.datetime | None = None
+    warnings: tuple[str, ...] = ()
+    #: Set when ``--force`` was asked for but a ``Retry-After`` still held.
+    note: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON shape of the ``signal fetch --json`` contract."""
+        data: dict[str, Any] = {
+            "source": self.source, "status": self.status, "http_status": self.http_status,
+            "created": self.created, "updated": self.updated, "unchanged": self.unchanged,
+            "skipped": self.skipped, "error": self.error or None,
+            "duration_ms": round(self.duration * 1000, 1),
+        }
+        if self.moved_to:
+            data["moved_to"] = self.moved_to
+        if self.retry_after is not None:
+            data["retry_after"] = format_time(self.retry_after)
+        if self.next_due is not None:
+            data["next_due"] = format_time(self.next_due)
+        if self.warnings:
+            data["warnings"] = list(self.warnings)
+        if self.note:
+            data["note"] = self.note
+        return data
+
+
+@dataclass(frozen=True)
+class RunReport:
+    """Every source's outcome in one run, in source-list order."""
+
+    sources: tuple[SourceReport, ...]
+    started_at: dt.datetime
+    duration: float = 0.0
+    database: str = ""
+    totals: dict[str, int] = field(init=False)
+
+    def __post_init__(self) -> None:
+        totals = {"sources": len(self.sources), "created": 0, "updated": 0, "unchanged": 0,
+                  "skipped": 0}
+        for rep in self.sources:
+            totals["created"] += rep.created
+            totals["updated"] += rep.updated
+            totals["unchanged"] += rep.unchanged
+            totals["skipped"] += rep.skipped
+            totals[rep.status] = totals.get(rep.status, 0) + 1
+        object.__setattr__(self, "totals", totals)
+
+    @property
+    def ok(self) -> bool:
+        """False when some source failed or was rejected."""
+        return not any(r.status in FAILING_STATUSES for r in self.sources)
+
+    def get(self, source_id: str) -> SourceReport:
+        """The report of one source."""
+        for rep in self.sources:
+            if rep.source == source_id:
+                return rep
+        raise KeyError(source_id)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The report as one JSON-ready object: ``sources`` and ``totals``."""
+        return {"sources": [r.to_dict() for r in self.sources], "totals": dict(self.totals),
+                "started_at": format_time(self.started_at),
+                "duration_ms": round(self.duration * 1000, 1), "database": self.database}
+
+    def to_json(self) -> str:
+        """:meth:`to_dict` as JSON text."""
+        return json.dumps(self.to_dict(), ensure_ascii=False)
+
+    def lines(self) -> Sequence[str]:
+        """A short human-readable summary, one line per source and one for the totals."""
+        out = []
+        for r in self.sources:
+            counts = (f"+{r.created} ~{r.updated} ={r.unchanged}"
+                      + (f" skipped {r.skipped}" if r.skipped else ""))
+            extra = ""
+            if r.moved_to:
+                extra += f" -> {r.moved_to}"
+            if r.retry_after is not None:
+                extra += f" (retry after {format_time(r.retry_after)})"
+            elif r.status == "not_due" and r.next_due is not None:
+                extra += f" (due {format_time(r.next_due)})"
+            if r.error:
+                extra += f": {r.error}"
+            http = f" [{r.http_status}]" if r.http_status else ""
+            out.append(f"{r.source:<24} {r.status:<12}{http} {counts}{extra}")
+        t = self.totals
+        out.append(f"{t['sources']} sources: {t['created']} created, {t['updated']} updated, "
+                   f"{t['unchanged']} unchanged, {t['skipped']} skipped; "
+                   + ", ".join(f"{t[s]} {s}" for s in sorted(t)
+                               if s not in ("sources", "created", "updated", "unchanged",
+                                            "skipped")))
+        return out
