@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import os
 import signal
 import sqlite3
 import subprocess
 import sys
 import textwrap
+from dataclasses import replace
 from pathlib import Path
 
+import pytest
 from conftest import dump
 from test_cli import write_config
 
 from signal_feeds.demo.teaching_server import TeachingServer
+from signal_feeds.parse.processes import ParseJob, ParserPool
 
 KILLER = textwrap.dedent("""
     import os, signal, sys
@@ -100,3 +105,26 @@ def test_processes_creating_a_new_database_at_once(tmp_path: Path) -> None:
             out, err = proc.communicate(timeout=120)
             assert proc.returncode == 0, err
             assert out.strip() == "0"
+
+
+def test_a_worker_failure_reaches_the_log_with_its_traceback(
+        caplog: pytest.LogCaptureFixture) -> None:
+    pool = ParserPool(workers=1)
+    # Not bytes: a bug-shaped failure inside the worker, not a bad document.
+    job = ParseJob(source_id="buggy", body=None, url="", content_type="",  # type: ignore[arg-type]
+                   allow_http_links=True)
+    try:
+        with caplog.at_level(logging.ERROR, logger="signal_feeds.parse"):
+            outcome = asyncio.run(pool.parse(job))
+        # The worker survives: the next document parses.
+        ok = asyncio.run(pool.parse(replace(job, source_id="fine", body=(
+            b'<rss version="2.0"><channel><item><guid>g</guid></item></channel></rss>'))))
+    finally:
+        pool.close()
+    assert outcome.kind == "parse" and outcome.message.startswith(
+        "parser failed: AttributeError"), outcome
+    [record] = caplog.records
+    text = record.getMessage()
+    assert text.startswith("parser failed on source buggy:\nTraceback (most recent call last)")
+    assert "parse_feed" in text and "AttributeError" in text
+    assert ok.message == "" and ok.entries == 1
