@@ -128,3 +128,31 @@ def test_a_worker_failure_reaches_the_log_with_its_traceback(
     assert text.startswith("parser failed on source buggy:\nTraceback (most recent call last)")
     assert "parse_feed" in text and "AttributeError" in text
     assert ok.message == "" and ok.entries == 1
+
+
+UNGUARDED = textwrap.dedent("""
+    # An embedding script with no `if __name__ == "__main__"` guard.
+    import sys
+    from pathlib import Path
+    from signal_feeds import load_config, parse_files, run_fetch
+    print("top level ran", flush=True)
+    files = list(parse_files([Path(sys.argv[2])]))
+    report = run_fetch(load_config(sys.argv[1]), force=True)
+    print("done", files[0]["ok"], report.get("demo-rss").status, flush=True)
+""")
+
+
+def test_an_embedding_script_without_a_main_guard_runs_once(server: TeachingServer,
+                                                            tmp_path: Path) -> None:
+    # Parser processes that re-imported the script (multiprocessing's spawn and
+    # forkserver do, to find __main__) would run its top level again in each worker.
+    config = write_config(tmp_path, {"demo-rss": server.url("/feeds/demo-rss.xml")})
+    feed = tmp_path / "feed.xml"
+    feed.write_bytes(b'<rss version="2.0"><channel><item><guid>g</guid></item></channel></rss>')
+    script = tmp_path / "embed.py"
+    script.write_text(UNGUARDED, encoding="utf-8")
+    proc = subprocess.run([sys.executable, str(script), str(config), str(feed)],
+                          capture_output=True, text=True, timeout=300, check=False,
+                          cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == ["top level ran", "done True fetched"], proc.stdout

@@ -116,8 +116,8 @@ def parse_job(job: ParseJob) -> ParseOutcome:
 
 
 def _limit_self(memory: int) -> None:
-    """In a worker: cap the address space and die with the parent process (a run that
-    is killed must not leave parser processes behind)."""
+    """In a worker: cap the address space, lower the priority, and die with the parent
+    process (a run that is killed must not leave parser processes behind)."""
     try:
         import resource
 
@@ -125,13 +125,10 @@ def _limit_self(memory: int) -> None:
     except (ImportError, ValueError, OSError):  # not on this platform: run unlimited
         pass
     parent = os.getppid()
-    try:
-        import ctypes
-        import signal
-
-        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
+    # A parent that dies closes our stdin, but a worker busy with a document would not
+    # notice until it is done: a thread checks who the parent is once a second.
+    threading.Thread(target=_watch_parent, args=(parent,), daemon=True,
+                     name="signal-parent-watch").start()
     if os.getppid() != parent:  # the parent died before the watch began
         os._exit(1)
     # Parsing is throughput work; the parent's event loop is latency work (a response
@@ -143,7 +140,7 @@ def _limit_self(memory: int) -> None:
 
 def _watch_parent(parent: int) -> None:
     while os.getppid() == parent:
-        time.sleep(1.0)
+        time.sleep(PARENT_CHECK_SECONDS)
     os._exit(1)
 
 
@@ -178,6 +175,8 @@ def _receive(fd: int, deadline: float | None = None) -> Any:
     return pickle.loads(_read_exact(fd, size, deadline))
 
 
+#: How often a worker checks that the process that started it still lives.
+PARENT_CHECK_SECONDS = 1.0
 #: How much lower a parser process's CPU priority is than the fetching process's.
 PARSER_NICENESS = 5
 #: What a worker sends once it can take jobs.
