@@ -2,8 +2,10 @@
 
 Sources are fetched concurrently over one pool of connections, with a global limit and
 a per-host limit; parsing happens in worker processes; the store is written from one
-thread of its own (:mod:`signal_feeds.writer`), each response under its own savepoint and
-many responses per commit. A failure is reported for its source and the run goes on.
+thread of its own (:mod:`signal_feeds.run.writer`), each response under its own
+savepoint and many responses per commit. A failure is reported for its source and the
+run goes on. What each response means (state, fetch row, report line, what to write)
+is decided by :class:`signal_feeds.decide.decider.Decider`; this module does the I/O.
 """
 
 from __future__ import annotations
