@@ -31,7 +31,7 @@ _EXPORTS = {
     "parse.rows": ["NORMALIZER_VERSION", "ParsedEntry", "ParsedFeed"],
     "parse.settings": ["ParseSettings"],
     "run.pipeline": ["Progress", "parse_files", "run_fetch"],
-    "run.report": ["RunReport", "SourceReport"],
+    "decide.report": ["RunReport", "SourceReport"],
     "records": ["ApplyCounts", "FetchRecord", "SourceState", "StoredEntry", "StoredVersion"],
     "store": ["Store"],
     "store.protocol": ["DedupeReport", "FeedStore"],
@@ -104,6 +104,7 @@ def __dir__() -> list[str]:
 if TYPE_CHECKING:
     from signal_feeds.config.opml import ImportReport
     from signal_feeds.config.source_list import Config, Settings, Source, load_config, parse_config
+    from signal_feeds.decide.report import RunReport, SourceReport
     from signal_feeds.errors import (
         ConfigError,
         ContradictionError,
@@ -131,7 +132,6 @@ if TYPE_CHECKING:
         StoredVersion,
     )
     from signal_feeds.run.pipeline import Progress, parse_files, run_fetch
-    from signal_feeds.run.report import RunReport, SourceReport
     from signal_feeds.store import Store
     from signal_feeds.store.protocol import DedupeReport, FeedStore
     from signal_feeds.store.reading import entry_history, export_entries, list_entries, lookup

@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import os
 import signal
 import sqlite3
 import subprocess
 import sys
 import textwrap
+from dataclasses import replace
 from pathlib import Path
 
+import pytest
 from conftest import dump
 from scenario_server import ScenarioServer
 from test_cli import write_config
+
+from signal_feeds.parse.processes import ParseJob, ParserPool
+from signal_feeds.parse.settings import ParseSettings
 
 KILLER = textwrap.dedent("""
     import os, signal, sys
@@ -99,3 +106,54 @@ def test_processes_creating_a_new_database_at_once(tmp_path: Path) -> None:
             out, err = proc.communicate(timeout=120)
             assert proc.returncode == 0, err
             assert out.strip() == "0"
+
+
+def test_a_worker_failure_reaches_the_log_with_its_traceback(
+        caplog: pytest.LogCaptureFixture) -> None:
+    pool = ParserPool(workers=1)
+    # Not bytes: a bug-shaped failure inside the worker, not a bad document.
+    job = ParseJob(source_id="buggy", body=None, url="", content_type="",  # type: ignore[arg-type]
+                   settings=ParseSettings())
+    try:
+        with caplog.at_level(logging.ERROR, logger="signal_feeds.parse"):
+            outcome = asyncio.run(pool.parse(job))
+        # The worker survives: the next document parses.
+        ok = asyncio.run(pool.parse(replace(job, source_id="fine", body=(
+            b'<rss version="2.0"><channel><item><guid>g</guid></item></channel></rss>'))))
+    finally:
+        pool.close()
+    assert outcome.kind == "parse" and outcome.message.startswith(
+        "parser failed: AttributeError"), outcome
+    [record] = caplog.records
+    text = record.getMessage()
+    assert text.startswith("parser failed on source buggy:\nTraceback (most recent call last)")
+    assert "parse_feed" in text and "AttributeError" in text
+    assert ok.message == "" and ok.entries == 1
+
+
+UNGUARDED = textwrap.dedent("""
+    # An embedding script with no `if __name__ == "__main__"` guard.
+    import sys
+    from pathlib import Path
+    from signal_feeds import load_config, parse_files, run_fetch
+    print("top level ran", flush=True)
+    files = list(parse_files([Path(sys.argv[2])]))
+    report = run_fetch(load_config(sys.argv[1]), force=True)
+    print("done", files[0]["ok"], report.get("demo-rss").status, flush=True)
+""")
+
+
+def test_an_embedding_script_without_a_main_guard_runs_once(server: ScenarioServer,
+                                                            tmp_path: Path) -> None:
+    # Parser processes that re-imported the script (multiprocessing's spawn and
+    # forkserver do, to find __main__) would run its top level again in each worker.
+    config = write_config(tmp_path, {"demo-rss": server.url("/feeds/demo-rss.xml")})
+    feed = tmp_path / "feed.xml"
+    feed.write_bytes(b'<rss version="2.0"><channel><item><guid>g</guid></item></channel></rss>')
+    script = tmp_path / "embed.py"
+    script.write_text(UNGUARDED, encoding="utf-8")
+    proc = subprocess.run([sys.executable, str(script), str(config), str(feed)],
+                          capture_output=True, text=True, timeout=300, check=False,
+                          cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == ["top level ran", "done True fetched"], proc.stdout

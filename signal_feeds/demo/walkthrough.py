@@ -12,10 +12,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from signal_feeds.config.source_list import Config, Settings, Source
+from signal_feeds.decide.report import RunReport
 from signal_feeds.demo.teaching_server import TeachingServer, fixtures_dir
 from signal_feeds.errors import StoreError
 from signal_feeds.run.pipeline import run_fetch
-from signal_feeds.run.report import RunReport
 from signal_feeds.store import Store
 from signal_feeds.store.sqlite.schema import is_signal_database
 

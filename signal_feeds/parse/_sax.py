@@ -22,9 +22,12 @@ class BufferedExpatParser(ExpatParser):
 
     def reset(self) -> None:
         super().reset()
-        parser = self._parser  # type: ignore[attr-defined]  # set by reset(), untyped
-        parser.buffer_text = True
-        parser.buffer_size = BUFFER_SIZE
+        # ExpatParser keeps its pyexpat parser in an attribute of its own; if that ever
+        # changes, expat's defaults hold (the same fields, reported in more pieces).
+        parser = getattr(self, "_parser", None)
+        if parser is not None and hasattr(parser, "buffer_text"):
+            parser.buffer_text = True
+            parser.buffer_size = BUFFER_SIZE
 
 
 def create_parser(*args: Any, **kwargs: Any) -> BufferedExpatParser:

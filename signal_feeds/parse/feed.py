@@ -142,34 +142,6 @@ def defuse(body: bytes, *, content_type: str | None = None,
     return data, tuple(warnings)
 
 
-def _guard_author_regex() -> None:
-    """Cut an author string before feedparser's e-mail regular expression sees it.
-
-    That expression takes quadratic time on a long string, and :func:`defuse` can cut
-    only plain element text: an author inside CDATA, split by a comment or wrapped in a
-    child element reaches feedparser whole. feedparser looks for the address in
-    ``_sync_author_detail``; this wrapper shortens the string first. Installed once per
-    process, and a no-op if feedparser's internals change shape.
-    """
-    mixin = getattr(getattr(feedparser, "mixin", None), "_FeedParserMixin", None)
-    original = getattr(mixin, "_sync_author_detail", None)
-    if mixin is None or original is None or getattr(original, "_signal_guard", False):
-        return
-
-    def guarded(self: Any, key: str = "author") -> Any:
-        context = self._get_context()
-        value = context.get(key)
-        if isinstance(value, str) and len(value) > _AUTHOR_RAW_LIMIT:
-            context[key] = value[:_AUTHOR_RAW_LIMIT]
-        return original(self, key)
-
-    setattr(guarded, "_signal_guard", True)  # noqa: B010
-    mixin._sync_author_detail = guarded
-
-
-_guard_author_regex()
-
-
 def _cap_entries(data: bytes, limit: int) -> tuple[bytes, int]:
     """Keep the first ``limit`` entries of a document; return the bytes and how many
     entry end tags it had. What follows the last entry (``</channel></rss>``,

@@ -1,31 +1,44 @@
 """Parsing off the main process.
 
 feedparser runs in worker processes with an address-space limit, so a feed that makes
-it allocate without bound, or loop, costs one source and one worker, never the run. The
-workers also let parsing use every core.
+it allocate without bound, or loop, costs one source and one worker, never the run.
+There are ``min(2, cores)`` workers unless the caller asks for another number: parsing
+shares the machine with the fetching process and the writer thread.
+
+Only the workers tune feedparser (:mod:`signal_feeds.parse._speedups`); the process
+that imports Signal keeps feedparser as it ships. A worker that finds feedparser's
+internals changed parses with stock feedparser, and the parent logs why. A worker's
+unexpected error reaches the parent's log with its traceback; a worker that dies (memory
+limit, crash) has the tail of its stderr logged.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import pickle
 import select
 import struct
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+import traceback
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import IO, TYPE_CHECKING, Any
 
+from signal_feeds.decide.decider import contradiction_message
 from signal_feeds.errors import ContradictionError, SignalError
 from signal_feeds.identity.matching import MatchKeys, match_keys
 from signal_feeds.parse.settings import ParseSettings
 
 if TYPE_CHECKING:  # the parser processes import this module: keep asyncio out of them
     from concurrent.futures import ThreadPoolExecutor
+
+log = logging.getLogger("signal_feeds.parse")
 
 __all__ = ["DEFAULT_PARSE_MEMORY", "DEFAULT_PARSE_TIMEOUT", "ParseJob", "ParseOutcome",
            "ParserPool", "parse_job"]
@@ -67,6 +80,17 @@ class ParseOutcome:
     #: core rather than in the writer (without shingles: the writer hashes a text again
     #: only if the text channel compares it).
     match_keys: Mapping[str, MatchKeys] = field(default_factory=dict)
+    #: The worker's formatted traceback when parsing failed unexpectedly.
+    traceback: str = ""
+
+    @property
+    def message(self) -> str:
+        """The error as reported, "" on success (a contradiction names its key)."""
+        if self.kind == "contradiction":
+            return contradiction_message(self.error, key=self.key, remote_id=self.remote_id)
+        if self.error or self.identified is None:
+            return self.error or "parser returned nothing"
+        return ""
 
 
 def parse_job(job: ParseJob) -> ParseOutcome:
@@ -96,8 +120,8 @@ def parse_job(job: ParseJob) -> ParseOutcome:
 
 
 def _limit_self(memory: int) -> None:
-    """In a worker: cap the address space and die with the parent process (a run that
-    is killed must not leave parser processes behind)."""
+    """In a worker: cap the address space, lower the priority, and die with the parent
+    process (a run that is killed must not leave parser processes behind)."""
     try:
         import resource
 
@@ -105,13 +129,10 @@ def _limit_self(memory: int) -> None:
     except (ImportError, ValueError, OSError):  # not on this platform: run unlimited
         pass
     parent = os.getppid()
-    try:
-        import ctypes
-        import signal
-
-        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
+    # A parent that dies closes our stdin, but a worker busy with a document would not
+    # notice until it is done: a thread checks who the parent is once a second.
+    threading.Thread(target=_watch_parent, args=(parent,), daemon=True,
+                     name="signal-parent-watch").start()
     if os.getppid() != parent:  # the parent died before the watch began
         os._exit(1)
     # Parsing is throughput work; the parent's event loop is latency work (a response
@@ -123,7 +144,7 @@ def _limit_self(memory: int) -> None:
 
 def _watch_parent(parent: int) -> None:
     while os.getppid() == parent:
-        time.sleep(1.0)
+        time.sleep(PARENT_CHECK_SECONDS)
     os._exit(1)
 
 
@@ -158,6 +179,8 @@ def _receive(fd: int, deadline: float | None = None) -> Any:
     return pickle.loads(_read_exact(fd, size, deadline))
 
 
+#: How often a worker checks that the process that started it still lives.
+PARENT_CHECK_SECONDS = 1.0
 #: How much lower a parser process's CPU priority is than the fetching process's.
 PARSER_NICENESS = 5
 #: What a worker sends once it can take jobs.
@@ -166,35 +189,46 @@ _READY = "signal-parse-worker-ready"
 WORKER_START_TIMEOUT = 60.0
 
 
-def serve(memory: int) -> None:
-    """The worker loop (``python -m signal_feeds.parse._worker_main MEMORY``): jobs in on stdin,
-    outcomes out on stdout, until stdin closes."""
+def serve(memory: int, *, tuned: bool = True) -> None:
+    """The worker loop (``python -m signal_feeds.parse._worker_main MEMORY [stock]``):
+    jobs in on stdin, outcomes out on stdout, until stdin closes."""
     _limit_self(memory)
     # Import the parser before saying "ready": a document's time limit must not be
     # spent starting Python and importing feedparser (seconds on a busy machine).
     from signal_feeds.parse import feed as parse  # noqa: F401
-    from signal_feeds.parse._speedups import tune_feedparser
+    from signal_feeds.parse._speedups import tune_feedparser, why_not_tuned
 
-    tune_feedparser()
-
+    # The reason goes to the parent with "ready": only the parent's log is seen.
+    stock_reason = why_not_tuned() if tuned else ""
+    if tuned and not stock_reason:
+        tune_feedparser()
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
-    _send(stdout, _READY)
+    _send(stdout, (_READY, stock_reason))
     while True:
         try:
             job = _receive(stdin.fileno())
         except EOFError:
             return
-        _send(stdout, parse_job(job))
+        try:
+            outcome = parse_job(job)
+        except Exception as exc:  # a bug, not a bad document: the parent logs the trace
+            outcome = ParseOutcome(error=f"parser failed: {type(exc).__name__}: {exc}",
+                                   kind="parse", traceback=traceback.format_exc())
+        _send(stdout, outcome)
 
 
 class _Worker:
     """One parser process, used by one job at a time. A plain subprocess (not
     multiprocessing) so that it never re-imports the caller's ``__main__``."""
 
-    def __init__(self, memory: int) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "signal_feeds.parse._worker_main", str(memory)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    def __init__(self, memory: int, *, tuned: bool = True) -> None:
+        # stderr to a file, not a pipe: nobody reads it while the worker runs, and a full
+        # pipe would block it. Read when the worker dies, for the log.
+        self.stderr = tempfile.TemporaryFile()  # noqa: SIM115  # closed by close()
+        argv = [sys.executable, "-m", "signal_feeds.parse._worker_main", str(memory)]
+        self.proc = subprocess.Popen(argv + ([] if tuned else ["stock"]),
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=self.stderr)
         self.killed = False
         self.ready = False
 
@@ -217,9 +251,19 @@ class _Worker:
         except (EOFError, TimeoutError):
             self.killed = False  # a failed start, not a document's timeout
             raise
-        if answer != _READY:
+        if not (isinstance(answer, tuple) and answer[0] == _READY):
             raise EOFError("worker did not start")
+        _note_stock(str(answer[1]))
         self.ready = True
+
+    def stderr_tail(self, size: int = 4000) -> str:
+        """The end of what the worker wrote to stderr (its traceback, if it had one)."""
+        try:
+            self.stderr.seek(0, os.SEEK_END)
+            self.stderr.seek(max(0, self.stderr.tell() - size))
+            return self.stderr.read().decode("utf-8", "replace").strip()
+        except (OSError, ValueError):
+            return ""
 
     def call(self, job: ParseJob, timeout: float) -> ParseOutcome:
         assert self.proc.stdin is not None
@@ -245,6 +289,17 @@ class _Worker:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+        self.stderr.close()
+
+
+_noted: set[str] = set()
+
+
+def _note_stock(reason: str) -> None:
+    """Log, once per reason, that the workers parse with stock feedparser."""
+    if reason and reason not in _noted:
+        _noted.add(reason)
+        log.warning("parser processes use stock feedparser: %s", reason)
 
 
 class ParserPool:
@@ -256,8 +311,11 @@ class ParserPool:
     """
 
     def __init__(self, *, workers: int | None = None, memory: int = DEFAULT_PARSE_MEMORY,
-                 timeout: float = DEFAULT_PARSE_TIMEOUT) -> None:
+                 timeout: float = DEFAULT_PARSE_TIMEOUT, tuned: bool = True) -> None:
+        #: At most two by default (see the module's docstring).
         self.workers = workers or max(1, min(2, os.cpu_count() or 1))
+        #: False: workers parse with stock feedparser (to compare against).
+        self.tuned = tuned
         self.memory = memory
         self.timeout = timeout
         self._idle: list[_Worker] = []
@@ -268,20 +326,26 @@ class ParserPool:
         with self._lock:
             worker = self._idle.pop() if self._idle else None
         if worker is None:
-            worker = _Worker(self.memory)
+            worker = _Worker(self.memory, tuned=self.tuned)
         try:
             outcome = worker.call(job, self.timeout)
-        except Exception:  # EOF, a broken pipe, a garbled answer: this worker is done
+        except Exception as exc:  # EOF, a broken pipe, a garbled answer: worker is done
             timed_out = worker.killed
             worker.kill()
+            code = worker.proc.wait()
+            tail = worker.stderr_tail()
             worker.close()
             if timed_out:
                 return ParseOutcome(error=f"parsing took longer than {self.timeout:g} s",
                                     kind="parse")
+            log.error("parser process for source %s died (exit code %s, %s); its stderr "
+                      "ends with:\n%s", job.source_id, code, exc, tail or "(nothing)")
             return ParseOutcome(error="parser process died (memory limit or crash)",
                                 kind="parse")
         with self._lock:
             self._idle.append(worker)
+        if outcome.traceback:
+            log.error("parser failed on source %s:\n%s", job.source_id, outcome.traceback)
         return outcome
 
     async def parse(self, job: ParseJob) -> ParseOutcome:

@@ -2,8 +2,10 @@
 
 Sources are fetched concurrently over one pool of connections, with a global limit and
 a per-host limit; parsing happens in worker processes; the store is written from one
-thread of its own (:mod:`signal_feeds.writer`), each response under its own savepoint and
-many responses per commit. A failure is reported for its source and the run goes on.
+thread of its own (:mod:`signal_feeds.run.writer`), each response under its own
+savepoint and many responses per commit. A failure is reported for its source and the
+run goes on. What each response means (state, fetch row, report line, what to write)
+is decided by :class:`signal_feeds.decide.decider.Decider`; this module does the I/O.
 """
 
 from __future__ import annotations
@@ -13,24 +15,30 @@ import datetime as dt
 import logging
 import random
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
-from http import HTTPStatus
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 from signal_feeds.config.source_list import Config, Source
-from signal_feeds.decide.schedule import PollDecision, check_due, next_poll
+from signal_feeds.decide.decider import (
+    Decider,
+    Decision,
+    FetchFailure,
+    ParseFacts,
+    ResponseFacts,
+)
+from signal_feeds.decide.report import RunReport, SourceReport
 from signal_feeds.errors import ConfigError, FetchError, SignalError, StoreError
 from signal_feeds.http.connections import ConnectionPool
 from signal_feeds.http.fetch import FetchLimits, FetchResponse, Resolver, fetch
-from signal_feeds.identity.keys import Identified
+from signal_feeds.identity.keys import EntryRow, Identified
+from signal_feeds.identity.matching import MatchKeys
 from signal_feeds.parse.processes import ParseJob, ParserPool
 from signal_feeds.parse.rows import NORMALIZER_VERSION
 from signal_feeds.parse.settings import ParseSettings
-from signal_feeds.records import FetchRecord, SourceState
-from signal_feeds.run.report import RunReport, SourceReport, SourceStatus
+from signal_feeds.records import SourceState
 from signal_feeds.run.writer import StoreWriter
 from signal_feeds.store import Store
 from signal_feeds.timeutil import format_time, utcnow
@@ -101,27 +109,21 @@ class _Run:
             self.progress(Progress(self.done, self.total, self.failed, flying, rep))
         return rep
 
+    def _decider(self, src: Source, started: dt.datetime | None = None) -> Decider:
+        settings = self.config.effective(src)
+        now = self.clock()
+        return Decider(source_id=src.id, now=now, started=started or now,
+                       min_interval=settings.min_interval, max_interval=settings.max_interval,
+                       jitter=random.random(), force=self.force,
+                       normalizer_version=NORMALIZER_VERSION)
+
     async def _source(self, src: Source) -> SourceReport:
         state = self.states[src.id]
-        now = self.clock()
-        if src.is_expired(now.date()):
-            owner = f" (owner {src.owner})" if src.owner else ""
-            return SourceReport(source=src.id, status="expired",
-                                error=f"review date {src.review_by} has passed{owner}; "
-                                      "renew the approval to fetch it again")
-        due = check_due(now=now, gone=state.gone, next_due_at=state.next_due_at,
-                        retry_after=state.retry_after, force=self.force)
-        if due.status == "gone":
-            return SourceReport(source=src.id, status="gone", http_status=state.http_status,
-                                error="the server answered 410 Gone; not polled until "
-                                      f"'signal sources --reset {src.id}'")
-        if due.status == "retry_later":
-            note = "--force does not override Retry-After" if self.force else ""
-            return SourceReport(source=src.id, status="retry_later", retry_after=due.until,
-                                next_due=due.until, note=note, moved_to=state.moved_to)
-        if due.status == "not_due":
-            return SourceReport(source=src.id, status="not_due", next_due=due.until,
-                                moved_to=state.moved_to)
+        decider = self._decider(src)
+        skip = decider.before_fetch(state, expired=src.is_expired(decider.now.date()),
+                                    review_by=src.review_by, owner=src.owner)
+        if skip is not None:
+            return skip.report
         settings = self.config.effective(src)
         url = state.request_url
         started = self.clock()
@@ -144,160 +146,64 @@ class _Run:
             finally:
                 self.backlog.release(reservation)
             if failure is not None:
-                return await self._failed(src, state, started, None, failure.message, url)
+                return await self._carry_out(self._decider(src, started).after_fetch(
+                    state, FetchFailure(url, failure.message, failure.reason)))
         try:
             return await self._handle(src, state, response, started)
         finally:
             self.backlog.refund(size)
 
-    def _decide(self, src: Source, status: int | str, headers: dict[str, str] | Any,
-                error_count: int, ttl: int | None = None) -> PollDecision:
-        settings = self.config.effective(src)
-        return next_poll(now=self.clock(), status=status,  # type: ignore[arg-type]
-                         headers=headers, error_count=error_count,
-                         min_interval=settings.min_interval,
-                         max_interval=settings.max_interval, ttl_seconds=ttl,
-                         jitter=random.random())
-
-    async def _failed(self, src: Source, state: SourceState, started: dt.datetime,
-                      response: FetchResponse | None, error: str, url: str,
-                      *, status: SourceStatus = "failed") -> SourceReport:
-        errors = state.error_count + 1
-        http = response.status if response else None
-        decision = self._decide(src, http if http is not None and status == "failed"
-                                else "error", response.headers if response else {}, errors)
-        new = replace(state, status=status, http_status=http, last_fetch_at=started,
-                      error_count=errors, last_error=error, next_due_at=decision.next_due_at)
-        await self._save(new, self._record(
-            src, started, url, status, response, error=error))
-        return SourceReport(source=src.id, status=status, http_status=http, error=error,
-                            next_due=decision.next_due_at)
-
-    async def _save(self, state: SourceState, record: FetchRecord) -> None:
-        await self.writer.call(lambda: self.store.save_attempt(state, record))
-
-    def _record(self, src: Source, started: dt.datetime, url: str, outcome: str,
-                response: FetchResponse | None, *, error: str = "", skipped: int = 0,
-                unchanged: int = 0) -> FetchRecord:
-        return FetchRecord(
-            source_id=src.id, started_at=started, url=url, outcome=outcome,
-            http_status=response.status if response else None, error=error, skipped=skipped,
-            unchanged=unchanged,
-            duration_ms=(self.clock() - started).total_seconds() * 1000,
-            bytes=response.wire_bytes if response else 0)
-
     async def _handle(self, src: Source, state: SourceState, response: FetchResponse,
                       started: dt.datetime) -> SourceReport:
-        moved = response.permanent_url
-        if moved:
-            state = replace(state, fetch_url=moved, moved_to=moved)
-        status = response.status
-        if status == 410:
-            new = replace(state, status="gone", gone=True, http_status=410,
-                          last_fetch_at=started, next_due_at=None,
-                          last_error="410 Gone")
-            await self._save(new,
-                          self._record(src, started, response.url, "gone", response))
-            return SourceReport(source=src.id, status="gone", http_status=410,
-                                error="the server answered 410 Gone; not polled until "
-                                      f"'signal sources --reset {src.id}'")
-        if status in (429, 503):
-            errors = state.error_count + 1
-            decision = self._decide(src, status, response.headers, errors)
-            new = replace(state, status="retry_later", http_status=status,
-                          last_fetch_at=started, error_count=errors,
-                          next_due_at=decision.next_due_at, retry_after=decision.retry_after,
-                          last_error=f"HTTP {status}")
-            await self._save(new, self._record(
-                src, started, response.url, "retry_later", response, error=f"HTTP {status}"))
-            return SourceReport(source=src.id, status="retry_later", http_status=status,
-                                retry_after=decision.retry_after,
-                                next_due=decision.next_due_at, moved_to=state.moved_to)
-        if status == 304:
-            return await self._not_modified(src, state, response, started)
-        if not 200 <= status < 300:
-            phrase = _reason_phrase(status)
-            return await self._failed(src, state, started, response,
-                                      f"HTTP {status} {phrase}".strip(), response.url)
-        return await self._ok(src, state, response, started)
-
-    def _succeeded(self, src: Source, state: SourceState, response: FetchResponse,
-                   started: dt.datetime, ttl: int | None) -> SourceState:
-        decision = self._decide(src, response.status, response.headers, 0, ttl)
-        return replace(state, status="moved" if state.moved_to else "ok",
-                       http_status=response.status, last_fetch_at=started,
-                       last_success_at=started, error_count=0, last_error="",
-                       next_due_at=decision.next_due_at, retry_after=None)
-
-    async def _not_modified(self, src: Source, state: SourceState, response: FetchResponse,
-                            started: dt.datetime) -> SourceReport:
-        # A 304 may carry fresh validators; keep the old ones it does not repeat.
-        new = replace(self._succeeded(src, state, response, started, state.ttl_seconds),
-                      etag=response.etag or state.etag,
-                      last_modified=response.last_modified or state.last_modified)
-        outcome: SourceStatus = "moved" if new.moved_to else "not_modified"
-        await self._save(new,
-                      self._record(src, started, response.url, outcome, response))
-        return SourceReport(source=src.id, status=outcome, http_status=304,
-                            moved_to=new.moved_to, next_due=new.next_due_at)
-
-    async def _ok(self, src: Source, state: SourceState, response: FetchResponse,
-                  started: dt.datetime) -> SourceReport:
-        outcome: SourceStatus = "moved" if state.moved_to else "fetched"
-        if (response.body_digest and response.body_digest == state.body_digest
-                and state.body_normalizer_version == NORMALIZER_VERSION):
-            # Byte-identical to the stored body: nothing to parse, but keep the validators.
-            new = replace(self._succeeded(src, state, response, started, state.ttl_seconds),
-                          etag=response.etag, last_modified=response.last_modified)
-            await self._save(new, self._record(
-                src, started, response.url, outcome, response, unchanged=state.body_entries))
-            return SourceReport(source=src.id, status=outcome,
-                                http_status=response.status, unchanged=state.body_entries,
-                                moved_to=new.moved_to, next_due=new.next_due_at)
+        """Parse the body if the decider needs it, then carry out its decision."""
+        facts = _response_facts(response)
+        decider = self._decider(src, started)
+        if not decider.must_parse(state, facts):
+            return await self._carry_out(decider.after_fetch(state, facts))
         # Parsed rows take more memory than their body: when the writer falls behind,
         # parsing waits rather than piling them up.
         size = await self.unstored.take(len(response.body))
         try:
-            return await self._parse_and_store(src, state, response, started, outcome)
+            parsed = await self.parser.parse(ParseJob(
+                source_id=src.id, body=response.body, url=response.url,
+                content_type=response.headers.get("content-type", ""),
+                settings=ParseSettings.from_settings(self.config.effective(src))))
+            identified = parsed.identified if isinstance(parsed.identified, Identified) \
+                else None
+            rows = identified.rows if identified is not None else ()
+            facts_parsed = ParseFacts(
+                entries=len(rows), skipped=identified.skipped if identified else 0,
+                skip_reasons=identified.skip_reasons if identified else (),
+                ttl_seconds=parsed.ttl_seconds, warnings=parsed.warnings,
+                error=parsed.message)
+            decision = self._decider(src, started).after_fetch(state, facts, facts_parsed)
+            return await self._carry_out(decision, rows, parsed.match_keys)
         finally:
             self.unstored.refund(size)
 
-    async def _parse_and_store(self, src: Source, state: SourceState,
-                               response: FetchResponse, started: dt.datetime,
-                               outcome: SourceStatus) -> SourceReport:
-        parsed = await self.parser.parse(ParseJob(
-            source_id=src.id, body=response.body, url=response.url,
-            content_type=response.headers.get("content-type", ""),
-            settings=ParseSettings.from_settings(self.config.effective(src))))
-        if parsed.error or not isinstance(parsed.identified, Identified):
-            error = parsed.error or "parser returned nothing"
-            if parsed.kind == "contradiction":
-                error = f"{error} (key {parsed.key}, remote id {parsed.remote_id!r})"
-            return await self._failed(src, state, started, response, error, response.url,
-                                      status="rejected")
-        identified = parsed.identified
-        new = replace(self._succeeded(src, state, response, started, parsed.ttl_seconds),
-                      etag=response.etag, last_modified=response.last_modified,
-                      body_digest=response.body_digest,
-                      body_normalizer_version=NORMALIZER_VERSION,
-                      body_entries=len(identified.rows), ttl_seconds=parsed.ttl_seconds)
-        record = replace(self._record(src, started, response.url, outcome, response,
-                                      skipped=identified.skipped),
-                         skip_reasons=identified.skip_reasons)
+    async def _carry_out(self, decision: Decision, rows: Sequence[EntryRow] = (),
+                         match_keys: Mapping[str, MatchKeys] | None = None) -> SourceReport:
+        """Write what the decision says; return its report line."""
+        if decision.record is None or decision.write == "nothing":
+            return decision.report
+        record = decision.record
+        if decision.write == "save_attempt":
+            await self.writer.call(lambda: self.store.save_attempt(decision.state, record))
+            return decision.report
         try:
             now = self.clock()
             counts = await self.writer.call(
-                lambda: self.store.apply_response(new, identified.rows, record, now,
-                                                  match_keys=parsed.match_keys))
+                lambda: self.store.apply_response(decision.state, rows, record, now,
+                                                  match_keys=match_keys))
         except StoreError as exc:
-            return SourceReport(source=src.id, status="failed", http_status=response.status,
-                                error=exc.message)
-        return SourceReport(source=src.id, status=outcome,
-                            http_status=response.status, created=counts.created,
-                            updated=counts.updated, unchanged=counts.unchanged,
-                            skipped=identified.skipped,
-                            skip_reasons=identified.skip_reasons, moved_to=new.moved_to,
-                            next_due=new.next_due_at, warnings=parsed.warnings)
+            return decision.store_failed(exc.message)
+        return decision.with_counts(counts)
+
+
+def _response_facts(response: FetchResponse) -> ResponseFacts:
+    return ResponseFacts(status=response.status, url=response.url, headers=response.headers,
+                         permanent_url=response.permanent_url,
+                         body_digest=response.body_digest, wire_bytes=response.wire_bytes)
 
 
 #: Memory (bytes of downloaded bodies and of what parsing makes of them) that may wait
@@ -369,13 +275,6 @@ class _Backlog:
             self._below.set()
         else:
             self._below.clear()
-
-
-def _reason_phrase(status: int) -> str:
-    try:
-        return HTTPStatus(status).phrase
-    except ValueError:
-        return ""
 
 
 def _select(config: Config, source_ids: Sequence[str] | None) -> list[Source]:
@@ -474,11 +373,8 @@ def parse_files(paths: Sequence[Path], *, source_id: str = "local",
             job = ParseJob(source_id=source_id, body=body, url=base, content_type="",
                            settings=settings)
             outcome = asyncio.run(pool.parse(job))
-            if outcome.error or not isinstance(outcome.identified, Identified):
-                error = outcome.error or "parser returned nothing"
-                if outcome.kind == "contradiction":
-                    error = f"{error} (key {outcome.key}, remote id {outcome.remote_id!r})"
-                yield {"file": str(path), "ok": False, "error": error}
+            if outcome.message or not isinstance(outcome.identified, Identified):
+                yield {"file": str(path), "ok": False, "error": outcome.message}
                 continue
             found = outcome.identified
             yield {"file": str(path), "ok": True, "skipped": found.skipped,

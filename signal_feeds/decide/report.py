@@ -1,4 +1,8 @@
-"""The run report: what happened to each source, and the totals."""
+"""The run report: what happened to each source, and the totals.
+
+Plain data: the decider (:mod:`signal_feeds.decide.decider`) makes each line; the
+run collects them.
+"""
 
 from __future__ import annotations
 

@@ -1,0 +1,300 @@
+"""What one request means for a source: the new state, the fetch row, the report line and
+what to write. Pure: plain data in, plain data out.
+
+The run (:mod:`signal_feeds.run.pipeline`) does the I/O — fetch, parse, write — and asks
+a :class:`Decider` at each step. The decider has no clock (``now`` and ``started`` are
+fields), no randomness (the backoff ``jitter`` is a field) and no I/O, so every case is a
+row in a table test.
+
+Two questions, in order:
+
+1. :meth:`Decider.before_fetch` — may the source be requested at all (expired, gone,
+   a pending ``Retry-After``, not due)? ``None`` means go.
+2. :meth:`Decider.after_fetch` — given the response facts (or the fetch failure) and,
+   when :meth:`Decider.must_parse` says a body needs parsing, the parse facts: a
+   :class:`Decision`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from http import HTTPStatus
+from typing import Literal
+
+from signal_feeds.decide.report import SourceReport, SourceStatus
+from signal_feeds.decide.schedule import PollDecision, Status, check_due, next_poll
+from signal_feeds.records import ApplyCounts, FetchRecord, SourceState
+
+__all__ = ["Decider", "Decision", "FetchFailure", "ParseFacts", "ResponseFacts", "Write",
+           "contradiction_message", "gone_message"]
+
+#: What the run writes for a decision: nothing (the source was not requested), the
+#: state and fetch row alone, or those with the response's entries in one transaction.
+Write = Literal["nothing", "save_attempt", "apply_response"]
+
+
+def gone_message(source_id: str) -> str:
+    """The report's text for a source that answered 410."""
+    return f"the server answered 410 Gone; not polled until 'signal sources --reset {source_id}'"
+
+
+def contradiction_message(error: str, *, key: str, remote_id: str) -> str:
+    """A rejected response's text when two versions of one entry key disagree: the one
+    place this message is formatted (the run and ``signal parse`` both use it)."""
+    return f"{error} (key {key}, remote id {remote_id!r})"
+
+
+@dataclass(frozen=True)
+class ResponseFacts:
+    """What the decision needs of a final HTTP response (after redirects)."""
+
+    status: int
+    #: The URL that answered.
+    url: str
+    #: Header names lower-case.
+    headers: Mapping[str, str]
+    #: Where the source now lives after an unbroken run of 301/308 from the start, or "".
+    permanent_url: str = ""
+    #: SHA-256 of the body ("" when there is none).
+    body_digest: str = ""
+    wire_bytes: int = 0
+
+    @property
+    def etag(self) -> str:
+        """The ``ETag`` exactly as sent, or ``""``."""
+        return self.headers.get("etag", "")
+
+    @property
+    def last_modified(self) -> str:
+        """The ``Last-Modified`` exactly as sent, or ``""``."""
+        return self.headers.get("last-modified", "")
+
+
+@dataclass(frozen=True)
+class FetchFailure:
+    """A request that produced no response: a network error, a timeout, a cap."""
+
+    url: str
+    message: str
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class ParseFacts:
+    """What parsing a body produced: the entry counts and feed hints, or an error whose
+    ``error`` text is complete (a contradiction already names its key)."""
+
+    entries: int = 0
+    skipped: int = 0
+    ttl_seconds: int | None = None
+    warnings: tuple[str, ...] = ()
+    error: str = ""
+    #: Why entries were skipped (see :attr:`signal_feeds.identity.keys.Identified`).
+    skip_reasons: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What to store and report for one source in one run."""
+
+    state: SourceState
+    report: SourceReport
+    write: Write = "nothing"
+    #: The ``fetches`` row; ``None`` when nothing was requested.
+    record: FetchRecord | None = None
+
+    def with_counts(self, counts: ApplyCounts) -> SourceReport:
+        """The report line once the store has said what the entries were."""
+        return replace(self.report, created=counts.created, updated=counts.updated,
+                       unchanged=counts.unchanged)
+
+    def store_failed(self, message: str) -> SourceReport:
+        """The report line when the write failed (nothing of the response was stored)."""
+        return SourceReport(source=self.report.source, status="failed",
+                            http_status=self.report.http_status, error=message)
+
+
+@dataclass(frozen=True)
+class Decider:
+    """The decisions for one source at one moment, with its effective settings."""
+
+    source_id: str
+    #: The moment of the decision (end of the request, or before it for ``before_fetch``).
+    now: dt.datetime
+    #: When the request began: the fetch row's start and the state's ``last_fetch_at``.
+    started: dt.datetime
+    min_interval: float
+    max_interval: float
+    #: A number in [0, 1) that stretches backoff delays (random in a run, fixed in tests).
+    jitter: float = 0.0
+    force: bool = False
+    #: The parser's current normalizer version: a stored body digest counts only if the
+    #: same rules parsed it.
+    normalizer_version: int = 0
+
+    # -- before the request --------------------------------------------------------------
+
+    def before_fetch(self, state: SourceState, *, expired: bool = False,
+                     review_by: dt.date | None = None, owner: str = "") -> Decision | None:
+        """``None`` when the source may be requested now; else why not, as a decision
+        that writes nothing."""
+        sid = self.source_id
+        if expired:
+            who = f" (owner {owner})" if owner else ""
+            return Decision(state, SourceReport(
+                source=sid, status="expired",
+                error=f"review date {review_by} has passed{who}; renew the approval to "
+                      "fetch it again"))
+        due = check_due(now=self.now, gone=state.gone, next_due_at=state.next_due_at,
+                        retry_after=state.retry_after, force=self.force)
+        if due.status == "gone":
+            return Decision(state, SourceReport(source=sid, status="gone",
+                                                http_status=state.http_status,
+                                                error=gone_message(sid)))
+        if due.status == "retry_later":
+            note = "--force does not override Retry-After" if self.force else ""
+            return Decision(state, SourceReport(
+                source=sid, status="retry_later", retry_after=due.until, next_due=due.until,
+                note=note, moved_to=state.moved_to))
+        if due.status == "not_due":
+            return Decision(state, SourceReport(source=sid, status="not_due",
+                                                next_due=due.until, moved_to=state.moved_to))
+        return None
+
+    # -- after the request ---------------------------------------------------------------
+
+    def must_parse(self, state: SourceState, response: ResponseFacts) -> bool:
+        """True for a success whose body differs from the last one stored (or was parsed
+        under other rules): :meth:`after_fetch` then needs the parse facts."""
+        return 200 <= response.status < 300 and not self._same_body(state, response)
+
+    def after_fetch(self, state: SourceState, response: ResponseFacts | FetchFailure,
+                    parsed: ParseFacts | None = None) -> Decision:
+        """The decision for a response (``parsed`` given when :meth:`must_parse`), or for
+        a request that failed."""
+        if isinstance(response, FetchFailure):
+            return self._failed(state, None, response.url, response.message, "failed")
+        if response.permanent_url:
+            state = replace(state, fetch_url=response.permanent_url,
+                            moved_to=response.permanent_url)
+        status = response.status
+        if status == 410:
+            new = replace(state, status="gone", gone=True, http_status=410,
+                          last_fetch_at=self.started, next_due_at=None, last_error="410 Gone")
+            return self._save(new, "gone", response,
+                              http_status=410, error=gone_message(self.source_id),
+                              record_error="")
+        if status in (429, 503):
+            errors = state.error_count + 1
+            poll = self._poll(status, response.headers, errors)
+            new = replace(state, status="retry_later", http_status=status,
+                          last_fetch_at=self.started, error_count=errors,
+                          next_due_at=poll.next_due_at, retry_after=poll.retry_after,
+                          last_error=f"HTTP {status}")
+            return self._save(new, "retry_later", response, http_status=status,
+                              record_error=f"HTTP {status}", retry_after=poll.retry_after,
+                              moved_to=state.moved_to)
+        if status == 304:
+            # A 304 may carry fresh validators; keep the old ones it does not repeat.
+            new = replace(self._succeeded(state, response, state.ttl_seconds),
+                          etag=response.etag or state.etag,
+                          last_modified=response.last_modified or state.last_modified)
+            return self._save(new, "moved" if new.moved_to else "not_modified", response,
+                              http_status=304, moved_to=new.moved_to)
+        if not 200 <= status < 300:
+            error = f"HTTP {status} {_reason_phrase(status)}".strip()
+            return self._failed(state, response, response.url, error, "failed")
+        return self._ok(state, response, parsed)
+
+    def _ok(self, state: SourceState, response: ResponseFacts,
+            parsed: ParseFacts | None) -> Decision:
+        outcome: SourceStatus = "moved" if state.moved_to else "fetched"
+        if self._same_body(state, response):
+            # Byte-identical to the stored body: nothing to parse, but keep the validators.
+            new = replace(self._succeeded(state, response, state.ttl_seconds),
+                          etag=response.etag, last_modified=response.last_modified)
+            return self._save(new, outcome, response, http_status=response.status,
+                              unchanged=state.body_entries, moved_to=new.moved_to)
+        if parsed is None:
+            raise ValueError("a changed body needs its parse facts (see must_parse)")
+        if parsed.error:
+            return self._failed(state, response, response.url, parsed.error, "rejected")
+        new = replace(self._succeeded(state, response, parsed.ttl_seconds),
+                      etag=response.etag, last_modified=response.last_modified,
+                      body_digest=response.body_digest,
+                      body_normalizer_version=self.normalizer_version,
+                      body_entries=parsed.entries, ttl_seconds=parsed.ttl_seconds)
+        return Decision(
+            new,
+            SourceReport(source=self.source_id, status=outcome, http_status=response.status,
+                         skipped=parsed.skipped, skip_reasons=parsed.skip_reasons,
+                         moved_to=new.moved_to, next_due=new.next_due_at,
+                         warnings=parsed.warnings),
+            "apply_response",
+            replace(self._record(response.url, outcome, response, skipped=parsed.skipped),
+                    skip_reasons=parsed.skip_reasons))
+
+    # -- helpers -------------------------------------------------------------------------
+
+    def _same_body(self, state: SourceState, response: ResponseFacts) -> bool:
+        return bool(response.body_digest and response.body_digest == state.body_digest
+                    and state.body_normalizer_version == self.normalizer_version)
+
+    def _poll(self, status: Status, headers: Mapping[str, str], error_count: int,
+              ttl: int | None = None) -> PollDecision:
+        return next_poll(now=self.now, status=status, headers=headers,
+                         error_count=error_count, min_interval=self.min_interval,
+                         max_interval=self.max_interval, ttl_seconds=ttl, jitter=self.jitter)
+
+    def _succeeded(self, state: SourceState, response: ResponseFacts,
+                   ttl: int | None) -> SourceState:
+        poll = self._poll(response.status, response.headers, 0, ttl)
+        return replace(state, status="moved" if state.moved_to else "ok",
+                       http_status=response.status, last_fetch_at=self.started,
+                       last_success_at=self.started, error_count=0, last_error="",
+                       next_due_at=poll.next_due_at, retry_after=None)
+
+    def _failed(self, state: SourceState, response: ResponseFacts | None, url: str,
+                error: str, status: SourceStatus) -> Decision:
+        errors = state.error_count + 1
+        http = response.status if response is not None else None
+        # A rejected body backs off like a network error, whatever its (2xx) status.
+        poll_status: Status = http if http is not None and status == "failed" else "error"
+        poll = self._poll(poll_status, response.headers if response is not None else {},
+                          errors)
+        new = replace(state, status=status, http_status=http, last_fetch_at=self.started,
+                      error_count=errors, last_error=error, next_due_at=poll.next_due_at)
+        return Decision(new, SourceReport(source=self.source_id, status=status,
+                                          http_status=http, error=error,
+                                          next_due=poll.next_due_at),
+                        "save_attempt", self._record(url, status, response, error=error))
+
+    def _save(self, new: SourceState, outcome: SourceStatus, response: ResponseFacts, *,
+              http_status: int, error: str = "", record_error: str | None = None,
+              unchanged: int = 0, retry_after: dt.datetime | None = None,
+              moved_to: str = "") -> Decision:
+        report = SourceReport(source=self.source_id, status=outcome, http_status=http_status,
+                              unchanged=unchanged, error=error or None, retry_after=retry_after,
+                              next_due=new.next_due_at, moved_to=moved_to)
+        record = self._record(response.url, outcome, response,
+                              error=error if record_error is None else record_error,
+                              unchanged=unchanged)
+        return Decision(new, report, "save_attempt", record)
+
+    def _record(self, url: str, outcome: str, response: ResponseFacts | None, *,
+                error: str = "", skipped: int = 0, unchanged: int = 0) -> FetchRecord:
+        return FetchRecord(
+            source_id=self.source_id, started_at=self.started, url=url, outcome=outcome,
+            http_status=response.status if response is not None else None, error=error,
+            skipped=skipped, unchanged=unchanged,
+            duration_ms=(self.now - self.started).total_seconds() * 1000,
+            bytes=response.wire_bytes if response is not None else 0)
+
+
+def _reason_phrase(status: int) -> str:
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return ""

@@ -1,0 +1,82 @@
+"""The worker-only feedparser tuning changes no row: every document of the public feed
+corpora, parsed by tuned and by stock parser processes, gives identical outcomes (rows
+with keys, fingerprints and every field; feed ttl; warnings; errors).
+
+The corpora are data beside the project, never copied into it: ``../shared/corpora``
+from the repository, or the directory in ``SIGNAL_CORPORA``. Absent, the test is skipped
+with the reason (in CI it must be there: ``CI`` set makes a missing corpus a failure).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from signal_feeds.parse.processes import ParseJob, ParseOutcome, ParserPool
+from signal_feeds.parse.settings import ParseSettings
+
+REPO = Path(__file__).resolve().parent.parent
+
+def _corpora() -> Path:
+    if os.environ.get("SIGNAL_CORPORA"):
+        return Path(os.environ["SIGNAL_CORPORA"])
+    # ``../shared/corpora`` beside the repository (a git worktree sits a level deeper).
+    for parent in REPO.parents:
+        if (parent / "shared" / "corpora").is_dir():
+            return parent / "shared" / "corpora"
+    return REPO.parent / "shared" / "corpora"
+
+
+CORPORA = _corpora()
+NAMES = ("feedparser-tests", "feedvalidator-testcases")
+
+
+def _documents() -> list[Path]:
+    found = [path for name in NAMES if (CORPORA / name).is_dir()
+             for path in sorted((CORPORA / name).rglob("*"))
+             if path.is_file() and path.suffix in (".xml", ".json", ".opml")]
+    if not found:
+        reason = f"no feed corpora under {CORPORA} (set SIGNAL_CORPORA)"
+        if os.environ.get("CI"):
+            pytest.fail(reason)
+        print(reason)
+        pytest.skip(reason)
+    return found
+
+
+def _parse_all(pool: ParserPool, paths: list[Path]) -> list[ParseOutcome]:
+    async def run() -> list[ParseOutcome]:
+        jobs = [ParseJob(source_id="corpus", body=path.read_bytes(), url="https://example.org/",
+                         content_type="", settings=ParseSettings()) for path in paths]
+        return list(await asyncio.gather(*(pool.parse(job) for job in jobs)))
+
+    try:
+        return asyncio.run(run())
+    finally:
+        pool.close()
+
+
+def _comparable(outcome: ParseOutcome) -> tuple[object, ...]:
+    return (outcome.identified, outcome.ttl_seconds, outcome.warnings, outcome.entries,
+            outcome.message, dict(outcome.match_keys))
+
+
+def test_tuned_and_stock_workers_give_identical_rows_on_the_corpora() -> None:
+    paths = _documents()
+    t0 = time.monotonic()
+    tuned = _parse_all(ParserPool(), paths)
+    t1 = time.monotonic()
+    stock = _parse_all(ParserPool(tuned=False), paths)
+    t2 = time.monotonic()
+    print(f"{len(paths)} documents: tuned {t1 - t0:.1f} s, stock {t2 - t1:.1f} s")
+    different = [str(path.relative_to(CORPORA)) for path, a, b in zip(paths, tuned, stock,
+                                                                      strict=True)
+                 if _comparable(a) != _comparable(b)]
+    assert different == []
+    # The comparison saw real rows, not only errors.
+    assert sum(o.entries for o in tuned) > 1000
+    assert sum(1 for o in tuned if o.message == "") > len(paths) // 2

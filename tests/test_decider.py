@@ -1,0 +1,242 @@
+"""The decider as a table: one row per case, plain data in and out (no network, no
+database, no clock)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import pytest
+
+from signal_feeds.decide.decider import (
+    Decider,
+    Decision,
+    FetchFailure,
+    ParseFacts,
+    ResponseFacts,
+    contradiction_message,
+)
+from signal_feeds.decide.schedule import DEFAULT_BACKOFF_CAP
+from signal_feeds.records import ApplyCounts, SourceState
+
+STARTED = dt.datetime(2026, 12, 2, 12, 0, tzinfo=dt.UTC)
+NOW = STARTED + dt.timedelta(seconds=2)
+HOUR = 3600.0
+URL = "https://feeds.example.org/a.xml"
+NEW_URL = "https://feeds.example.org/b.xml"
+HTTP_DATE = "Wed, 02 Dec 2026 15:00:00 GMT"  # three hours after STARTED
+
+
+def at(seconds: float) -> dt.datetime:
+    return NOW + dt.timedelta(seconds=seconds)
+
+
+def decider(**kw: Any) -> Decider:
+    options: dict[str, Any] = {"source_id": "s", "now": NOW, "started": STARTED,
+                               "min_interval": HOUR, "max_interval": 24 * HOUR,
+                               "jitter": 0.0, "normalizer_version": 7}
+    options.update(kw)
+    return Decider(**options)
+
+
+STORED = SourceState(source_id="s", url=URL, etag='"old"', last_modified="Mon, 1 Jan 2024",
+                     body_digest="d1", body_normalizer_version=7, body_entries=12,
+                     status="ok", http_status=200)
+
+
+def resp(status: int, headers: dict[str, str] | None = None, **kw: Any) -> ResponseFacts:
+    return ResponseFacts(status=status, url=kw.pop("url", URL), headers=headers or {},
+                         wire_bytes=100, **kw)
+
+
+FRESH = {"etag": '"new"', "last-modified": "Tue, 2 Jan 2024"}
+PARSED = ParseFacts(entries=5, skipped=1, ttl_seconds=None, warnings=("w",))
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    response: ResponseFacts | FetchFailure
+    parsed: ParseFacts | None = None
+    state: SourceState = STORED
+    # Expected:
+    status: str = "fetched"
+    write: str = "save_attempt"
+    state_fields: dict[str, Any] = field(default_factory=dict)
+    report_fields: dict[str, Any] = field(default_factory=dict)
+    record_fields: dict[str, Any] = field(default_factory=dict)
+
+
+CASES = [
+    Case("fetched", resp(200, FRESH, body_digest="d2"), PARSED, write="apply_response",
+         state_fields={"status": "ok", "etag": '"new"', "last_modified": "Tue, 2 Jan 2024",
+                       "body_digest": "d2", "body_entries": 5, "error_count": 0,
+                       "next_due_at": at(HOUR), "last_success_at": STARTED},
+         report_fields={"http_status": 200, "skipped": 1, "warnings": ("w",)},
+         record_fields={"outcome": "fetched", "skipped": 1, "duration_ms": 2000.0}),
+    Case("fetched, the feed's ttl stretches the interval",
+         resp(200, body_digest="d2"), replace(PARSED, ttl_seconds=3 * 3600),
+         write="apply_response", state_fields={"ttl_seconds": 10800,
+                                               "next_due_at": at(3 * HOUR)}),
+    Case("not_modified keeps validators it does not repeat", resp(304, {"etag": '"e2"'}),
+         status="not_modified", state_fields={"etag": '"e2"', "last_modified":
+                                              "Mon, 1 Jan 2024", "body_digest": "d1"},
+         report_fields={"http_status": 304, "next_due": at(HOUR)},
+         record_fields={"outcome": "not_modified", "http_status": 304}),
+    Case("moved by 301", resp(200, FRESH, permanent_url=NEW_URL, url=NEW_URL,
+                              body_digest="d2"), PARSED, status="moved",
+         write="apply_response",
+         state_fields={"fetch_url": NEW_URL, "moved_to": NEW_URL, "status": "moved",
+                       "url": URL}, report_fields={"moved_to": NEW_URL},
+         record_fields={"url": NEW_URL, "outcome": "moved"}),
+    Case("moved by 308, body unchanged", resp(200, FRESH, permanent_url=NEW_URL,
+                                             body_digest="d1"),
+         status="moved", state_fields={"moved_to": NEW_URL}, report_fields={"unchanged": 12}),
+    Case("a 304 after a move", resp(304),
+         state=replace(STORED, fetch_url=NEW_URL, moved_to=NEW_URL, status="moved"),
+         status="moved", state_fields={"status": "moved", "fetch_url": NEW_URL},
+         report_fields={"moved_to": NEW_URL, "http_status": 304}),
+    Case("gone", resp(410), status="gone",
+         state_fields={"gone": True, "next_due_at": None, "http_status": 410},
+         report_fields={"http_status": 410}, record_fields={"outcome": "gone", "error": ""}),
+    Case("retry_later: 429 with seconds", resp(429, {"retry-after": "120"}),
+         status="retry_later",
+         state_fields={"retry_after": at(120), "next_due_at": at(120), "error_count": 1},
+         report_fields={"retry_after": at(120)}, record_fields={"error": "HTTP 429"}),
+    Case("retry_later: 503 with an HTTP date", resp(503, {"retry-after": HTTP_DATE}),
+         status="retry_later",
+         state_fields={"retry_after": STARTED + dt.timedelta(hours=3)},
+         report_fields={"http_status": 503, "retry_after": STARTED + dt.timedelta(hours=3)}),
+    Case("rejected: not a feed", resp(200, FRESH, body_digest="d2"),
+         ParseFacts(error="not an RSS or Atom feed"), status="rejected",
+         # Nothing advances: the validators and digest stay, so the body is asked again.
+         state_fields={"etag": '"old"', "body_digest": "d1", "error_count": 1,
+                       "last_error": "not an RSS or Atom feed", "next_due_at": at(HOUR)},
+         report_fields={"error": "not an RSS or Atom feed", "http_status": 200},
+         record_fields={"outcome": "rejected", "error": "not an RSS or Atom feed"}),
+    Case("rejected: contradiction", resp(200, body_digest="d2"),
+         ParseFacts(error=contradiction_message("two versions", key="k1", remote_id="r1")),
+         status="rejected",
+         report_fields={"error": "two versions (key k1, remote id 'r1')"}),
+    Case("failed: network error", FetchFailure(URL, "connection refused", "connect"),
+         status="failed",
+         state_fields={"http_status": None, "error_count": 1, "next_due_at": at(HOUR)},
+         report_fields={"http_status": None, "error": "connection refused"},
+         record_fields={"http_status": None, "bytes": 0, "error": "connection refused"}),
+    Case("failed: 404", resp(404), status="failed",
+         report_fields={"error": "HTTP 404 Not Found", "http_status": 404}),
+    Case("failed: 500", resp(500), status="failed",
+         state_fields={"last_error": "HTTP 500 Internal Server Error"}),
+    Case("failed: a status without a phrase", resp(599), status="failed",
+         report_fields={"error": "HTTP 599"}),
+    Case("identical body: unchanged counts, validators still stored",
+         resp(200, FRESH, body_digest="d1"),
+         state_fields={"etag": '"new"', "last_modified": "Tue, 2 Jan 2024",
+                       "body_digest": "d1", "body_entries": 12},
+         report_fields={"unchanged": 12, "created": 0}, record_fields={"unchanged": 12}),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_after_fetch(case: Case) -> None:
+    decision = decider().after_fetch(case.state, case.response, case.parsed)
+    assert decision.report.status == case.status
+    assert decision.report.source == "s"
+    assert decision.write == case.write
+    assert decision.state.status == (case.status if case.status in ("failed", "rejected",
+                                                                     "retry_later", "gone")
+                                     else "moved" if decision.state.moved_to else "ok")
+    for name, value in case.state_fields.items():
+        assert getattr(decision.state, name) == value, name
+    for name, value in case.report_fields.items():
+        assert getattr(decision.report, name) == value, name
+    assert decision.record is not None
+    assert decision.record.started_at == STARTED and decision.record.source_id == "s"
+    assert decision.state.last_fetch_at == STARTED
+    for name, value in case.record_fields.items():
+        assert getattr(decision.record, name) == value, name
+
+
+def test_the_decider_asks_for_the_parse_only_for_a_changed_success() -> None:
+    d = decider()
+    assert d.must_parse(STORED, resp(200, body_digest="d2"))
+    assert not d.must_parse(STORED, resp(200, body_digest="d1"))
+    # Parsed under other rules: the identical body is parsed again.
+    assert decider(normalizer_version=8).must_parse(STORED, resp(200, body_digest="d1"))
+    assert not d.must_parse(STORED, resp(304))
+    assert not d.must_parse(STORED, resp(500, body_digest="d2"))
+    with pytest.raises(ValueError, match="parse facts"):
+        d.after_fetch(STORED, resp(200, body_digest="d2"))
+
+
+def test_counts_and_store_failures_complete_the_report() -> None:
+    decision = decider().after_fetch(STORED, resp(200, body_digest="d2"), PARSED)
+    done = decision.with_counts(ApplyCounts(created=3, updated=1, unchanged=1))
+    assert (done.created, done.updated, done.unchanged, done.skipped) == (3, 1, 1, 1)
+    failed = decision.store_failed("database is locked")
+    assert (failed.status, failed.http_status, failed.error) == (
+        "failed", 200, "database is locked")
+
+
+# -- before the request ------------------------------------------------------------------
+
+@pytest.mark.parametrize(("name", "state", "kw", "status", "fields"), [
+    ("new source: go", SourceState("s", URL), {}, None, {}),
+    ("due: go", replace(STORED, next_due_at=at(-1)), {}, None, {}),
+    ("not_due", replace(STORED, next_due_at=at(60)), {}, "not_due", {"next_due": at(60)}),
+    ("not_due, forced: go", replace(STORED, next_due_at=at(60)), {"force": True}, None, {}),
+    ("gone", replace(STORED, gone=True, http_status=410), {"force": True}, "gone",
+     {"http_status": 410}),
+    ("retry_later pending", replace(STORED, retry_after=at(60), next_due_at=at(60)), {},
+     "retry_later", {"retry_after": at(60), "note": ""}),
+    ("retry_later pending, forced", replace(STORED, retry_after=at(60)), {"force": True},
+     "retry_later", {"note": "--force does not override Retry-After"}),
+    ("retry_after passed: go", replace(STORED, retry_after=at(-60)), {}, None, {}),
+], ids=lambda v: v if isinstance(v, str) and " " in v else "")
+def test_before_fetch(name: str, state: SourceState, kw: dict[str, Any], status: str | None,
+                      fields: dict[str, Any]) -> None:
+    decision = decider(now=NOW, **kw).before_fetch(state)
+    if status is None:
+        assert decision is None
+        return
+    assert isinstance(decision, Decision)
+    assert (decision.report.status, decision.write, decision.record) == (status, "nothing",
+                                                                        None)
+    assert decision.state == state
+    for key, value in fields.items():
+        assert getattr(decision.report, key) == value, key
+
+
+def test_expired_wins_over_everything_and_names_the_owner() -> None:
+    decision = decider(force=True).before_fetch(
+        replace(STORED, gone=True), expired=True, review_by=dt.date(2026, 1, 1),
+        owner="ana@example.org")
+    assert decision is not None and decision.report.status == "expired"
+    assert "2026-01-01" in decision.report.error and "ana@example.org" in decision.report.error
+
+
+# -- backoff -------------------------------------------------------------------------------
+
+def _fail(state: SourceState, jitter: float = 0.0) -> SourceState:
+    return decider(jitter=jitter).after_fetch(state, resp(500)).state
+
+
+def test_consecutive_failures_double_the_wait_capped_and_a_success_resets() -> None:
+    state = STORED
+    waits = []
+    for _ in range(8):
+        state = _fail(state)
+        assert state.next_due_at is not None
+        waits.append((state.next_due_at - NOW).total_seconds())
+    assert waits == [min(HOUR * 2 ** i, DEFAULT_BACKOFF_CAP) for i in range(8)]
+    assert waits[-1] == DEFAULT_BACKOFF_CAP and state.error_count == 8
+    # Jitter stretches a step by up to a quarter, never past the cap.
+    stretched = _fail(replace(STORED, error_count=1), jitter=0.5)
+    assert stretched.next_due_at == at(2 * HOUR * 1.125)
+    assert _fail(replace(STORED, error_count=20), jitter=0.99).next_due_at == at(
+        DEFAULT_BACKOFF_CAP)
+    # A network error counts as a failure too.
+    assert decider().after_fetch(state, FetchFailure(URL, "timeout")).state.error_count == 9
+    ok = decider().after_fetch(state, resp(304)).state
+    assert (ok.error_count, ok.last_error, ok.next_due_at) == (0, "", at(HOUR))
