@@ -28,7 +28,7 @@ _EXPORTS = {
                  "metadata_fingerprint"],
     "parse.feed": ["parse_feed"],
     "parse.rows": ["NORMALIZER_VERSION", "ParsedEntry", "ParsedFeed"],
-    "run.pipeline": ["parse_files", "run_fetch"],
+    "run.pipeline": ["fetch_sources", "parse_files", "run_fetch"],
     "run.report": ["RunReport", "SourceReport"],
     "records": ["SourceState", "StoredEntry", "StoredVersion"],
     "store": ["Store"],
@@ -62,6 +62,7 @@ __all__ = [
     "entry_history",
     "entry_key",
     "export_entries",
+    "fetch_sources",
     "identify",
     "list_entries",
     "load_config",
@@ -108,7 +109,7 @@ if TYPE_CHECKING:
     from signal_feeds.parse.feed import parse_feed
     from signal_feeds.parse.rows import NORMALIZER_VERSION, ParsedEntry, ParsedFeed
     from signal_feeds.records import SourceState, StoredEntry, StoredVersion
-    from signal_feeds.run.pipeline import parse_files, run_fetch
+    from signal_feeds.run.pipeline import fetch_sources, parse_files, run_fetch
     from signal_feeds.run.report import RunReport, SourceReport
     from signal_feeds.store import Store
     from signal_feeds.store.reading import entry_history, export_entries, list_entries, lookup

@@ -41,6 +41,7 @@ __all__ = [
     "DEFAULT_MAX_REDIRECTS",
     "DEFAULT_MIN_INTERVAL",
     "DEFAULT_PER_HOST",
+    "DEFAULT_PROXY",
     "DEFAULT_READ_TIMEOUT",
     "DEFAULT_USER_AGENT",
     "Config",
@@ -65,6 +66,8 @@ DEFAULT_MIN_INTERVAL = 3600.0
 DEFAULT_MAX_INTERVAL = 7 * 24 * 3600.0
 DEFAULT_CONCURRENCY = 20
 DEFAULT_PER_HOST = 2
+#: No proxy setting: HTTP_PROXY, HTTPS_PROXY, ALL_PROXY and NO_PROXY decide.
+DEFAULT_PROXY = ""
 
 _SLUG = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?$")
 
@@ -88,6 +91,9 @@ class Settings:
     allow_http_links: bool = False
     #: Let a redirect from a public source lead to a loopback or private address.
     allow_private_redirects: bool = False
+    #: A proxy URL (``http://host:port``) for every request, replacing HTTP(S)_PROXY and
+    #: ALL_PROXY (NO_PROXY still applies); ``"direct"`` for none; empty: the environment.
+    proxy: str = DEFAULT_PROXY
 
 
 @dataclass(frozen=True)
@@ -151,6 +157,7 @@ _SETTING_TYPES: dict[str, type] = {
     "per_host": int,
     "allow_http_links": bool,
     "allow_private_redirects": bool,
+    "proxy": str,
 }
 _SOURCE_KEYS = {"id", "url", "title", "owner", "review_by", "min_interval",
                 "allow_http_links", "max_body_bytes"}
@@ -181,6 +188,11 @@ def _settings(table: object, where: str, base_dir: Path | None) -> Settings:
     for key in ("concurrency", "per_host"):
         if key in values and values[key] < 1:
             raise ConfigError(f"setting {key!r} must be at least 1", path=where)
+    if values.get("proxy") and values["proxy"] != "direct":
+        proxy = values["proxy"]
+        if not re.match(r"^https?://[^/?#\s]+/?$", proxy):
+            raise ConfigError(f"setting 'proxy' must be an http:// or https:// URL "
+                              f"(host and port) or 'direct', not {proxy!r}", path=where)
     if "database" in values:
         db = Path(values["database"]).expanduser()
         values["database"] = db if db.is_absolute() or base_dir is None else base_dir / db
