@@ -160,6 +160,13 @@ async def _read_body(response: httpx.Response, limits: FetchLimits) -> tuple[byt
     if declared.isdigit() and not encoding and int(declared) > cap:
         raise FetchError(f"Content-Length {declared} is larger than the cap of {cap} bytes",
                          reason="too_large")
+    if response.is_stream_consumed:
+        # A response built in memory (``httpx.Response(content=...)`` in a MockTransport)
+        # was read and decoded by httpx already: only the cap is left to apply.
+        body = response.content
+        if len(body) > cap:
+            raise FetchError(f"body larger than the cap of {cap} bytes", reason="too_large")
+        return body, len(body)
     decoder = CappedDecoder(encoding, cap)
     wire = 0
     async for chunk in response.aiter_raw():
@@ -169,6 +176,8 @@ async def _read_body(response: httpx.Response, limits: FetchLimits) -> tuple[byt
 
 
 async def _drain(response: httpx.Response) -> None:
+    if response.is_stream_consumed:
+        return
     seen = 0
     async for chunk in response.aiter_raw():
         seen += len(chunk)
@@ -176,7 +185,7 @@ async def _drain(response: httpx.Response) -> None:
             return  # closing the response closes the connection
 
 
-def _next_hop(current: str, location: str, redirects: list[tuple[int, str]],
+def _next_hop(start: str, current: str, location: str, redirects: list[tuple[int, str]],
               limits: FetchLimits, private_allowed: bool) -> str:
     if len(redirects) >= limits.max_redirects:
         raise FetchError(f"more than {limits.max_redirects} redirects", reason="redirect")
@@ -192,7 +201,7 @@ def _next_hop(current: str, location: str, redirects: list[tuple[int, str]],
     if parts.username or parts.password:
         raise FetchError("redirect to a URL with credentials refused", reason="redirect")
     target = target.split("#", 1)[0]
-    if target == current or any(t == target for _, t in redirects):
+    if target in (start, current) or any(t == target for _, t in redirects):
         raise FetchError(f"redirect loop at {target}", reason="redirect")
     # A literal address is refused here, before any client sees it (a MockTransport
     # included); a name is checked by the network backend on the address it resolves to.
@@ -252,7 +261,7 @@ async def fetch(
                                                    or _connected_to_private(response, host))
                             location = response.headers.get("location", "").strip()
                             if response.status_code in _REDIRECTS and location:
-                                following = _next_hop(current, location, redirects, limits,
+                                following = _next_hop(url, current, location, redirects, limits,
                                                       private_allowed)
                                 await _drain(response)
                                 redirects.append((response.status_code, following))
