@@ -30,7 +30,7 @@ _EXPORTS = {
     "parse.feed": ["parse_feed"],
     "parse.rows": ["NORMALIZER_VERSION", "ParsedEntry", "ParsedFeed"],
     "parse.settings": ["ParseSettings"],
-    "run.pipeline": ["Progress", "parse_files", "run_fetch"],
+    "run.pipeline": ["Progress", "fetch_sources", "parse_files", "run_fetch"],
     "decide.report": ["RunReport", "SourceReport"],
     "records": ["ApplyCounts", "FetchRecord", "SourceState", "StoredEntry", "StoredVersion"],
     "store": ["Store"],
@@ -76,6 +76,7 @@ __all__ = [
     "entry_history",
     "entry_key",
     "export_entries",
+    "fetch_sources",
     "identify",
     "list_entries",
     "load_config",
@@ -131,7 +132,7 @@ if TYPE_CHECKING:
         StoredEntry,
         StoredVersion,
     )
-    from signal_feeds.run.pipeline import Progress, parse_files, run_fetch
+    from signal_feeds.run.pipeline import Progress, fetch_sources, parse_files, run_fetch
     from signal_feeds.store import Store
     from signal_feeds.store.protocol import DedupeReport, FeedStore
     from signal_feeds.store.reading import entry_history, export_entries, list_entries, lookup

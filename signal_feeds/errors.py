@@ -1,7 +1,7 @@
 """The library's exception hierarchy.
 
 Every error raised by Signal is a :class:`SignalError`. Exceptions from the network
-(asyncio, ssl, h11), feedparser, sqlite3 and tomllib are translated at the module
+(httpx, httpcore, ssl), feedparser, sqlite3 and tomllib are translated at the module
 boundary (``raise ... from exc``), so a caller never has to know which dependency failed.
 """
 

@@ -1,6 +1,6 @@
-"""The HTTP/1.1 client under the fetcher, against real servers on 127.0.0.1: keep-alive,
+"""The httpx layer under the fetcher, against real servers on 127.0.0.1: keep-alive,
 a kept-alive connection the server has dropped, chunked and compressed bodies, 1xx
-responses, and TLS."""
+responses, and TLS (certifi by default, a CA of the caller's through ``ssl_context``)."""
 
 from __future__ import annotations
 
@@ -193,3 +193,18 @@ def test_the_teaching_server_sees_one_request_per_source(server: ScenarioServer,
         assert record.header("Host") == server.base_url.split("://", 1)[1].rstrip("/")
         assert record.header("Accept-Encoding") == "gzip, deflate"
         assert "signal" in (record.header("User-Agent") or "").lower()
+
+
+def test_https_with_a_callers_ssl_context(raw: Callable[..., RawServer], db_path: Path) -> None:
+    trustme = pytest.importorskip("trustme")
+    ca = trustme.CA()
+    server_context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ca.issue_cert("localhost").configure_cert(server_context)
+    server = raw(lambda head: (ok(FEED), False), tls=server_context)
+    client_context = ssl.create_default_context()
+    ca.configure_trust(client_context)
+    sources = {f"tls{i}": server.url(f"/feed/{i}.xml", host="localhost") for i in range(4)}
+    report = run_fetch(make_config(db_path, sources, per_host=1), force=True,
+                       ssl_context=client_context)
+    assert [(r.status, r.created) for r in report.sources] == [("fetched", 3)] * 4, report
+    assert server.connections == 1  # one TLS connection, kept alive for all four

@@ -302,6 +302,8 @@ def _documented_default(cell: str) -> object:
     text = match.group(1).replace("<version>", signal_feeds.__version__)
     if text in ("true", "false"):
         return text == "true"
+    if text == '""':
+        return ""
     try:
         return float(text)
     except ValueError:

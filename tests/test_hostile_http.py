@@ -20,6 +20,8 @@ from scenario_server import ScenarioServer
 
 from signal_feeds import run_fetch
 from signal_feeds.demo.teaching_server import fixtures_dir
+from signal_feeds.http.addresses import is_private_address
+from signal_feeds.http.transport import SignalTransport
 
 CAP = 2_000_000
 DEADLINE = 3.0
@@ -168,18 +170,36 @@ def test_html_content_type(http_run: HttpRun) -> None:
 
 
 # -- redirects towards private addresses --------------------------------------------------
+#
+# Every server here is on 127.0.0.1, so a "public" origin needs two seams: a resolver that
+# sends the name "localhost" to the IPv4-mapped form of loopback (::ffff:127.0.0.1, which
+# reaches the same server), and a classifier under which that mapped form counts as
+# public (everything else keeps the real rule). A literal 127.0.0.1 in a redirect is
+# refused before any connection; a name is checked by the network backend on the
+# address it resolved, once, before connecting.
 
-PUBLIC = "93.184.216.34"
+PUBLIC_STAND_IN = "::ffff:127.0.0.1"
 
 
-def _resolver(table: dict[str, list[str]]):  # type: ignore[no-untyped-def]
+def _resolver(table: dict[str, list[str]], calls: list[str] | None = None):  # type: ignore[no-untyped-def]
     async def resolve(host: str) -> list[str]:
+        if calls is not None:
+            calls.append(host)
         return table[host]
     return resolve
 
 
+def _classify(address: str) -> bool:
+    return address != PUBLIC_STAND_IN and is_private_address(address)
+
+
+def _transport(table: dict[str, list[str]], calls: list[str] | None = None,
+               connections: int = 10) -> SignalTransport:
+    return SignalTransport(resolver=_resolver(table, calls), is_private=_classify,
+                           connections=connections)
+
+
 def _redirect_config(server: ScenarioServer, db: Path, target: str, **settings: object):  # type: ignore[no-untyped-def]
-    # "localhost" reaches the test server, but the injected resolver says it is public.
     origin = server.url(f"/scenario/redirect-to?location={target}").replace(
         "127.0.0.1", "localhost", 1)
     return make_config(db, {"public": origin, "control": server.url("/feeds/demo-atom.xml")},
@@ -190,35 +210,64 @@ def test_redirect_from_public_to_loopback_is_refused(server: ScenarioServer,
                                                      db_path: Path) -> None:
     target = server.url("/feeds/demo-rss.xml")
     report = run_fetch(_redirect_config(server, db_path, target), force=True,
-                       resolver=_resolver({"localhost": [PUBLIC]}))
+                       transport=_transport({"localhost": [PUBLIC_STAND_IN]}))
     rep = report.get("public")
     assert rep.status == "failed"
     assert "redirect from a public address to a private or loopback one (127.0.0.1)" \
         in rep.error
+    assert len(server.requests_for("/scenario/redirect-to")) == 1  # the origin was reached
     assert server.requests_for("/feeds/demo-rss.xml") == []  # never requested
     assert report.get("control").status == "fetched"
     _assert_nothing_written(db_path, "public")
 
 
-def test_check_is_made_on_the_resolved_address(server: ScenarioServer,
-                                               db_path: Path) -> None:
-    # The target's name looks harmless; it resolves to a private address.
+def test_check_is_made_on_the_resolved_address_before_connecting(
+        server: ScenarioServer, db_path: Path) -> None:
+    # The target's name looks harmless; it resolves (once) to a private address, and no
+    # connection is attempted (10.1.2.3 is not routable here: trying would time out).
     target = "http://intranet.example:8080/feed.xml"
-    resolver = _resolver({"localhost": [PUBLIC], "intranet.example": ["10.1.2.3"]})
-    report = run_fetch(_redirect_config(server, db_path, target), force=True,
-                       resolver=resolver)
-    assert "private or loopback one (intranet.example)" in report.get("public").error
+    calls: list[str] = []
+    transport = _transport({"localhost": [PUBLIC_STAND_IN], "intranet.example": ["10.1.2.3"]},
+                           calls)
+    report = run_fetch(_redirect_config(server, db_path, target, deadline=5.0), force=True,
+                       transport=transport)
+    rep = report.get("public")
+    assert "private or loopback one (intranet.example)" in rep.error, rep.error
+    assert calls.count("intranet.example") == 1
+
+
+def test_a_kept_alive_private_connection_is_checked_again(server: ScenarioServer,
+                                                          db_path: Path) -> None:
+    # "control", a private source, leaves a kept-alive connection to 127.0.0.1 under the
+    # name "intranet.example"; the public source's redirect to that name must not ride on
+    # it (the connection is reused without a new connect, so the check is on each request).
+    intranet = server.url("/feeds/demo-atom.xml").replace("127.0.0.1", "intranet.example")
+    target = intranet.replace("demo-atom", "demo-rss")
+    origin = server.url(f"/scenario/redirect-to?location={target}").replace(
+        "127.0.0.1", "localhost", 1)
+    config = make_config(db_path, {"control": intranet, "public": origin}, concurrency=1)
+    calls: list[str] = []
+    transport = _transport({"localhost": [PUBLIC_STAND_IN], "intranet.example": ["127.0.0.1"]},
+                           calls)
+    report = run_fetch(config, force=True, transport=transport)
+    assert report.get("control").status == "fetched"
+    rep = report.get("public")
+    assert rep.status == "failed" and "(intranet.example)" in rep.error, rep.error
+    assert server.requests_for("/feeds/demo-rss.xml") == []
+    assert calls.count("intranet.example") == 1  # one connection, kept alive, refused
 
 
 def test_private_redirect_allowed_by_setting(server: ScenarioServer, db_path: Path) -> None:
     config = _redirect_config(server, db_path, server.url("/feeds/demo-rss.xml"),
                               allow_private_redirects=True)
-    report = run_fetch(config, force=True, resolver=_resolver({"localhost": [PUBLIC]}))
+    report = run_fetch(config, force=True,
+                       transport=_transport({"localhost": [PUBLIC_STAND_IN]}))
     assert (report.get("public").status, report.get("public").created) == ("fetched", 3)
 
 
 def test_private_source_may_redirect_to_private(server: ScenarioServer,
                                                 db_path: Path) -> None:
+    # The real rule: the source itself is on loopback, so its redirects may stay there.
     config = _redirect_config(server, db_path, server.url("/feeds/demo-rss.xml"))
     report = run_fetch(config, force=True, resolver=_resolver({"localhost": ["127.0.0.1"]}))
     assert report.get("public").status == "fetched"

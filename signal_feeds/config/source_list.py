@@ -45,6 +45,7 @@ __all__ = [
     "DEFAULT_MAX_REDIRECTS",
     "DEFAULT_MIN_INTERVAL",
     "DEFAULT_PER_HOST",
+    "DEFAULT_PROXY",
     "DEFAULT_READ_TIMEOUT",
     "DEFAULT_USER_AGENT",
     "SOURCE_OVERRIDES",
@@ -84,6 +85,9 @@ SOURCE_OVERRIDES = ("min_interval", "require_https_links", "max_body_bytes")
 
 log = logging.getLogger("signal_feeds")
 
+#: No proxy setting: HTTP_PROXY, HTTPS_PROXY, ALL_PROXY and NO_PROXY decide.
+DEFAULT_PROXY = ""
+
 _SLUG = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?$")
 
 
@@ -110,6 +114,9 @@ class Settings:
     allow_private_redirects: bool = False
     #: Entries read from one response; the rest are dropped with a warning.
     max_entries: int = DEFAULT_MAX_ENTRIES
+    #: A proxy URL (``http://host:port``) for every request, replacing HTTP(S)_PROXY and
+    #: ALL_PROXY (NO_PROXY still applies); ``"direct"`` for none; empty: the environment.
+    proxy: str = DEFAULT_PROXY
 
 
 @dataclass(frozen=True)
@@ -173,6 +180,7 @@ _SETTING_TYPES: dict[str, type] = {
     "require_https_links": bool,
     "allow_private_redirects": bool,
     "max_entries": int,
+    "proxy": str,
 }
 #: Settings that must be at least 1 (0 would stop every run, or read nothing).
 _AT_LEAST_ONE = ("concurrency", "per_host", "max_entries")
@@ -266,6 +274,11 @@ def _settings(table: object, problems: _Problems, base_dir: Path | None) -> Sett
             problems.add(where, f"{key}: {reason}")
             continue
         values[key] = value
+    proxy = values.get("proxy", "")
+    if proxy and proxy != "direct" and not re.match(r"^https?://[^/?#\s]+/?$", proxy):
+        problems.add(where, f"proxy: must be an http:// or https:// URL (host and port) "
+                            f"or 'direct', not {proxy!r}")
+        del values["proxy"]
     if "database" in values:
         db = Path(values["database"]).expanduser()
         values["database"] = db if db.is_absolute() or base_dir is None else base_dir / db

@@ -1,9 +1,11 @@
-"""Bounded conditional GET over the pool of :mod:`signal_feeds.connections`.
+"""Bounded conditional GET over httpx, with Signal's own policy on top.
 
-One request per call: validators are sent back exactly as the server gave them,
-redirects are followed by hand (so each hop is checked and counted), the body is decoded
-here with a hard cap (so a gzip bomb stops at the cap), and the whole exchange runs
-under one deadline (so a server that trickles a byte a second cannot hold a run).
+One request per call: validators are sent back exactly as the server gave them;
+redirects are followed here, not by httpx (``follow_redirects`` stays off), so each hop
+is checked, counted and takes a slot of its own host; the body is read raw and decoded
+with a hard cap (so a gzip bomb stops at the cap); and the whole exchange, name
+resolution included, runs under one deadline (so neither a slow resolver nor a server
+that trickles a byte a second can hold a run).
 """
 
 from __future__ import annotations
@@ -11,30 +13,34 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import ipaddress
-import socket
 import time
-import zlib
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from urllib.parse import SplitResult, quote, urljoin, urlsplit
+from urllib.parse import urljoin, urlsplit
+
+import httpx
 
 from signal_feeds.config.source_list import Settings
 from signal_feeds.errors import FetchError
-from signal_feeds.http.connections import (
-    Connection,
-    ConnectionPool,
-    HTTPError,
-    Origin,
-    ResponseHead,
+from signal_feeds.http.addresses import (
+    AddressRefused,
+    Resolver,
+    is_private_address,
+    private_addresses,
 )
+from signal_feeds.http.clients import Clients
+from signal_feeds.http.decoding import CappedDecoder
+from signal_feeds.http.slots import HostHold
 
 __all__ = ["FetchLimits", "FetchResponse", "Resolver", "fetch", "is_private_address"]
 
-#: Resolves a host name to IP address strings (injected in tests).
-Resolver = Callable[[str], Awaitable[list[str]]]
-
 _REDIRECTS = {301, 302, 303, 307, 308}
 _PERMANENT = {301, 308}
+_ACCEPT = ("application/atom+xml, application/rss+xml, application/xml;q=0.9, "
+           "text/xml;q=0.8, */*;q=0.1")
+#: A redirect's own body is read and dropped up to this size (then the connection can
+#: be reused); beyond it the connection is closed instead.
+_REDIRECT_BODY_LIMIT = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -100,256 +106,220 @@ class FetchResponse:
         return moved
 
 
-def is_private_address(address: str) -> bool:
-    """True for loopback, private, link-local and other non-public addresses."""
+def _bytes(value: str) -> bytes:
+    # Validators are stored as latin-1 text of the bytes the server sent: encoding them
+    # back the same way returns those bytes exactly.
     try:
-        ip = ipaddress.ip_address(address.split("%", 1)[0])
-    except ValueError:
-        return False
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
-    return not ip.is_global
+        return value.encode("latin-1")
+    except UnicodeEncodeError:
+        return value.encode("utf-8")
 
 
-async def _system_resolver(host: str) -> list[str]:
-    loop = asyncio.get_running_loop()
-    infos = await loop.getaddrinfo(host, None, type=socket.SOCK_STREAM)
-    return [str(info[4][0]) for info in infos]
+def _request_headers(limits: FetchLimits, etag: str, last_modified: str
+                     ) -> list[tuple[bytes, bytes]]:
+    headers = [(b"User-Agent", _bytes(limits.user_agent)),
+               (b"Accept-Encoding", b"gzip, deflate"), (b"Accept", _ACCEPT.encode())]
+    if etag:
+        headers.append((b"If-None-Match", _bytes(etag)))
+    if last_modified:
+        headers.append((b"If-Modified-Since", _bytes(last_modified)))
+    return headers
 
 
-async def _host_is_private(host: str, resolver: Resolver) -> bool:
-    host = host.strip("[]")
+def _joined(raw: Sequence[tuple[bytes, bytes]]) -> dict[str, str]:
+    joined: dict[str, str] = {}
+    for key_bytes, value_bytes in raw:
+        key, value = key_bytes.decode("latin-1").lower(), value_bytes.decode("latin-1")
+        joined[key] = f"{joined[key]}, {value}" if key in joined else value
+    return joined
+
+
+def _literal_is_private(host: str) -> bool | None:
+    """For an IP literal, whether it is private; ``None`` for a name."""
     try:
-        ipaddress.ip_address(host)
-        addresses = [host]
+        ipaddress.ip_address(host.strip("[]"))
     except ValueError:
-        try:
-            addresses = await resolver(host)
-        except OSError:
-            return False  # unresolvable: the request itself will fail with a clear error
-    return any(is_private_address(a) for a in addresses)
+        return None
+    return is_private_address(host.strip("[]"))
 
 
-class _Decoder:
-    """Content-Encoding decoding with an output cap (gzip bombs stop at the cap)."""
-
-    def __init__(self, encoding: str, cap: int) -> None:
-        codings = [c.strip().lower() for c in encoding.split(",") if c.strip()]
-        codings = [c for c in codings if c != "identity"]
-        if len(codings) > 1 or (codings and codings[0] not in ("gzip", "x-gzip", "deflate")):
-            raise FetchError(f"unsupported Content-Encoding {encoding!r}", reason="encoding")
-        self._zlib: zlib._Decompress | None = None
-        if codings:
-            # wbits 47 accepts gzip and zlib headers; raw deflate is tried on failure.
-            self._zlib = zlib.decompressobj(47)
-            self._raw_fallback = codings[0] == "deflate"
-        self.cap = cap
-        self.out = bytearray()
-
-    def feed(self, chunk: bytes) -> None:
-        if self._zlib is None:
-            self._append(chunk)
-            return
-        data = chunk
-        while data:
-            room = self.cap - len(self.out) + 1
-            try:
-                piece = self._zlib.decompress(data, room)
-            except zlib.error as exc:
-                if self._raw_fallback and not self.out:
-                    self._raw_fallback = False
-                    self._zlib = zlib.decompressobj(-15)
-                    continue
-                raise FetchError(f"corrupt compressed body: {exc}", reason="encoding") from exc
-            self._append(piece)
-            data = self._zlib.unconsumed_tail
-            if self._zlib.eof:
-                break
-
-    def _append(self, piece: bytes) -> None:
-        self.out += piece
-        if len(self.out) > self.cap:
-            raise FetchError(f"body larger than the cap of {self.cap} bytes",
-                             reason="too_large")
+def _connected_to_private(response: httpx.Response, host: str) -> bool:
+    """Whether the first hop reached a private address: the address Signal's backend
+    checked if it made the connection, else what the URL's literal address says."""
+    stream = response.extensions.get("network_stream")
+    private = stream.get_extra_info("signal_private_address") if stream is not None else None
+    if isinstance(private, bool):
+        return private
+    return bool(_literal_is_private(host))
 
 
-async def _read_body(conn: Connection, head: ResponseHead, limits: FetchLimits
-                     ) -> tuple[bytes, int]:
+async def _read_body(response: httpx.Response, limits: FetchLimits) -> tuple[bytes, int]:
     cap = limits.max_body_bytes
-    declared = head.get("content-length")
-    encoding = head.get("content-encoding")
+    declared = response.headers.get("content-length", "")
+    encoding = response.headers.get("content-encoding", "")
     if declared.isdigit() and not encoding and int(declared) > cap:
         raise FetchError(f"Content-Length {declared} is larger than the cap of {cap} bytes",
                          reason="too_large")
-    decoder = _Decoder(encoding, cap)
+    if response.is_stream_consumed:
+        # A response built in memory (``httpx.Response(content=...)`` in a MockTransport)
+        # was read and decoded by httpx already: only the cap is left to apply.
+        body = response.content
+        if len(body) > cap:
+            raise FetchError(f"body larger than the cap of {cap} bytes", reason="too_large")
+        return body, len(body)
+    decoder = CappedDecoder(encoding, cap)
     wire = 0
-    async for chunk in conn.body(limits.read_timeout):
+    async for chunk in response.aiter_raw():
         wire += len(chunk)
         decoder.feed(chunk)
     return bytes(decoder.out), wire
 
 
-#: A redirect's own body is read and dropped up to this size (then the connection can
-#: be reused); beyond it the connection is closed instead.
-_REDIRECT_BODY_LIMIT = 64 * 1024
-
-
-async def _drain(conn: Connection, limits: FetchLimits) -> bool:
+async def _drain(response: httpx.Response) -> None:
+    if response.is_stream_consumed:
+        return
     seen = 0
-    async for chunk in conn.body(limits.read_timeout):
+    async for chunk in response.aiter_raw():
         seen += len(chunk)
         if seen > _REDIRECT_BODY_LIMIT:
-            return False
-    return True
+            return  # closing the response closes the connection
 
 
-def _origin(parts: SplitResult) -> Origin:
-    scheme = parts.scheme.lower()
-    if scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"not an http(s) URL: {parts.geturl()!r}")
-    return Origin(scheme, parts.hostname, parts.port or (443 if scheme == "https" else 80))
+def _next_hop(start: str, current: str, location: str, redirects: list[tuple[int, str]],
+              limits: FetchLimits, private_allowed: bool) -> str:
+    if len(redirects) >= limits.max_redirects:
+        raise FetchError(f"more than {limits.max_redirects} redirects", reason="redirect")
+    try:
+        target = urljoin(current, location)
+        parts = urlsplit(target)
+        hostname = parts.hostname
+    except ValueError as exc:
+        raise FetchError(f"redirect to an invalid URL {location!r}", reason="redirect") from exc
+    if parts.scheme not in ("http", "https") or not hostname:
+        raise FetchError(f"redirect to a non-http(s) URL {location!r} refused",
+                         reason="redirect")
+    if parts.username or parts.password:
+        raise FetchError("redirect to a URL with credentials refused", reason="redirect")
+    target = target.split("#", 1)[0]
+    if target in (start, current) or any(t == target for _, t in redirects):
+        raise FetchError(f"redirect loop at {target}", reason="redirect")
+    # A literal address is refused here, before any client sees it (a MockTransport
+    # included); a name is checked by the network backend on the address it resolves to.
+    if not private_allowed and _literal_is_private(hostname):
+        raise _private_refused(hostname)
+    return target
 
 
-# Characters a request target may carry as they are; anything else (a space or a
-# non-ASCII letter in a Location header) is percent-encoded. "%" stays: escapes already
-# in the URL are kept.
-_TARGET_SAFE = "/?#[]@!$&'()*+,;=:-._~%"
-
-
-def _target(parts: SplitResult) -> str:
-    target = parts.path or "/"
-    if parts.query:
-        target += "?" + parts.query
-    return quote(target, safe=_TARGET_SAFE)
-
-
-async def _exchange(pool: ConnectionPool, parts: SplitResult,
-                    headers: Sequence[tuple[str, str]], limits: FetchLimits
-                    ) -> tuple[Connection, ResponseHead]:
-    """Send the GET and read the response head, on a kept-alive connection if possible."""
-    origin = _origin(parts)
-    while True:
-        conn = await pool.connect(origin, timeout=limits.connect_timeout)
-        reused = conn.requests > 0
-        try:
-            await conn.send_get(_target(parts), headers)
-            return conn, await conn.read_head(limits.read_timeout)
-        except HTTPError as exc:
-            conn.close()
-            # A kept-alive connection the server closed while it sat idle fails at once;
-            # a GET can safely go again, once, on a fresh connection.
-            if reused and exc.kind in ("read", "write"):
-                continue
-            raise
-        except BaseException:
-            conn.close()
-            raise
+def _private_refused(host: str) -> FetchError:
+    return FetchError(f"redirect from a public address to a private or loopback one "
+                      f"({host}) refused", reason="redirect")
 
 
 async def fetch(
-    pool: ConnectionPool,
+    clients: Clients,
     url: str,
     *,
     limits: FetchLimits,
     etag: str = "",
     last_modified: str = "",
     source_id: str | None = None,
-    resolver: Resolver | None = None,
+    host_hold: HostHold | None = None,
 ) -> FetchResponse:
     """GET ``url`` conditionally and return the final response.
 
-    The caller holds one of the pool's slots (``async with pool.slot()``). Raises
-    :class:`FetchError` (with a ``reason``) on network errors, timeouts, the deadline,
-    the body cap, and refused or too many redirects. HTTP error statuses are returned,
-    not raised: deciding what a 429 or a 410 means is the caller's job.
+    ``host_hold`` (from :class:`~signal_feeds.http.slots.HostSlots`) is moved to each
+    hop's host before that hop is sent. Raises :class:`FetchError` (with a ``reason``)
+    on network errors, timeouts, the deadline, the body cap, and refused or too many
+    redirects. HTTP error statuses are returned, not raised: deciding what a 429 or a
+    410 means is the caller's job.
     """
     started = time.monotonic()
-    headers = [("User-Agent", limits.user_agent), ("Accept-Encoding", "gzip, deflate"),
-               ("Accept", "application/atom+xml, application/rss+xml, application/xml;q=0.9, "
-                          "text/xml;q=0.8, */*;q=0.1")]
-    if etag:
-        headers.append(("If-None-Match", etag))
-    if last_modified:
-        headers.append(("If-Modified-Since", last_modified))
-    origin_private = await _host_is_private(urlsplit(url).hostname or "",
-                                            resolver or _system_resolver)
+    headers = _request_headers(limits, etag, last_modified)
+    timeout = httpx.Timeout(connect=limits.connect_timeout, read=limits.read_timeout,
+                            write=limits.read_timeout, pool=limits.deadline).as_dict()
     redirects: list[tuple[int, str]] = []
     current = url
+    # The first hop is the reviewed source itself, private or not; later hops may reach
+    # a private address only from a private source, or when the settings allow it.
+    private_allowed = True
+    host = ""
     try:
         async with asyncio.timeout(limits.deadline):
             while True:
-                conn, head = await _exchange(pool, urlsplit(current), headers, limits)
-                keep = False
-                try:
-                    location = head.get("location").strip()
-                    if head.status in _REDIRECTS and location:
-                        target = await _next_hop(current, location, redirects, limits,
-                                                 origin_private, resolver)
-                        keep = await _drain(conn, limits)
-                        redirects.append((head.status, target))
-                        current = target
-                        continue
-                    body, wire = await _read_body(conn, head, limits)
-                    keep = True
-                    return FetchResponse(
-                        status=head.status, url=current, headers=_joined(head.headers),
-                        body=body, redirects=tuple(redirects),
-                        elapsed=time.monotonic() - started, wire_bytes=wire,
-                        body_digest=hashlib.sha256(body).hexdigest() if body else "",
-                    )
-                finally:
-                    if keep:
-                        pool.release(conn)
-                    else:
-                        conn.close()
+                target = httpx.URL(current)
+                host = target.host
+                if host_hold is not None:
+                    await host_hold.move_to(host)
+                with private_addresses(private_allowed):
+                    async with clients.lease(target) as send:
+                        request = httpx.Request("GET", target, headers=headers,
+                                                extensions={"timeout": timeout})
+                        response = await send(request)
+                        try:
+                            if not redirects:
+                                private_allowed = (limits.allow_private_redirects
+                                                   or _connected_to_private(response, host))
+                            location = response.headers.get("location", "").strip()
+                            if response.status_code in _REDIRECTS and location:
+                                following = _next_hop(url, current, location, redirects, limits,
+                                                      private_allowed)
+                                await _drain(response)
+                                redirects.append((response.status_code, following))
+                                current = following
+                                continue
+                            body, wire = await _read_body(response, limits)
+                        finally:
+                            await response.aclose()
+                return FetchResponse(
+                    status=response.status_code, url=current,
+                    headers=_joined(response.headers.raw), body=body,
+                    redirects=tuple(redirects), elapsed=time.monotonic() - started,
+                    wire_bytes=wire,
+                    body_digest=hashlib.sha256(body).hexdigest() if body else "")
     except FetchError as exc:
         exc.source_id = source_id
         raise
+    except AddressRefused as exc:
+        raise FetchError(_private_refused(host).message, source_id=source_id,
+                         reason="redirect") from exc
     except TimeoutError as exc:
         raise FetchError(f"no complete response within the {limits.deadline:g} s deadline",
                          source_id=source_id, reason="deadline") from exc
-    except HTTPError as exc:
-        if exc.kind == "timeout":
-            raise FetchError(f"timed out ({exc.message})", source_id=source_id,
-                             reason="timeout") from exc
-        if exc.kind == "connect":
-            raise FetchError(f"cannot connect: {exc.message}", source_id=source_id,
-                             reason="connect") from exc
-        kind = {"read": "ReadError", "write": "WriteError"}.get(exc.kind,
-                                                               "RemoteProtocolError")
-        raise FetchError(f"network error: {kind}: {exc.message}", source_id=source_id,
-                         reason="network") from exc
-    except (OSError, ValueError) as exc:
-        raise FetchError(f"request failed: {exc}", source_id=source_id,
-                         reason="network") from exc
+    except httpx.TransportError as exc:
+        raise _translated(exc, limits, source_id) from exc
+    except (httpx.InvalidURL, ValueError) as exc:  # UnicodeError (IDNA) is a ValueError
+        raise FetchError(f"request failed: invalid URL {current!r}: {exc}",
+                         source_id=source_id, reason="network") from exc
 
 
-async def _next_hop(current: str, location: str, redirects: list[tuple[int, str]],
-                    limits: FetchLimits, origin_private: bool, resolver: Resolver | None) -> str:
-    if len(redirects) >= limits.max_redirects:
-        raise FetchError(f"more than {limits.max_redirects} redirects", reason="redirect")
-    try:
-        target = urljoin(current, location)
-        parts = urlsplit(target)
-    except ValueError as exc:
-        raise FetchError(f"redirect to an invalid URL {location!r}", reason="redirect") from exc
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise FetchError(f"redirect to a non-http(s) URL {location!r} refused",
-                         reason="redirect")
-    if parts.username or parts.password:
-        raise FetchError("redirect to a URL with credentials refused", reason="redirect")
-    target = target.split("#", 1)[0]
-    if target == current or any(t == target for _, t in redirects):
-        raise FetchError(f"redirect loop at {target}", reason="redirect")
-    if (not origin_private and not limits.allow_private_redirects
-            and await _host_is_private(parts.hostname, resolver or _system_resolver)):
-        raise FetchError(f"redirect from a public address to a private or loopback one "
-                         f"({parts.hostname}) refused", reason="redirect")
-    return target
+def _translated(exc: httpx.TransportError, limits: FetchLimits,
+                source_id: str | None) -> FetchError:
+    text = str(exc)
+    if isinstance(exc, httpx.ConnectTimeout):
+        return FetchError(f"timed out (connect timed out after {limits.connect_timeout:g} s)",
+                          source_id=source_id, reason="timeout")
+    if isinstance(exc, httpx.ReadTimeout):
+        return FetchError(f"timed out (no data for {limits.read_timeout:g} s)",
+                          source_id=source_id, reason="timeout")
+    if isinstance(exc, httpx.TimeoutException):
+        return FetchError(f"timed out ({type(exc).__name__})", source_id=source_id,
+                          reason="timeout")
+    if isinstance(exc, httpx.ProxyError):
+        return FetchError(f"proxy error: {text}", source_id=source_id, reason="proxy")
+    if isinstance(exc, httpx.ConnectError):
+        return FetchError(f"cannot connect: {text or 'connection failed'}",
+                          source_id=source_id, reason="connect")
+    detail = text or _describe(exc)
+    return FetchError(f"network error: {type(exc).__name__}: {detail}", source_id=source_id,
+                      reason="network")
 
 
-def _joined(headers: Sequence[tuple[str, str]]) -> dict[str, str]:
-    joined: dict[str, str] = {}
-    for key, value in headers:
-        joined[key] = f"{joined[key]}, {value}" if key in joined else value
-    return joined
+def _describe(exc: BaseException) -> str:
+    cause = exc.__cause__
+    while cause is not None:
+        if str(cause):
+            return str(cause)
+        if isinstance(cause, ConnectionResetError):
+            return "connection reset by peer"
+        cause = cause.__cause__
+    return "the connection failed"

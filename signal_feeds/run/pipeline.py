@@ -1,11 +1,12 @@
 """One run over the source list: due? -> fetch -> parse -> identify -> store -> report.
 
-Sources are fetched concurrently over one pool of connections, with a global limit and
-a per-host limit; parsing happens in worker processes; the store is written from one
-thread of its own (:mod:`signal_feeds.run.writer`), each response under its own
-savepoint and many responses per commit. A failure is reported for its source and the
-run goes on. What each response means (state, fetch row, report line, what to write)
-is decided by :class:`signal_feeds.decide.decider.Decider`; this module does the I/O.
+Sources are fetched concurrently over httpx (:mod:`signal_feeds.http`), with a global
+limit and a per-host limit that every redirect hop counts against; parsing happens in
+worker processes; the store is written from one thread of its own
+(:mod:`signal_feeds.run.writer`), each response under its own savepoint and many
+responses per commit. A failure is reported for its source and the run goes on. What
+each response means (state, fetch row, report line, what to write) is decided by
+:class:`signal_feeds.decide.decider.Decider`; this module does the I/O.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from signal_feeds.config.source_list import Config, Source
@@ -31,8 +32,9 @@ from signal_feeds.decide.decider import (
 )
 from signal_feeds.decide.report import RunReport, SourceReport
 from signal_feeds.errors import ConfigError, FetchError, SignalError, StoreError
-from signal_feeds.http.connections import ConnectionPool
+from signal_feeds.http.clients import Clients, SharedClient, TransportPool, new_client
 from signal_feeds.http.fetch import FetchLimits, FetchResponse, Resolver, fetch
+from signal_feeds.http.slots import HostSlots
 from signal_feeds.identity.keys import EntryRow, Identified
 from signal_feeds.identity.matching import MatchKeys
 from signal_feeds.parse.processes import ParseJob, ParserPool
@@ -43,7 +45,12 @@ from signal_feeds.run.writer import StoreWriter
 from signal_feeds.store import Store
 from signal_feeds.timeutil import format_time, utcnow
 
-__all__ = ["Progress", "parse_files", "run_fetch"]
+if TYPE_CHECKING:
+    import ssl
+
+    import httpx
+
+__all__ = ["Progress", "fetch_sources", "parse_files", "run_fetch"]
 
 log = logging.getLogger("signal_feeds")
 
@@ -61,7 +68,7 @@ class Progress:
 
 class _Run:
     def __init__(self, config: Config, store: Store, *, force: bool,
-                 clock: Callable[[], dt.datetime], resolver: Resolver | None,
+                 clock: Callable[[], dt.datetime], clients: Clients,
                  parser: ParserPool, progress: Callable[[Progress], None] | None,
                  sources: Sequence[Source], writer: StoreWriter) -> None:
         self.config = config
@@ -72,22 +79,17 @@ class _Run:
         self.states = store.source_states_for({s.id: s.url for s in sources})
         self.force = force
         self.clock = clock
-        self.resolver = resolver
+        self.clients = clients
         self.parser = parser
         self.progress = progress
         self.total = len(sources)
         self.done = 0
         self.failed = 0
         self.in_flight: dict[str, float] = {}
-        self.pool = ConnectionPool(config.settings.concurrency)
+        self.slots = asyncio.Semaphore(config.settings.concurrency)
         self.backlog = _Backlog(DEFAULT_BACKLOG_BYTES)
         self.unstored = _Backlog(DEFAULT_UNSTORED_BYTES)
-        self.host_limits: dict[str, asyncio.Semaphore] = {}
-    def host_limit(self, url: str) -> asyncio.Semaphore:
-        host = (urlsplit(url).hostname or "").lower()
-        if host not in self.host_limits:
-            self.host_limits[host] = asyncio.Semaphore(self.config.settings.per_host)
-        return self.host_limits[host]
+        self.host_slots = HostSlots(config.settings.per_host)
 
     async def source(self, src: Source) -> SourceReport:
         t0 = time.monotonic()
@@ -128,18 +130,20 @@ class _Run:
         url = state.request_url
         started = self.clock()
         # The host's limit is taken before a global slot: a source waiting for its host
-        # must not hold one of the slots other hosts could use.
-        async with self.host_limit(url), self.pool.slot():
+        # must not hold one of the slots other hosts could use. Redirects move the host
+        # slot to each hop's host (inside fetch).
+        async with self.host_slots.hold(urlsplit(url).hostname or "") as host_hold, \
+                self.slots:
             # Checked with the slot held: at the start of a run, nothing is downloaded
             # and every slot's request goes out; later ones wait here for room.
             reservation = await self.backlog.admit()
             self.in_flight[src.id] = time.monotonic()
             failure: FetchError | None = None
             try:
-                response = await fetch(self.pool, url,
+                response = await fetch(self.clients, url,
                                        limits=FetchLimits.from_settings(settings),
                                        etag=state.etag, last_modified=state.last_modified,
-                                       source_id=src.id, resolver=self.resolver)
+                                       source_id=src.id, host_hold=host_hold)
                 size = self.backlog.charge(len(response.body))
             except FetchError as exc:
                 failure = exc
@@ -290,16 +294,79 @@ def _select(config: Config, source_ids: Sequence[str] | None) -> list[Source]:
 
 
 async def _run_async(config: Config, store: Store, sources: Sequence[Source],
-                     **options: Any) -> list[SourceReport]:
+                     clients: Clients, **options: Any) -> list[SourceReport]:
     async with StoreWriter(store) as writer:
-        run = _Run(config, store, sources=sources, writer=writer, **options)
+        run = _Run(config, store, sources=sources, writer=writer, clients=clients, **options)
         # Each source makes at most one write: once every unfinished source's write is
         # in the open batch, nothing else can come, and the writer commits at once.
         writer.pending = lambda: run.total - run.done
         try:
             return list(await asyncio.gather(*(run.source(s) for s in sources)))
         finally:
-            await run.pool.aclose()
+            await clients.aclose()
+
+
+def _clients(config: Config, *, client: httpx.AsyncClient | None,
+             transport: httpx.AsyncBaseTransport | None, resolver: Resolver | None,
+             ssl_context: ssl.SSLContext | None) -> Clients:
+    if client is not None and transport is not None:
+        raise ValueError("pass either an httpx client or a transport, not both")
+    if client is not None:
+        return SharedClient(client)  # the caller's: the caller closes it
+    if transport is not None:
+        return SharedClient(new_client(transport), owned=True)
+    settings = config.settings
+    return TransportPool(settings.concurrency, resolver=resolver, ssl_context=ssl_context,
+                      proxy=settings.proxy)
+
+
+async def fetch_sources(
+    config: Config,
+    *,
+    database: str | Path | None = None,
+    source_ids: Sequence[str] | None = None,
+    force: bool = False,
+    clock: Callable[[], dt.datetime] = utcnow,
+    resolver: Resolver | None = None,
+    progress: Callable[[Progress], None] | None = None,
+    parser: ParserPool | None = None,
+    transport: httpx.AsyncBaseTransport | None = None,
+    client: httpx.AsyncClient | None = None,
+    ssl_context: ssl.SSLContext | None = None,
+) -> RunReport:
+    """Fetch the due sources of ``config`` into the database, in the running event loop.
+
+    ``database`` overrides the configured path; ``source_ids`` limits the run to those
+    sources; ``force`` ignores the poll schedule (never a pending ``Retry-After``, never
+    a gone source). HTTP goes through Signal's own httpx clients unless ``client`` (a
+    ready ``httpx.AsyncClient``, left open) or ``transport`` (e.g. ``httpx.MockTransport``)
+    is given; ``ssl_context`` replaces certifi's CA bundle and ``resolver`` the system's
+    name resolution for Signal's clients. ``clock`` is injectable for tests.
+    """
+    sources = _select(config, source_ids)
+    db_path = Path(database) if database is not None else config.settings.database
+    started_at = clock()
+    t0 = time.monotonic()
+    clients = _clients(config, client=client, transport=transport, resolver=resolver,
+                       ssl_context=ssl_context)
+    own_parser = parser is None
+    pool = parser or ParserPool()
+    try:
+        # The write lock is taken once on opening, off the event loop: a database another
+        # program holds fails here, after the busy timeout, before any source is fetched.
+        store = await asyncio.to_thread(Store, db_path,
+                                        busy_timeout=config.settings.busy_timeout,
+                                        check_writable=True)
+        with store:
+            reports = await _run_async(config, store, sources, clients, force=force,
+                                       clock=clock, parser=pool, progress=progress)
+    finally:
+        if own_parser:
+            pool.close()
+    report = RunReport(sources=tuple(reports), started_at=started_at,
+                       duration=time.monotonic() - t0, database=str(db_path))
+    log.info("run finished at %s: %s", format_time(clock()), report.totals)
+    return report
 
 
 def run_fetch(
@@ -312,34 +379,15 @@ def run_fetch(
     resolver: Resolver | None = None,
     progress: Callable[[Progress], None] | None = None,
     parser: ParserPool | None = None,
+    transport: httpx.AsyncBaseTransport | None = None,
+    client: httpx.AsyncClient | None = None,
+    ssl_context: ssl.SSLContext | None = None,
 ) -> RunReport:
-    """Fetch the due sources of ``config`` into the database and return the report.
-
-    ``database`` overrides the configured path; ``source_ids`` limits the run to those
-    sources; ``force`` ignores the poll schedule (never a pending ``Retry-After``, never
-    a gone source). ``clock`` and ``resolver`` are injectable for tests.
-    """
-    sources = _select(config, source_ids)
-    db_path = Path(database) if database is not None else config.settings.database
-    started_at = clock()
-    t0 = time.monotonic()
-    own_parser = parser is None
-    pool = parser or ParserPool()
-    # The write lock is taken once on opening: a database another program holds fails
-    # here, after the busy timeout, before any source is fetched.
-    with Store(db_path, busy_timeout=config.settings.busy_timeout,
-               check_writable=True) as store:
-        try:
-            reports = asyncio.run(_run_async(config, store, sources, force=force, clock=clock,
-                                             resolver=resolver, parser=pool,
-                                             progress=progress))
-        finally:
-            if own_parser:
-                pool.close()
-    report = RunReport(sources=tuple(reports), started_at=started_at,
-                       duration=time.monotonic() - t0, database=str(db_path))
-    log.info("run finished at %s: %s", format_time(clock()), report.totals)
-    return report
+    """:func:`fetch_sources` in an event loop of its own (for callers without one)."""
+    return asyncio.run(fetch_sources(
+        config, database=database, source_ids=source_ids, force=force, clock=clock,
+        resolver=resolver, progress=progress, parser=parser, transport=transport,
+        client=client, ssl_context=ssl_context))
 
 
 def parse_files(paths: Sequence[Path], *, source_id: str = "local",

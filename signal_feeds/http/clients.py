@@ -1,0 +1,141 @@
+"""What carries a request: the HTTP client layout of a run.
+
+httpcore's pool walks all its connections and queued requests on every assignment
+(encode/httpx#3215), so one client with 50 connections spends more CPU on bookkeeping
+than on HTTP. Signal's default layout, :class:`TransportPool`, is many one-connection
+transports (:class:`~signal_feeds.http.transport.SignalTransport`) sharing one TLS
+context, one resolver and one proxy table: a request leases an idle transport whose
+connection already goes to its origin (keep-alive), else a new one up to ``size``, else
+the least recently used idle one (whose old connection httpcore closes). Every step is
+constant time. Requests go to the transport's public ``handle_async_request``: Signal
+follows redirects itself, so a client's redirect handling has nothing to add (and it
+would parse every ``Location`` eagerly, failing on ``javascript:`` before Signal could
+refuse it by name). The figures behind the choice are in benchmarks/README.md, "HTTP
+client layout" (``benchmarks/http_layout.py``).
+
+:class:`SharedClient` is the other layout: every request through one client, the
+caller's own (an ``httpx.AsyncClient``, perhaps around an ``httpx.MockTransport``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ssl
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Protocol
+
+import httpx
+
+from signal_feeds.http.addresses import Resolver, is_private_address
+from signal_feeds.http.transport import ProxyRoutes, SignalTransport, TlsContext
+
+__all__ = ["Clients", "Send", "SharedClient", "TransportPool", "new_client"]
+
+_Origin = tuple[str, str, int | None]
+#: Sends one request; the response's body is streamed (read it, then ``aclose()``).
+Send = Callable[[httpx.Request], Awaitable[httpx.Response]]
+
+
+def new_client(transport: httpx.AsyncBaseTransport) -> httpx.AsyncClient:
+    """A client as Signal uses one: no redirects followed (Signal follows them itself),
+    nothing taken from the environment (proxies are the transport's business; no
+    ``.netrc`` credentials for a reviewed feed host)."""
+    return httpx.AsyncClient(transport=transport, follow_redirects=False, trust_env=False)
+
+
+class Clients(Protocol):
+    """Hands out what sends one request."""
+
+    def lease(self, url: httpx.URL) -> contextlib.AbstractAsyncContextManager[Send]:
+        """``async with clients.lease(url) as send:`` for one request to ``url``."""
+        ...
+
+    async def aclose(self) -> None:
+        """Close what this object opened."""
+        ...
+
+
+class SharedClient:
+    """Every request through one client. ``owned``: close it in :meth:`aclose`."""
+
+    def __init__(self, client: httpx.AsyncClient, *, owned: bool = False) -> None:
+        self.client = client
+        self._owned = owned
+
+    @contextlib.asynccontextmanager
+    async def lease(self, url: httpx.URL) -> AsyncIterator[Send]:
+        """The shared client's ``send``, streaming."""
+        yield self._send
+
+    async def _send(self, request: httpx.Request) -> httpx.Response:
+        return await self.client.send(request, stream=True, follow_redirects=False)
+
+    async def aclose(self) -> None:
+        """Close the client if this object made it."""
+        if self._owned:
+            await self.client.aclose()
+
+
+class TransportPool:
+    """One-connection transports, kept per origin while idle (see the module docstring).
+
+    ``size`` is the number of transports kept (the run's concurrency): more are made
+    only if more requests than that are in flight at once.
+    """
+
+    def __init__(self, size: int, *, resolver: Resolver | None = None,
+                 ssl_context: ssl.SSLContext | None = None, proxy: str = "",
+                 is_private: Callable[[str], bool] = is_private_address) -> None:
+        self.size = size
+        self._resolver = resolver
+        self._tls = TlsContext(ssl_context)  # shared: built once, on the first https hop
+        self._proxies = ProxyRoutes.from_setting(proxy)
+        self._is_private = is_private
+        self._idle: dict[_Origin, list[SignalTransport]] = {}
+        # Idle clients, least recently used first, with the origin they are kept for.
+        self._lru: OrderedDict[SignalTransport, _Origin] = OrderedDict()
+        self._all: list[SignalTransport] = []
+
+    def _new(self) -> SignalTransport:
+        client = SignalTransport(
+            connections=1, resolver=self._resolver, tls=self._tls, proxies=self._proxies,
+            is_private=self._is_private)
+        self._all.append(client)
+        return client
+
+    def _take(self, origin: _Origin) -> SignalTransport:
+        same = self._idle.get(origin)
+        if same:
+            client = same.pop()
+            if not same:
+                del self._idle[origin]
+            del self._lru[client]
+            return client
+        if len(self._all) < self.size or not self._lru:
+            return self._new()
+        client, old = self._lru.popitem(last=False)
+        kept = self._idle[old]
+        kept.remove(client)
+        if not kept:
+            del self._idle[old]
+        return client
+
+    @contextlib.asynccontextmanager
+    async def lease(self, url: httpx.URL) -> AsyncIterator[Send]:
+        """A transport for one request to ``url``; back to the idle set afterwards."""
+        origin = (url.scheme, url.host, url.port)
+        client = self._take(origin)
+        try:
+            yield client.handle_async_request
+        finally:
+            self._idle.setdefault(origin, []).append(client)
+            self._lru[client] = origin
+
+    async def aclose(self) -> None:
+        """Close every transport and its connection."""
+        clients, self._all = self._all, []
+        self._idle.clear()
+        self._lru.clear()
+        for client in clients:
+            await client.aclose()

@@ -1,0 +1,250 @@
+"""What only real sockets on 127.0.0.1 show about the httpx layer: proxies, international
+names, resolver failures, the per-host limit across redirects, the deadline around name
+resolution, and the async API inside a caller's own event loop."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+from conftest import FIXTURES, make_config
+from scenario_server import ScenarioServer
+
+import signal_feeds
+from signal_feeds import run_fetch
+
+FEED = (FIXTURES / "demo-rss.xml").read_bytes()
+
+
+class ForwardingProxy:
+    """A plain-HTTP forwarding proxy: reads an absolute-form request, records its target,
+    sends it on in origin form with ``Connection: close`` and relays the answer."""
+
+    def __init__(self) -> None:
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        self.targets: list[str] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        with conn:
+            head = b""
+            while b"\r\n\r\n" not in head:
+                data = conn.recv(65536)
+                if not data:
+                    return
+                head += data
+            request_line, *header_lines = head.split(b"\r\n\r\n", 1)[0].split(b"\r\n")
+            method, target, version = request_line.decode("latin-1").split(" ")
+            self.targets.append(target)
+            parts = urlsplit(target)
+            path = parts.path + (f"?{parts.query}" if parts.query else "")
+            kept = [line for line in header_lines
+                    if not line.lower().startswith((b"connection:", b"proxy-"))]
+            upstream_head = b"\r\n".join(
+                [f"{method} {path} {version}".encode(), *kept, b"Connection: close"])
+            with socket.create_connection((parts.hostname, parts.port or 80)) as upstream:
+                upstream.sendall(upstream_head + b"\r\n\r\n")
+                while data := upstream.recv(65536):
+                    conn.sendall(data)
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+@pytest.fixture
+def proxy() -> Iterator[ForwardingProxy]:
+    server = ForwardingProxy()
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def no_proxy_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.lower(), raising=False)
+
+
+@pytest.mark.usefixtures("no_proxy_env")
+def test_http_proxy_from_the_environment(server: ScenarioServer, proxy: ForwardingProxy,
+                                         db_path: Path, monkeypatch: pytest.MonkeyPatch
+                                         ) -> None:
+    url = server.url("/feeds/demo-rss.xml")
+    monkeypatch.setenv("HTTP_PROXY", proxy.url)
+    rep = run_fetch(make_config(db_path, {"s": url}), force=True).get("s")
+    assert (rep.status, rep.created) == ("fetched", 3), rep
+    assert proxy.targets == [url]  # absolute form: the proxy was asked for the feed
+    assert "signal" in (server.requests_for("/feeds/demo-rss.xml")[0].header("User-Agent")
+                        or "").lower()
+
+
+@pytest.mark.usefixtures("no_proxy_env")
+def test_no_proxy_bypasses_the_proxy(server: ScenarioServer, proxy: ForwardingProxy,
+                                     db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HTTP_PROXY", proxy.url)
+    monkeypatch.setenv("NO_PROXY", "example.org,127.0.0.1")
+    rep = run_fetch(make_config(db_path, {"s": server.url("/feeds/demo-rss.xml")}),
+                    force=True).get("s")
+    assert rep.status == "fetched" and proxy.targets == []
+
+
+@pytest.mark.usefixtures("no_proxy_env")
+def test_proxy_setting_overrides_the_environment(server: ScenarioServer,
+                                                 proxy: ForwardingProxy, db_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    url = server.url("/feeds/demo-atom.xml")
+    rep = run_fetch(make_config(db_path, {"s": url}, proxy=proxy.url), force=True).get("s")
+    assert rep.status == "fetched" and proxy.targets == [url]
+    # "direct" turns a proxy in the environment off.
+    monkeypatch.setenv("HTTP_PROXY", proxy.url)
+    rep = run_fetch(make_config(db_path, {"s": url}, proxy="direct"), force=True).get("s")
+    assert rep.status in ("fetched", "not_modified") and proxy.targets == [url]
+
+
+def test_proxy_setting_is_validated() -> None:
+    with pytest.raises(signal_feeds.ConfigError,
+                       match=r"\[settings\]: proxy: must be an http:// or https://"):
+        signal_feeds.parse_config('[settings]\nproxy = "socks5://127.0.0.1:1080"\n')
+    config = signal_feeds.parse_config('[settings]\nproxy = "http://proxy.internal:3128"\n')
+    assert config.settings.proxy == "http://proxy.internal:3128"
+
+
+def test_an_international_name_goes_out_in_idna(server: ScenarioServer, db_path: Path
+                                                ) -> None:
+    asked: list[str] = []
+
+    async def resolve(host: str) -> list[str]:
+        asked.append(host)
+        return ["127.0.0.1"]
+
+    port = urlsplit(server.base_url).port
+    url = f"http://bücher.example:{port}/feeds/demo-rss.xml"
+    rep = run_fetch(make_config(db_path, {"idn": url}), force=True, resolver=resolve).get("idn")
+    assert (rep.status, rep.created) == ("fetched", 3), rep
+    assert asked == ["xn--bcher-kva.example"]
+    (request,) = server.requests_for("/feeds/demo-rss.xml")
+    assert request.header("Host") == f"xn--bcher-kva.example:{port}"
+
+
+def test_a_64_character_label_is_a_clear_error(db_path: Path) -> None:
+    host = "a" * 64 + ".example"
+    config = signal_feeds.parse_config(
+        f'[settings]\ndatabase = "{db_path}"\n\n[[sources]]\nid = "long"\n'
+        f'url = "https://{host}/feed.xml"\n')
+    rep = run_fetch(config, force=True).get("long")  # the system resolver
+    assert rep.status == "failed"
+    assert rep.error.startswith(f"cannot connect: cannot resolve host '{host}'"), rep.error
+    assert "internal error" not in rep.error
+
+
+class _CountingHandler(BaseHTTPRequestHandler):
+    """``/hop/N`` redirects to ``http://final.example:PORT/feed/N``; ``/feed/N`` answers
+    after a pause. Counts requests in flight by ``Host``."""
+
+    protocol_version = "HTTP/1.1"
+    lock = threading.Lock()
+    in_flight: dict[str, int] = {}
+    peak: dict[str, int] = {}
+
+    def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+        host = (self.headers.get("Host") or "").split(":")[0]
+        cls = type(self)
+        with cls.lock:
+            cls.in_flight[host] = cls.in_flight.get(host, 0) + 1
+            cls.peak[host] = max(cls.peak.get(host, 0), cls.in_flight[host])
+        try:
+            if self.path.startswith("/hop/"):
+                port = self.server.server_address[1]
+                target = f"http://final.example:{port}/feed/{self.path.rsplit('/', 1)[1]}"
+                self.send_response(302)
+                self.send_header("Location", target)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            time.sleep(0.3)  # long enough for every source to be waiting at once
+            self.send_response(200)
+            self.send_header("Content-Type", "application/rss+xml")
+            self.send_header("Content-Length", str(len(FEED)))
+            self.end_headers()
+            self.wfile.write(FEED)
+        finally:
+            with cls.lock:
+                cls.in_flight[host] -= 1
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+def test_per_host_counts_every_hop(db_path: Path) -> None:
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _CountingHandler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        port = httpd.server_address[1]
+
+        async def resolve(host: str) -> list[str]:
+            return ["127.0.0.1"]
+
+        sources = {f"s{i}": f"http://h{i}.example:{port}/hop/{i}" for i in range(8)}
+        config = make_config(db_path, sources, per_host=2, concurrency=8)
+        report = run_fetch(config, force=True, resolver=resolve)
+        assert [r.status for r in report.sources] == ["fetched"] * 8, report.sources
+        assert _CountingHandler.peak["final.example"] == 2
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+def test_a_slow_resolver_is_inside_the_deadline(db_path: Path) -> None:
+    events: list[str] = []
+
+    async def slow(host: str) -> list[str]:
+        events.append(f"start {host}")
+        try:
+            await asyncio.sleep(3)
+        except asyncio.CancelledError:
+            events.append(f"cancelled {host}")
+            raise
+        events.append(f"answered {host}")
+        return ["127.0.0.1"]
+
+    sources = {f"s{i}": f"http://slow{i}.example/feed.xml" for i in range(3)}
+    report = run_fetch(make_config(db_path, sources, deadline=1.0, concurrency=3),
+                       force=True, resolver=slow)
+    for rep in report.sources:
+        assert rep.status == "failed"
+        assert rep.error == "no complete response within the 1 s deadline", rep.error
+    # Concurrent, not one after another: every lookup had started before the first was
+    # cut off by its deadline, and none ran to its end.
+    assert [e.split()[0] for e in events] == ["start"] * 3 + ["cancelled"] * 3, events
+
+
+def test_the_async_api_runs_in_the_callers_loop(server: ScenarioServer, tmp_path: Path
+                                                ) -> None:
+    feeds = {"rss": server.url("/feeds/demo-rss.xml"),
+             "atom": server.url("/feeds/demo-atom.xml")}
+
+    async def main() -> list[signal_feeds.RunReport]:
+        # Two runs at once in one loop: fetch_sources never starts a loop of its own.
+        return list(await asyncio.gather(
+            signal_feeds.fetch_sources(make_config(tmp_path / "a.db", feeds), force=True),
+            signal_feeds.fetch_sources(make_config(tmp_path / "b.db", feeds), force=True)))
+
+    for report in asyncio.run(main()):
+        assert {(r.source, r.status, r.created) for r in report.sources} == {
+            ("rss", "fetched", 3), ("atom", "fetched", 2)}

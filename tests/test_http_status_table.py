@@ -1,0 +1,143 @@
+"""The status table through ``httpx.MockTransport``: what each answer means for a source.
+
+No socket matters here, so no server: the transport answers from a table, as a library
+user's own tests would (README, "Testing with httpx.MockTransport").
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+from email.utils import format_datetime
+from pathlib import Path
+
+import httpx
+import pytest
+from conftest import FIXTURES, Clock, make_config
+
+from signal_feeds import run_fetch
+
+FEED = (FIXTURES / "demo-rss.xml").read_bytes()
+RSS = {"Content-Type": "application/rss+xml", "ETag": '"v1"'}
+URL = "https://feeds.example/feed.xml"
+
+Handler = Callable[[httpx.Request], httpx.Response]
+
+
+def table(answers: dict[str, httpx.Response]) -> tuple[httpx.MockTransport, list[str]]:
+    """A transport answering by URL; records every URL asked, in order."""
+    seen: list[str] = []
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        seen.append(str(request.url))
+        return answers.get(str(request.url), httpx.Response(404))
+
+    return httpx.MockTransport(handle), seen
+
+
+def moved(status: int, to: str) -> httpx.Response:
+    return httpx.Response(status, headers={"Location": to})
+
+
+def test_200_then_304_with_the_validators_sent_back(db_path: Path) -> None:
+    requests: list[httpx.Request] = []
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        requests.append(request)
+        if request.headers.get("If-None-Match") == '"v1"':
+            return httpx.Response(304, headers={"ETag": '"v1"'})
+        return httpx.Response(200, headers=RSS, content=FEED)
+
+    config = make_config(db_path, {"s": URL})
+    transport = httpx.MockTransport(handle)
+    first = run_fetch(config, force=True, transport=transport).get("s")
+    assert (first.status, first.http_status, first.created) == ("fetched", 200, 3)
+    second = run_fetch(config, force=True, transport=transport).get("s")
+    assert (second.status, second.http_status) == ("not_modified", 304)
+    assert requests[0].headers.get("If-None-Match") is None
+    assert "signal" in requests[0].headers["User-Agent"].lower()
+
+
+@pytest.mark.parametrize(("statuses", "outcome"), [
+    ((301,), "moved"), ((308,), "moved"), ((301, 308), "moved"),
+    ((302,), "fetched"), ((307,), "fetched"), ((301, 302), "moved"), ((302, 301), "fetched"),
+])
+def test_redirect_chains(db_path: Path, statuses: tuple[int, ...], outcome: str) -> None:
+    hops = [f"https://hop{i}.example/feed.xml" for i in range(len(statuses))] + [
+        "https://final.example/feed.xml"]
+    answers = {hops[i]: moved(status, hops[i + 1]) for i, status in enumerate(statuses)}
+    answers[hops[-1]] = httpx.Response(200, headers=RSS, content=FEED)
+    transport, seen = table(answers)
+    rep = run_fetch(make_config(db_path, {"s": hops[0]}), force=True,
+                    transport=transport).get("s")
+    assert (rep.status, rep.created) == (outcome, 3), rep
+    assert seen == hops
+    # Only an unbroken run of permanent redirects from the start moves the source.
+    permanent = 0
+    for status in statuses:
+        if status not in (301, 308):
+            break
+        permanent += 1
+    assert rep.moved_to == (hops[permanent] if permanent else "")
+
+
+@pytest.mark.parametrize(("status", "outcome", "error"), [
+    (404, "failed", "HTTP 404 Not Found"),
+    (410, "gone", "410 Gone"),
+    (500, "failed", "HTTP 500 Internal Server Error"),
+])
+def test_error_statuses(db_path: Path, status: int, outcome: str, error: str) -> None:
+    transport, _ = table({URL: httpx.Response(status)})
+    rep = run_fetch(make_config(db_path, {"s": URL}), force=True, transport=transport).get("s")
+    assert (rep.status, rep.http_status) == (outcome, status)
+    assert error in rep.error
+
+
+@pytest.mark.parametrize("status", [429, 503])
+@pytest.mark.parametrize("as_date", [False, True])
+def test_retry_after(db_path: Path, status: int, as_date: bool) -> None:
+    clock = Clock()
+    when = clock.now + dt.timedelta(seconds=120)
+    value = format_datetime(when, usegmt=True) if as_date else "120"
+    transport, seen = table({URL: httpx.Response(status, headers={"Retry-After": value})})
+    config = make_config(db_path, {"s": URL})
+    rep = run_fetch(config, clock=clock, force=True, transport=transport).get("s")
+    assert (rep.status, rep.http_status, rep.retry_after) == ("retry_later", status, when)
+    clock.advance(60)
+    again = run_fetch(config, clock=clock, force=True, transport=transport).get("s")
+    assert again.status == "retry_later" and len(seen) == 1  # not asked again before it
+
+
+@pytest.mark.parametrize("private", ["127.0.0.1", "10.0.0.7", "[::1]", "169.254.169.254"])
+def test_redirect_to_a_private_address_is_refused(db_path: Path, private: str) -> None:
+    target = f"http://{private}/latest/meta-data/"
+    transport, seen = table({URL: moved(302, target)})
+    rep = run_fetch(make_config(db_path, {"s": URL}), force=True, transport=transport).get("s")
+    assert rep.status == "failed"
+    assert f"private or loopback one ({private.strip('[]')}) refused" in rep.error, rep.error
+    assert seen == [URL]  # the private address was never asked
+
+
+def test_redirect_loop(db_path: Path) -> None:
+    other = "https://feeds.example/other.xml"
+    transport, seen = table({URL: moved(302, other), other: moved(302, URL)})
+    rep = run_fetch(make_config(db_path, {"s": URL}), force=True, transport=transport).get("s")
+    assert rep.status == "failed" and f"redirect loop at {URL}" in rep.error
+    assert seen == [URL, other]
+
+
+def test_too_many_redirects(db_path: Path) -> None:
+    hops = [f"https://feeds.example/{i}.xml" for i in range(8)]
+    transport, seen = table({hops[i]: moved(302, hops[i + 1]) for i in range(7)})
+    rep = run_fetch(make_config(db_path, {"s": hops[0]}, max_redirects=3), force=True,
+                    transport=transport).get("s")
+    assert rep.status == "failed" and "more than 3 redirects" in rep.error
+    assert len(seen) == 4
+
+
+def test_a_ready_client_is_used_and_left_open(db_path: Path) -> None:
+    transport, seen = table({URL: httpx.Response(200, headers=RSS, content=FEED)})
+    client = httpx.AsyncClient(transport=transport)
+    rep = run_fetch(make_config(db_path, {"s": URL}), force=True, client=client).get("s")
+    assert (rep.status, rep.created) == ("fetched", 3)
+    assert seen == [URL] and not client.is_closed
