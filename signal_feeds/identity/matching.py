@@ -14,10 +14,11 @@ marker column per detection channel, with the decisions made here:
 Within a channel, rows from different sources that match are linked; a cluster is a
 connected group of linked rows and its canonical row is the original: the earliest by
 the entry's own date (published, else updated, else when Signal first saw it), ties
-going to the source listed first in the config (:func:`canonical_order`). The order does not depend on which source was fetched first,
-so every run over the same feeds chooses the same rows, and a later report never
-displaces the post it reports on. Every other member's marker names the canonical row,
-so a marker always points at a row earlier in that one total order, and chains end.
+going to the source listed first in the config (:func:`canonical_order`). The order
+does not depend on which source was fetched first, so every run over the same dated
+feeds chooses the same rows, and a later report never displaces the post it reports
+on. Every other member's marker names the canonical row, so a marker always points at
+a row earlier in that one total order, and chains end.
 
 Parser processes import this module to compute :class:`MatchKeys` next to the parse,
 without importing the store; the store's dedupe SQL applies the same decisions.
