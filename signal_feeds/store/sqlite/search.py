@@ -123,8 +123,12 @@ def search_keys(conn: sqlite3.Connection, query: str, *, where: Sequence[str],
                 args: Sequence[Any], limit: int) -> list[tuple[int, float]]:
     """(seq, bm25 score) of the best ``limit`` matches whose entry meets every ``where``
     condition (SQL over ``entries`` columns), best first."""
+    # CROSS JOIN keeps the index as the outer loop: hits come out best first and the
+    # scan stops after ``limit`` that pass the filters. With a plain JOIN and a source
+    # filter, SQLite walks the source's entries and runs the full-text query once for
+    # each of them, then sorts.
     sql = (f"SELECT {FTS_TABLE}.rowid, {FTS_TABLE}.rank FROM {FTS_TABLE} "
-           f"JOIN entries ON entries.seq = {FTS_TABLE}.rowid "
+           f"CROSS JOIN entries ON entries.seq = {FTS_TABLE}.rowid "
            f"WHERE {FTS_TABLE} MATCH ?")
     for condition in where:
         sql += f" AND {condition}"
