@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import sqlite3
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -222,3 +223,18 @@ def test_a_version_5_database_gets_the_index_and_the_new_columns(
     fetch("blog", rss({"guid": "2", "title": "Museum day", "link": "https://b.example/2"}))
     with Store(db_path) as store:
         assert len(store.search("museum")) == 2
+
+
+def test_the_readme_search_examples_run_as_printed(fetch: Fetch, db_path: Path) -> None:
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    section = readme.split("\n## Searching\n", 1)[1].split("\n## ", 1)[0]
+    commands = [line.split("  #", 1)[0] for line in section.splitlines()
+                if line.startswith("signal search")]
+    assert len(commands) >= 5
+    fetch("blog", rss({"guid": "1", "title": "Harvest festival release",
+                       "link": "https://b.example/1", "description": STORY,
+                       "date": "Mon, 02 Mar 2026 10:00:00 GMT"}))
+    for command in commands:
+        args = shlex.split(command)[1:]
+        result = invoke(*args, "--db", str(db_path))
+        assert result.exit_code == 0, (command, result.output)
