@@ -23,7 +23,7 @@ from signal_feeds.store.fulltext import DEFAULT_SEARCH_LIMIT
 __all__ = ["search"]
 
 
-@click.command(short_help="Full-text search over titles, summaries and contents.")
+@click.command(short_help="Search the entries by their words.")
 @click.argument("query", required=False)
 @config_option
 @db_option

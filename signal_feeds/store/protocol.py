@@ -33,6 +33,7 @@ from signal_feeds.records import (
     StoredEntry,
     StoredVersion,
 )
+from signal_feeds.store.fulltext import DEFAULT_SEARCH_LIMIT
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -167,7 +168,7 @@ class FeedStore(Protocol):
         ...
 
     def search(self, query: str, *, source_id: str | None = None,
-               since: str | None = None, limit: int = 20,
+               since: str | None = None, limit: int = DEFAULT_SEARCH_LIMIT,
                include_duplicates: bool = False) -> list[SearchHit]:
         """Entries whose title, summary or content match ``query``, best first.
 

@@ -23,6 +23,7 @@ from signal_feeds.records import (
     StoredEntry,
     StoredVersion,
 )
+from signal_feeds.store.fulltext import DEFAULT_SEARCH_LIMIT
 from signal_feeds.store.protocol import TABLES, DedupeReport, DuplicateLink, Table
 from signal_feeds.store.sqlite import dedupe, queries, search, writing
 from signal_feeds.store.sqlite.connection import DEFAULT_BUSY_TIMEOUT, Connection
@@ -179,7 +180,7 @@ class Store:
                                        limit=limit, include_duplicates=include_duplicates)
 
     def search(self, query: str, *, source_id: str | None = None,
-               since: str | None = None, limit: int = 20,
+               since: str | None = None, limit: int = DEFAULT_SEARCH_LIMIT,
                include_duplicates: bool = False) -> list[SearchHit]:
         """Entries matching an FTS5 ``query``, best (bm25) first, each with a
         snippet; :class:`~signal_feeds.errors.QueryError` for bad syntax (see the
