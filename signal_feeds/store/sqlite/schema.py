@@ -197,4 +197,8 @@ def _upgrade_to_v6(conn: sqlite3.Connection) -> None:
         if sql is not None and ENTRY_ORDER_EXPR not in sql[0]:
             conn.execute(f"DROP INDEX {name}")  # built on the version-2 order
         conn.execute(f"CREATE INDEX IF NOT EXISTS {name} ON {_V2_INDEXES[name]}")
+    # A search checks each full-text match against the reading filters: from this
+    # index alone, without reading the entry's row (its summary and content).
+    conn.execute("CREATE INDEX IF NOT EXISTS entries_search_filter "
+                 "ON entries (seq, duplicate_of, source_id)")
     create_search_index(conn)
