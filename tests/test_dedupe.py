@@ -435,7 +435,7 @@ def test_a_version_1_database_is_upgraded_in_place(tmp_path: Path) -> None:
         pass
     with sqlite3.connect(db) as conn:  # turn it back into what version 1 wrote
         for name in [*_V2_INDEXES, "entries_dup_link", "entries_dup_title",
-                     "entries_dup_text"]:
+                     "entries_dup_text", "entries_search_filter"]:
             conn.execute(f"DROP INDEX {name}")
         for column in ("match_url", "norm_title", "dup_link", "dup_title", "dup_text",
                        "duplicate_of", "text_tokens"):
