@@ -23,7 +23,7 @@ __version__ = "0.1.0"
 _EXPORTS = {
     "config.source_list": ["Config", "Settings", "Source", "load_config", "parse_config"],
     "errors": ["ConfigError", "ContradictionError", "FetchError", "ParseError",
-               "SignalError", "StoreError"],
+               "QueryError", "SignalError", "StoreError"],
     "identity.keys": ["EntryRow", "Identified", "digest", "entry_key", "identify",
                  "metadata_fingerprint"],
     "config.opml": ["ImportReport"],
@@ -35,8 +35,9 @@ _EXPORTS = {
     "records": ["ApplyCounts", "FetchRecord", "SourceState", "StoredEntry", "StoredVersion"],
     "store": ["Store"],
     "store.protocol": ["DedupeReport", "FeedStore"],
-    "store.reading": ["entry_history", "export_entries", "list_entries", "lookup"],
-    "store.views": ["EntryHistory", "EntryView", "LookupResult"],
+    "store.reading": ["entry_history", "export_entries", "list_entries", "lookup",
+                      "search_entries"],
+    "store.views": ["EntryHistory", "EntryView", "LookupResult", "SearchHit"],
 }
 _WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
 
@@ -61,7 +62,9 @@ __all__ = [
     "ParsedEntry",
     "ParsedFeed",
     "Progress",
+    "QueryError",
     "RunReport",
+    "SearchHit",
     "Settings",
     "SignalError",
     "Source",
@@ -86,6 +89,7 @@ __all__ = [
     "parse_feed",
     "parse_files",
     "run_fetch",
+    "search_entries",
 ]
 
 
@@ -111,6 +115,7 @@ if TYPE_CHECKING:
         ContradictionError,
         FetchError,
         ParseError,
+        QueryError,
         SignalError,
         StoreError,
     )
@@ -135,5 +140,11 @@ if TYPE_CHECKING:
     from signal_feeds.run.pipeline import Progress, fetch_sources, parse_files, run_fetch
     from signal_feeds.store import Store
     from signal_feeds.store.protocol import DedupeReport, FeedStore
-    from signal_feeds.store.reading import entry_history, export_entries, list_entries, lookup
-    from signal_feeds.store.views import EntryHistory, EntryView, LookupResult
+    from signal_feeds.store.reading import (
+        entry_history,
+        export_entries,
+        list_entries,
+        lookup,
+        search_entries,
+    )
+    from signal_feeds.store.views import EntryHistory, EntryView, LookupResult, SearchHit

@@ -12,6 +12,7 @@ __all__ = [
     "ContradictionError",
     "FetchError",
     "ParseError",
+    "QueryError",
     "SignalError",
     "StoreError",
 ]
@@ -58,6 +59,16 @@ class ConfigError(SignalError):
         if self.source_id is not None and not self._located:
             where.append(f"source {self.source_id!r}")
         return ": ".join([*where, self.message])
+
+
+class QueryError(ConfigError):
+    """Something the user typed to read the aggregate is not valid: a search expression
+    with bad syntax, a key prefix that is too short or matches several entries. A usage
+    error (the command exits 2); ``query`` is the text as given."""
+
+    def __init__(self, message: str, *, query: str) -> None:
+        super().__init__(message)
+        self.query = query
 
 
 class FetchError(SignalError):

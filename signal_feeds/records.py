@@ -42,6 +42,9 @@ class SourceState:
     last_error: str = ""
     moved_to: str = ""
     gone: bool = False
+    #: The feed's own title (``<channel><title>`` / ``<feed><title>``) from the last
+    #: parsed body; what an export calls the source when the config gives no title.
+    feed_title: str = ""
 
     @property
     def request_url(self) -> str:
@@ -66,6 +69,7 @@ class FetchRecord:
     duration_ms: float = 0.0
     bytes: int = 0
     #: Why entries were skipped (:attr:`Identified.skip_reasons`); empty when none were.
+    #: Stored in ``fetches.skip_reasons`` as a JSON array of strings (``[]``: none).
     skip_reasons: tuple[str, ...] = ()
 
 

@@ -22,6 +22,7 @@ from signal_feeds import Store, digest, run_fetch
 from signal_feeds.cli.commands import cli
 from signal_feeds.identity.matching import (
     POSTED_TOKENS,
+    UNLISTED_RANK,
     DedupeRow,
     _window_hash,
     _words,
@@ -216,15 +217,29 @@ def test_an_update_drops_the_postings_of_an_entry_written_before_the_cap(
         assert tokens == list(unpack_tokens(blob)[:POSTED_TOKENS])
 
 
-def _row(key: str, source: str, seen: str, title: str = "", moment: str = "") -> DedupeRow:
+def _row(key: str, source: str, seen: str, title: str = "", moment: str = "",
+         rank: int = UNLISTED_RANK) -> DedupeRow:
     return DedupeRow(key=key, source_id=source, first_seen_at=seen, moment=moment or seen,
-                     match_url="", norm_title=normalize_title(title), shingles=frozenset())
+                     match_url="", norm_title=normalize_title(title), shingles=frozenset(),
+                     rank=rank)
 
 
-def test_canonical_is_oldest_then_smallest_key_and_clusters_are_connected() -> None:
+def test_canonical_is_earliest_dated_then_first_listed_then_smallest_key() -> None:
     rows = [_row("b", "s1", "2026-01-01T00:00:00Z"), _row("a", "s2", "2026-01-02T00:00:00Z"),
             _row("c", "s3", "2026-01-01T00:00:00Z")]
-    assert canonical_key(rows) == "b"  # first seen wins over the smaller key
+    assert canonical_key(rows) == "b"  # the earlier date wins over the smaller key
+    # The entry's own date, not when Signal first saw it: a report seen first loses to
+    # the original post dated before it.
+    report = _row("r", "planet", "2026-01-01T00:00:00Z", moment="2026-01-05T00:00:00Z")
+    original = _row("o", "blog", "2026-01-09T00:00:00Z", moment="2026-01-04T00:00:00Z")
+    assert canonical_key([report, original]) == "o"
+    # Same date: the source listed first in the config, whatever the keys.
+    same = "2026-01-04T00:00:00Z"
+    assert canonical_key([_row("a", "s1", same, rank=1), _row("z", "s2", same, rank=0)]) == "z"
+    assert canonical_key([_row("a", "s1", same), _row("z", "s2", same, rank=5)]) == "z"
+
+
+def test_clusters_are_connected_groups() -> None:
     links = {"a": ["b"], "b": ["a", "c"], "c": ["b"], "d": []}
     assert sorted(map(sorted, clusters("abcd", links.__getitem__))) == [["a", "b", "c"], ["d"]]
 
@@ -280,24 +295,55 @@ def test_one_story_in_three_sources_is_three_rows_shown_once(fetch: Fetch,
         publisher: "", mirror: publisher, planet: publisher}
 
 
-def test_a_newer_source_never_becomes_canonical(fetch: Fetch, db_path: Path) -> None:
-    # "zz-late" is first seen; "aa-early" arrives later with an earlier date and a
-    # smaller key. First seen decides, so the canonical row stays the one from "zz-late".
+def test_the_original_post_is_canonical_even_when_seen_after_the_report(
+        fetch: Fetch, db_path: Path) -> None:
+    # The report ("planet") is fetched first; the original ("blog") arrives later but is
+    # dated a day earlier: the original becomes canonical and the report's marker moves.
     item = {"title": "Release of version seven", "link": "https://proj.example/v7",
             "description": STORY}
-    fetch("zz-late", rss({**item, "guid": "z", "date":
-                                            "Tue, 03 Mar 2026 10:00:00 GMT"}))
-    fetch("aa-early", rss({**item, "guid": "a", "date":
-                                             "Mon, 02 Mar 2026 10:00:00 GMT"}))
-    first, second = digest(["zz-late", "z"]), digest(["aa-early", "a"])
-    assert second < first
-    assert markers(db_path)[second][3] == first
-    assert markers(db_path)[first][3] == ""
-    # The newer source edits its entry: still a duplicate, still pointing at the older.
-    fetch("aa-early", rss({**item, "guid": "a", "title": "Release of "
-                                            "version seven (updated)"}))
-    assert markers(db_path)[second][0] == first  # same link
-    assert markers(db_path)[first] == ("", "", "", "")
+    fetch("planet", rss({**item, "guid": "p", "date": "Tue, 03 Mar 2026 10:00:00 GMT"}))
+    fetch("blog", rss({**item, "guid": "b", "date": "Mon, 02 Mar 2026 10:00:00 GMT"}))
+    report, original = digest(["planet", "p"]), digest(["blog", "b"])
+    assert markers(db_path)[original] == ("", "", "", "")
+    assert markers(db_path)[report] == (original, original, original, original)
+    # The report is edited: still a duplicate of the original.
+    fetch("planet", rss({**item, "guid": "p", "title": "Release of version seven (mirror)",
+                         "date": "Tue, 03 Mar 2026 10:00:00 GMT"}))
+    assert markers(db_path)[report][0] == original  # same link
+    assert markers(db_path)[original] == ("", "", "", "")
+    with Store(db_path) as store:
+        assert store.recompute_duplicates().total_changed == 0
+
+
+def test_two_runs_in_opposite_orders_choose_the_same_canonical_rows(
+        server: ScenarioServer, tmp_path: Path, parser: ParserPool) -> None:
+    # Three sources carry the same story; "later" dates it a day after the other two,
+    # which give the same time: the date decides first, then the config's order
+    # ("zeta" is listed before "alpha"). Two databases fetch them in opposite orders.
+    item = {"title": "Release of version seven", "link": "https://proj.example/v7",
+            "description": STORY}
+    bodies = {"later": rss({**item, "guid": "l", "date": "Wed, 04 Mar 2026 10:00:00 GMT"}),
+              "alpha": rss({**item, "guid": "a", "date": "Tue, 03 Mar 2026 10:00:00 GMT"}),
+              "zeta": rss({**item, "guid": "z", "date": "Tue, 03 Mar 2026 10:00:00 GMT"})}
+    listed = ["zeta", "later", "alpha"]
+    for sid, body in bodies.items():
+        server.put(f"/{sid}.xml", body)
+    chosen = []
+    for name, fetch_order in (("one", ["later", "alpha", "zeta"]),
+                              ("two", ["zeta", "alpha", "later"])):
+        db = tmp_path / f"{name}.db"
+        with Store(db) as store:
+            assert store.set_source_order(listed)
+            assert not store.set_source_order(listed)  # unchanged: nothing written
+        for sid in fetch_order:
+            config = make_config(db, {sid: server.url(f"/{sid}.xml")})
+            assert run_fetch(config, force=True, parser=parser).ok
+        chosen.append(markers(db))
+    zeta = digest(["zeta", "z"])
+    assert chosen[0] == chosen[1]
+    assert chosen[0][zeta] == ("", "", "", "")
+    assert chosen[0][digest(["alpha", "a"])][3] == zeta
+    assert chosen[0][digest(["later", "l"])][3] == zeta
 
 
 def test_dedupe_recomputes_the_same_markers_and_twice_changes_nothing(
@@ -389,18 +435,20 @@ def test_a_version_1_database_is_upgraded_in_place(tmp_path: Path) -> None:
         pass
     with sqlite3.connect(db) as conn:  # turn it back into what version 1 wrote
         for name in [*_V2_INDEXES, "entries_dup_link", "entries_dup_title",
-                     "entries_dup_text"]:
+                     "entries_dup_text", "entries_search_filter"]:
             conn.execute(f"DROP INDEX {name}")
         for column in ("match_url", "norm_title", "dup_link", "dup_title", "dup_text",
                        "duplicate_of", "text_tokens"):
             conn.execute(f"ALTER TABLE entries DROP COLUMN {column}")
         conn.execute("DROP TABLE dedupe_text")
+        conn.execute("DROP TABLE entries_fts")  # version 1 had no search index
         conn.execute("INSERT INTO entries (id, source_id, fingerprint, first_seen_at, "
                      "last_seen_at, title) VALUES ('k', 's', 'f', 't', 't', 'kept')")
         conn.execute("PRAGMA user_version = 1")
     with Store(db) as store, own_connection(db) as conn:
         assert store.entry("k") is not None and store.entry("k").title == "kept"  # type: ignore[union-attr]
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 6
+        assert [h.entry.key for h in store.search("kept")] == ["k"]  # indexed on upgrade
         columns = {r[1] for r in conn.execute("PRAGMA table_info(entries)")}
         assert {"dup_link", "dup_title", "dup_text", "duplicate_of", "match_url",
                 "norm_title"} <= columns

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
+import datetime as dt
 import json
+import sqlite3
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -18,7 +21,9 @@ from scenario_server import ScenarioServer
 from signal_feeds import Store, digest, run_fetch
 from signal_feeds.cli.commands import cli
 from signal_feeds.config.opml import parse_opml
+from signal_feeds.errors import QueryError
 from signal_feeds.parse.processes import ParserPool
+from signal_feeds.records import FetchRecord
 from signal_feeds.store.reading import (
     entry_history,
     entry_urn,
@@ -141,7 +146,8 @@ def test_history_lists_every_version_with_when_it_was_seen(fetch: Fetch,
     missing = invoke("history", "0" * 64, "--db", str(db_path))
     assert missing.exit_code == 1 and "no entry" in missing.output
     with Store(db_path) as store:
-        assert resolve_key(store, key[:3]) is None  # too short to try
+        with pytest.raises(QueryError, match="at least 4 hex digits"):
+            resolve_key(store, key[:3])
         history = entry_history(store, key)
         assert history is not None and len(history.versions) == 2
 
@@ -218,3 +224,134 @@ def test_reading_a_missing_database_is_a_clear_error(tmp_path: Path) -> None:
     result = invoke("entries", "--db", str(tmp_path / "nothing.db"))
     assert result.exit_code == 2 and "signal fetch" in result.output
     assert not (tmp_path / "nothing.db").exists()
+
+
+# -- issue 18: dates, key prefixes, one default for library and CLI, export titles -------
+
+
+def atom(*entries: dict[str, str]) -> bytes:
+    parts = []
+    for entry in entries:
+        fields = "".join(f"<{tag}>{escape(entry[tag])}</{tag}>" for tag in
+                         ("id", "title", "published", "updated") if tag in entry)
+        parts.append(f"<entry>{fields}<link href='{escape(entry['link'])}'/></entry>")
+    return ("<?xml version='1.0' encoding='utf-8'?><feed xmlns='http://www.w3.org/2005/Atom'>"
+            "<title>Notes</title><id>urn:x:notes</id><updated>2026-03-01T00:00:00Z</updated>"
+            + "".join(parts) + "</feed>").encode()
+
+
+def test_an_entry_with_only_updated_is_listed_and_shown_by_that_date(
+        fetch: Fetch, db_path: Path) -> None:
+    # Fetched in December 2026: "old" has only <updated> (January), "new" a <published>
+    # in February. Listed by first seen, "old" would come first and pass --since.
+    fetch("notes", atom({"id": "urn:x:old", "title": "Only updated",
+                         "updated": "2026-01-10T08:00:00Z", "link": "https://n.example/old"},
+                        {"id": "urn:x:new", "title": "Published",
+                         "published": "2026-02-10T08:00:00Z", "link": "https://n.example/new"}))
+    old, new = digest(["notes", "urn:x:old"]), digest(["notes", "urn:x:new"])
+    db = ("--db", str(db_path))
+    listed = as_json("entries", *db)["entries"]
+    assert [e["id"] for e in listed] == [new, old]
+    assert [e["date"] for e in listed] == ["2026-02-10T08:00:00Z", "2026-01-10T08:00:00Z"]
+    text = invoke("entries", *db).output.splitlines()
+    assert text[1].startswith(f"{old[:12]}  2026-01-10 08:00  notes  Only updated")
+    assert [e["id"] for e in as_json("entries", *db, "--since", "2026-02-01")["entries"]] == [
+        new]
+    with Store(db_path) as store:
+        assert [e.key for e in store.entries()] == [new, old]
+
+
+def test_the_fetch_row_keeps_why_entries_were_skipped(fetch: Fetch, db_path: Path) -> None:
+    fetch("blog", rss({"guid": "kept", "title": "Kept", "link": "https://b.example/1"},
+                      {"title": "No id, a script link", "link": "javascript:alert(1)"}))
+    with sqlite3.connect(db_path) as conn:
+        skipped, reasons = conn.execute(
+            "SELECT skipped, skip_reasons FROM fetches ORDER BY id DESC").fetchone()
+    assert skipped == 1
+    assert json.loads(reasons) == [
+        "no id and no usable link (scheme javascript: is not http or https)"]
+
+
+def _two_keys_with_one_prefix(source: str) -> tuple[str, str, str]:
+    """Two remote ids whose keys start with the same 4 hex digits, and that prefix."""
+    seen: dict[str, str] = {}
+    for n in range(100_000):
+        remote = f"item-{n}"
+        prefix = digest([source, remote])[:4]
+        if prefix in seen:
+            return seen[prefix], remote, prefix
+        seen[prefix] = remote
+    raise AssertionError("no shared prefix")  # about 300 tries are enough
+
+
+def test_any_unique_prefix_of_four_hex_digits_finds_the_entry(
+        fetch: Fetch, db_path: Path) -> None:
+    first, second, shared = _two_keys_with_one_prefix("blog")
+    fetch("blog", rss({"guid": first, "title": "One", "link": "https://b.example/1"},
+                      {"guid": second, "title": "Two", "link": "https://b.example/2"}))
+    key = digest(["blog", first])
+    db = ("--db", str(db_path))
+    unique = next(n for n in range(4, 65) if key[:n] != digest(["blog", second])[:n])
+    for prefix in (key[:unique], key[:unique].upper(), key):
+        found = invoke("history", prefix, *db, "--json")
+        assert found.exit_code == 0, found.output
+        assert json.loads(found.output)["entry"]["id"] == key
+    ambiguous = invoke("history", shared, *db)
+    assert ambiguous.exit_code == 2
+    assert "ambiguous" in ambiguous.output and "Traceback" not in ambiguous.output
+    assert key in ambiguous.output and digest(["blog", second]) in ambiguous.output
+    for bad, reason in (("8ab", "at least 4 hex digits"), ("xyz1", "hexadecimal")):
+        result = invoke("history", bad, *db)
+        assert result.exit_code == 2 and reason in result.output
+    assert invoke("history", "0000" if shared != "0000" else "ffff", *db).exit_code == 1
+    assert "at least 4 hex digits" in invoke("history", "--help").output
+
+
+def test_store_entries_and_signal_entries_share_one_default(
+        aggregate: dict[str, str], db_path: Path) -> None:
+    with Store(db_path) as store:
+        library = [e.key for e in store.entries()]
+        library_all = sorted(e.key for e in store.entries(include_duplicates=True))
+    cli_default = [e["id"] for e in as_json("entries", "--db", str(db_path))["entries"]]
+    cli_all = sorted(e["id"] for e in as_json("entries", "--db", str(db_path), "--all")
+                     ["entries"])
+    assert library == cli_default == [aggregate["meta"], aggregate["publisher"],
+                                      aggregate["quiet"]]
+    assert library_all == cli_all == sorted(aggregate.values())
+
+
+def _source_titles(atom_text: str) -> set[str]:
+    ns = {"a": "http://www.w3.org/2005/Atom"}
+    root = ET.fromstring(atom_text)
+    return {t.text or "" for t in root.findall("a:entry/a:source/a:title", ns)}
+
+
+def test_the_atom_export_titles_sources_by_config_or_feed_never_by_id(
+        server: ScenarioServer, tmp_path: Path, parser: ParserPool) -> None:
+    db = tmp_path / "signal.db"
+    server.put("/blog.xml", rss({"guid": "1", "title": "A post", "link": "https://b.example/1"}))
+    config = tmp_path / "signal.toml"
+    config.write_text(f'[settings]\ndatabase = "{db}"\nmin_interval = 0\n\n'
+                      f'[[sources]]\nid = "blog"\nurl = "{server.url("/blog.xml")}"\n'
+                      'title = "Ana\'s blog"\n', encoding="utf-8")
+    assert invoke("fetch", "--config", str(config)).exit_code == 0
+    with_config = invoke("export", "--config", str(config), "--format", "atom")
+    assert with_config.exit_code == 0, with_config.output
+    assert _source_titles(with_config.output) == {"Ana's blog"}
+    # Without a config the feed's own title, as stored from its last parsed body.
+    now = dt.datetime(2026, 3, 1, tzinfo=dt.UTC)
+    with Store(db) as store:
+        state = store.source_state("blog", server.url("/blog.xml"))
+        store.save_attempt(dataclasses.replace(state, feed_title="The blog's own title"),
+                           FetchRecord(source_id="blog", started_at=now, url=state.url,
+                                       outcome="fetched"))
+        assert _source_titles(export_entries(store, format="atom")) == {
+            "The blog's own title"}
+    # Neither: no title at all, never the id posing as one.
+    with Store(db) as store:
+        state = store.source_state("blog", server.url("/blog.xml"))
+        store.save_attempt(dataclasses.replace(state, feed_title=""),
+                           FetchRecord(source_id="blog", started_at=now, url=state.url,
+                                       outcome="fetched"))
+        assert _source_titles(export_entries(store, format="atom")) == set()
+        assert "<title>blog</title>" not in export_entries(store, format="atom")

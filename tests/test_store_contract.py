@@ -38,6 +38,7 @@ CALLS: dict[str, Callable[[FeedStore], object]] = {
     "source_state": lambda s: s.source_state("demo", STATE.url),
     "source_states_for": lambda s: s.source_states_for({"demo": STATE.url}),
     "source_states": lambda s: s.source_states(),
+    "set_source_order": lambda s: s.set_source_order(["demo"]),
     "reset_source": lambda s: s.reset_source("demo"),
     "save_attempt": lambda s: s.save_attempt(STATE, RECORD),
     "apply_response": lambda s: s.apply_response(STATE, ROWS, RECORD, NOW),
@@ -51,12 +52,15 @@ CALLS: dict[str, Callable[[FeedStore], object]] = {
     "duplicates_of": lambda s: s.duplicates_of([ROWS[0].key]),
     "keys_starting_with": lambda s: s.keys_starting_with(ROWS[0].key[:8], limit=2),
     "entries_with_link": lambda s: s.entries_with_link("example.org/x", "https://x"),
+    "search": lambda s: s.search("release"),
+    "rebuild_search_index": lambda s: s.rebuild_search_index(),
     "recompute_duplicates": lambda s: s.recompute_duplicates(),
     "count": lambda s: s.count("entries"),
     "table_counts": lambda s: s.table_counts(),
     "close": lambda s: s.close(),
 }
-WRITES = {"reset_source", "save_attempt", "apply_response", "batch", "recompute_duplicates"}
+WRITES = {"reset_source", "save_attempt", "apply_response", "batch", "recompute_duplicates",
+          "set_source_order", "rebuild_search_index"}
 
 
 def _in_batch(store: FeedStore) -> None:

@@ -171,3 +171,6 @@ from signal_feeds.cli.reading import dedupe, entries, export, history, import_op
 for _command in (entries, history, lookup, export, dedupe):
     cli.add_command(_command)
 sources.add_command(import_opml)
+from signal_feeds.cli.search import search  # noqa: E402  (issue 18: full-text search)
+
+cli.add_command(search)

@@ -28,9 +28,10 @@ from signal_feeds.errors import ConfigError, SignalError
 if TYPE_CHECKING:  # the store (and through it the parser) loads only when a command runs
     from signal_feeds.store import Store
 
-__all__ = ["dedupe", "entries", "export", "history", "import_opml", "lookup"]
+__all__ = ["dedupe", "entries", "entry_line", "export", "history", "import_opml", "lookup",
+           "open_store", "parse_since", "selection_options"]
 
-def _open_store(config_path: str | None, db_path: str | None) -> Store:
+def open_store(config_path: str | None, db_path: str | None) -> Store:
     """The database to read: ``--db`` (no config file needed), else the config's; never
     created by a read."""
     from signal_feeds.store import Store
@@ -50,7 +51,15 @@ def _settings(config_path: str | None, db_path: str | None) -> Settings:
     return load(config_path).settings
 
 
-def _since(value: str | None) -> str | dt.date | dt.datetime | None:
+def _source_titles(config_path: str | None, db_path: str | None) -> dict[str, str]:
+    """The config's source titles, when there is a config to read (``--db`` alone
+    needs none: the stored feed titles are used then)."""
+    if db_path is not None and not Path(config_path or DEFAULT_CONFIG_PATH).exists():
+        return {}
+    return {s.id: s.title for s in load(config_path).sources if s.title}
+
+
+def parse_since(value: str | None) -> str | dt.date | dt.datetime | None:
     if value is None:
         return None
     try:
@@ -63,19 +72,23 @@ def _since(value: str | None) -> str | dt.date | dt.datetime | None:
     return moment if moment.tzinfo else moment.replace(tzinfo=dt.UTC)
 
 
-def _entry_line(e: Any) -> str:
-    when = (e.published or e.first_seen_at)[:16].replace("T", " ")
+def entry_line(e: Any) -> str:
+    """One entry as a line: key prefix, date (published, else updated, else first
+    seen), source, title."""
+    when = e.date[:16].replace("T", " ")
     also = f"  (+{len(e.duplicates)}: {', '.join(e.also_in)})" if e.duplicates else ""
     dup = f"  [duplicate of {e.duplicate_of[:12]}]" if e.duplicate_of else ""
     return f"{e.key[:12]}  {when}  {e.source_id}  {e.title or e.url or e.remote_id}{also}{dup}"
 
 
-def _selection_options(func: Any) -> Any:
+def selection_options(func: Any) -> Any:
+    """``--source``, ``--since`` and ``--all``, as every reading command takes them."""
     for option in reversed([
         click.option("--source", "source_id", metavar="ID", default=None,
                      help="Only this source's entries."),
         click.option("--since", default=None, metavar="DATE",
-                     help="Only entries published (or first seen) on or after DATE."),
+                     help="Only entries dated (published, else updated, else first "
+                          "seen) on or after DATE."),
         click.option("--all", "include_duplicates", is_flag=True,
                      help="Show cross-source duplicates too (collapsed by default)."),
     ]):
@@ -86,7 +99,7 @@ def _selection_options(func: Any) -> Any:
 @click.command(short_help="List entries, newest first.")
 @config_option
 @db_option
-@_selection_options
+@selection_options
 @click.option("--limit", default=50, show_default=True, type=click.IntRange(min=0),
               help="At most N entries.")
 @json_option
@@ -95,9 +108,9 @@ def entries(config_path: str | None, db_path: str | None, source_id: str | None,
     """List entries, newest first, one per story unless --all."""
     from signal_feeds.store.reading import list_entries
 
-    when = _since(since)
+    when = parse_since(since)
     try:
-        with _open_store(config_path, db_path) as store:
+        with open_store(config_path, db_path) as store:
             rows = list_entries(store, source_id=source_id, since=when, limit=limit,
                                 include_duplicates=include_duplicates)
     except SignalError as exc:
@@ -106,7 +119,7 @@ def entries(config_path: str | None, db_path: str | None, source_id: str | None,
         click.echo(json.dumps({"entries": [r.to_dict() for r in rows]}, ensure_ascii=False))
         return
     for row in rows:
-        click.echo(_entry_line(row))
+        click.echo(entry_line(row))
 
 
 @click.command(short_help="Every version of one entry.")
@@ -115,11 +128,15 @@ def entries(config_path: str | None, db_path: str | None, source_id: str | None,
 @db_option
 @json_option
 def history(key: str, config_path: str | None, db_path: str | None, as_json: bool) -> None:
-    """Every version of an entry (KEY or a unique prefix of it), with when it was seen."""
+    """Every version of an entry, with when it was seen.
+
+    KEY is the full key or any unique prefix of it of at least 4 hex digits (as
+    'signal entries' shows them); an ambiguous prefix lists the keys it starts (exit 2).
+    """
     from signal_feeds.store.reading import entry_history
 
     try:
-        with _open_store(config_path, db_path) as store:
+        with open_store(config_path, db_path) as store:
             found = entry_history(store, key)
     except SignalError as exc:
         fail(exc)
@@ -129,7 +146,7 @@ def history(key: str, config_path: str | None, db_path: str | None, as_json: boo
     if as_json:
         click.echo(json.dumps(found.to_dict(), ensure_ascii=False))
         return
-    click.echo(_entry_line(found.entry))
+    click.echo(entry_line(found.entry))
     for v in found.versions:
         click.echo(f"  {v.first_seen_at[:19]} .. {v.last_seen_at[:19]}  {v.fingerprint[:12]}  "
                    f"{v.title}  {v.url}  published={v.published or '-'} "
@@ -146,7 +163,7 @@ def lookup(url: str, config_path: str | None, db_path: str | None, as_json: bool
     from signal_feeds.store.reading import lookup as lookup_url
 
     try:
-        with _open_store(config_path, db_path) as store:
+        with open_store(config_path, db_path) as store:
             found = lookup_url(store, url)
     except SignalError as exc:
         fail(exc)
@@ -155,7 +172,7 @@ def lookup(url: str, config_path: str | None, db_path: str | None, as_json: bool
                                **(found.to_dict() if found else {"query": url})},
                               ensure_ascii=False))
     elif found is not None:
-        click.echo(_entry_line(found.canonical))
+        click.echo(entry_line(found.canonical))
         for m in found.matches:
             if m.key != found.canonical.key:
                 click.echo(f"  matched {m.key[:12]} in {m.source_id}: {m.url}")
@@ -171,7 +188,7 @@ def lookup(url: str, config_path: str | None, db_path: str | None, as_json: bool
               show_default=True, help="Entries as JSON or Atom; the source list as OPML.")
 @click.option("--output", "-o", type=click.Path(dir_okay=False, allow_dash=True), default="-",
               help="Write to PATH instead of standard output.")
-@_selection_options
+@selection_options
 @click.option("--limit", default=None, type=click.IntRange(min=0), help="At most N entries.")
 def export(config_path: str | None, db_path: str | None, fmt: str, output: str,
            source_id: str | None, since: str | None, include_duplicates: bool,
@@ -179,17 +196,18 @@ def export(config_path: str | None, db_path: str | None, fmt: str, output: str,
     """Export the entries (collapsed unless --all) as JSON or Atom, or the sources as OPML."""
     from signal_feeds.store.reading import export_entries
 
-    when = _since(since)
+    when = parse_since(since)
     try:
         if fmt == "opml":
             from signal_feeds.config.opml import export_opml
 
             text = export_opml(load(config_path))
         else:
-            with _open_store(config_path, db_path) as store:
+            with open_store(config_path, db_path) as store:
                 text = export_entries(store, format="atom" if fmt == "atom" else "json",
                                       source_id=source_id, since=when, limit=limit,
-                                      include_duplicates=include_duplicates)
+                                      include_duplicates=include_duplicates,
+                                      source_titles=_source_titles(config_path, db_path))
     except SignalError as exc:
         fail(exc)
     if output == "-":
@@ -205,7 +223,7 @@ def export(config_path: str | None, db_path: str | None, fmt: str, output: str,
 def dedupe(config_path: str | None, db_path: str | None, as_json: bool) -> None:
     """Recompute every cross-source duplicate marker (idempotent; nothing is deleted)."""
     try:
-        with _open_store(config_path, db_path) as store:
+        with open_store(config_path, db_path) as store:
             report = store.recompute_duplicates()
     except SignalError as exc:
         fail(exc)

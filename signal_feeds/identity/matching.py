@@ -12,9 +12,13 @@ marker column per detection channel, with the decisions made here:
   found through a few of each text's smallest shingle hashes (:data:`POSTED_TOKENS`).
 
 Within a channel, rows from different sources that match are linked; a cluster is a
-connected group of linked rows and its canonical row is the oldest (earliest
-``first_seen_at``, then smallest key). Every other member's marker names the canonical
-row, so a marker always points at an older row and chains always end.
+connected group of linked rows and its canonical row is the original: the earliest by
+the entry's own date (published, else updated, else when Signal first saw it), ties
+going to the source listed first in the config (:func:`canonical_order`). The order
+does not depend on which source was fetched first, so every run over the same dated
+feeds chooses the same rows, and a later report never displaces the post it reports
+on. Every other member's marker names the canonical row, so a marker always points at
+a row earlier in that one total order, and chains end.
 
 Parser processes import this module to compute :class:`MatchKeys` next to the parse,
 without importing the store; the store's dedupe SQL applies the same decisions.
@@ -46,9 +50,11 @@ __all__ = [
     "MATCHERS",
     "POSTED_TOKENS",
     "TRACKING_PARAMETERS",
+    "UNLISTED_RANK",
     "DedupeRow",
     "MatchKeys",
     "canonical_key",
+    "canonical_order",
     "clusters",
     "jaccard",
     "links_match",
@@ -81,6 +87,8 @@ TRACKING_PARAMETERS = frozenset({
     "mc_cid", "mc_eid", "_ga", "_gl",
 })
 _TRACKING_PREFIXES = ("utm_",)
+#: The rank of a source the config no longer lists: after every listed one.
+UNLISTED_RANK = 1 << 62
 _WORD = re.compile(r"\w+")
 _TAG = re.compile(r"<[^>]*>")
 
@@ -267,7 +275,7 @@ class DedupeRow:
     key: str
     source_id: str
     first_seen_at: str
-    #: ``published`` if the feed gave one, otherwise ``first_seen_at``.
+    #: The entry's own date: ``published``, else ``updated``, else ``first_seen_at``.
     moment: str
     match_url: str
     norm_title: str
@@ -280,6 +288,8 @@ class DedupeRow:
     tokens: tuple[int, ...] = field(default=(), repr=False)
     #: ``entries.seq``: how ``dedupe_text`` names the row (0 when not stored yet).
     seq: int = 0
+    #: The source's position in the config (:data:`UNLISTED_RANK` when not listed).
+    rank: int = UNLISTED_RANK
 
 
 def links_match(a: DedupeRow, b: DedupeRow) -> bool:
@@ -307,9 +317,16 @@ MATCHERS: Mapping[str, Callable[[DedupeRow, DedupeRow], bool]] = {
 }
 
 
+def canonical_order(row: DedupeRow) -> tuple[str, int, str, str]:
+    """Sort key of the canonical choice: the entry's own date (ISO 8601 UTC text, which
+    sorts as time), then the source's place in the config, then when Signal first saw
+    it (which decides only between sources of unknown place), then the key."""
+    return (row.moment, row.rank, row.first_seen_at, row.key)
+
+
 def canonical_key(rows: Iterable[DedupeRow]) -> str:
-    """The cluster's canonical row: earliest first seen, then smallest key."""
-    return min(rows, key=lambda r: (r.first_seen_at, r.key)).key
+    """The cluster's canonical row: the first in :func:`canonical_order`."""
+    return min(rows, key=canonical_order).key
 
 
 def clusters(seeds: Iterable[str], neighbours: Callable[[str], Iterable[str]]

@@ -33,13 +33,14 @@ from signal_feeds.records import (
     StoredEntry,
     StoredVersion,
 )
+from signal_feeds.store.fulltext import DEFAULT_SEARCH_LIMIT
 
 if TYPE_CHECKING:
     from types import TracebackType
 
     from signal_feeds.identity.keys import EntryRow
     from signal_feeds.identity.matching import MatchKeys
-    from signal_feeds.store.views import EntryView
+    from signal_feeds.store.views import EntryView, SearchHit
 
 __all__ = ["TABLES", "DedupeReport", "DuplicateLink", "FeedStore", "Table"]
 
@@ -105,6 +106,21 @@ class FeedStore(Protocol):
         """Every stored source state, ordered by id."""
         ...
 
+    def set_source_order(self, source_ids: Sequence[str]) -> bool:
+        """Remember each listed source's position in the config (``source_ids`` in the
+        config's order: the whole list, not a ``--source`` selection); True if a stored
+        position changed. A source not listed keeps the position it had (one database
+        may be fed from several source lists); a source never listed ranks after every
+        listed one.
+
+        The positions break ties in the choice of a story's canonical copy (see
+        :func:`~signal_feeds.identity.matching.canonical_order`): among rows of the same
+        date, the one from the source listed first is canonical. A run calls this once,
+        before its first :meth:`apply_response`; markers already stored follow a
+        changed order after :meth:`recompute_duplicates`.
+        """
+        ...
+
     def reset_source(self, source_id: str) -> bool:
         """Clear gone, moved, backoff and schedule state; True if the source was known."""
         ...
@@ -127,9 +143,11 @@ class FeedStore(Protocol):
 
     # -- entries (the reading commands) ---------------------------------------------
 
-    def entries(self, *, source_id: str | None = None, limit: int | None = None
-                ) -> list[StoredEntry]:
-        """Stored entries, newest first (by published, then first seen)."""
+    def entries(self, *, source_id: str | None = None, limit: int | None = None,
+                include_duplicates: bool = False) -> list[StoredEntry]:
+        """Stored entries, newest first (by published, else updated, else first seen;
+        then key), with the same selection as :meth:`entry_views`: without
+        ``include_duplicates`` only canonical rows, as ``signal entries`` shows."""
         ...
 
     def entry(self, key: str) -> StoredEntry | None:
@@ -142,9 +160,45 @@ class FeedStore(Protocol):
 
     def entry_views(self, *, source_id: str | None, since: str | None,
                     limit: int | None, include_duplicates: bool) -> list[EntryView]:
-        """Entries newest first, as readers see them. Without ``include_duplicates``
-        only canonical rows (with ``source_id``: rows not duplicating a row of that
-        same source); ``since`` is an ISO 8601 date or time, compared as text."""
+        """Entries newest first, as readers see them: ordered by the entry's date
+        (``published``, else ``updated``, else ``first_seen_at``), newest first, then by
+        key. Without ``include_duplicates`` only canonical rows (with ``source_id``:
+        rows not duplicating a row of that same source); ``since`` is an ISO 8601 date
+        or time, compared as text with that same date."""
+        ...
+
+    def search(self, query: str, *, source_id: str | None = None,
+               since: str | None = None, limit: int = DEFAULT_SEARCH_LIMIT,
+               include_duplicates: bool = False) -> list[SearchHit]:
+        """Entries whose title, summary or content match ``query``, best first.
+
+        ``query`` is in SQLite FTS5's query syntax, what ``signal search`` takes:
+        words (all must occur: implicit AND), ``"a phrase"``, ``AND``/``OR``/``NOT``,
+        parentheses, ``prefix*``, ``NEAR(a b, 5)``, and column filters
+        ``title:word`` / ``summary:`` / ``content:``. Words are matched case-insensitively
+        and without diacritics (``cafe`` finds ``café``). Summary and content are
+        indexed as text (:func:`~signal_feeds.store.fulltext.searchable_text` of the
+        stored HTML), never their markup. A backend with another engine (PostgreSQL:
+        ``tsvector``/``tsquery``) translates this syntax and must give the same hits
+        for words, phrases, AND/OR/NOT and prefixes.
+
+        Ranking: BM25 with a title match weighted 4 times a match in the text; ties in
+        any order. ``source_id``, ``since`` and ``include_duplicates`` select as in
+        :meth:`entry_views` (duplicates hidden by default). At most ``limit`` hits,
+        each with a snippet: up to 16 words of the best-matching field with every
+        matched term between ``[`` and ``]`` and ``…`` where the text is cut.
+
+        The index is written in the same transaction as the entries
+        (:meth:`apply_response`), so a committed entry is always searchable as stored.
+        Raises :class:`~signal_feeds.errors.QueryError` (a usage error) for a query
+        that is empty or not valid syntax, naming the query; never a driver error.
+        """
+        ...
+
+    def rebuild_search_index(self) -> int:
+        """Index every entry again from its stored fields, in one transaction, and
+        return how many were indexed. Idempotent: the same entries give the same
+        index (for repair, or after the text extraction changed)."""
         ...
 
     def entry_view(self, key: str) -> EntryView | None:

@@ -23,14 +23,15 @@ import datetime as dt
 import json
 import re
 import xml.etree.ElementTree as ET
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Literal
 
 from signal_feeds import __version__
-from signal_feeds.errors import SignalError
+from signal_feeds.errors import QueryError
 from signal_feeds.identity.matching import CHANNELS, match_url
+from signal_feeds.store.fulltext import DEFAULT_SEARCH_LIMIT
 from signal_feeds.store.protocol import FeedStore
-from signal_feeds.store.views import EntryHistory, EntryView, LookupResult
+from signal_feeds.store.views import EntryHistory, EntryView, LookupResult, SearchHit
 from signal_feeds.timeutil import format_time, utcnow
 from signal_feeds.urls import normalize_link
 
@@ -39,16 +40,20 @@ __all__ = [
     "DEFAULT_EXPORT_ID",
     "DEFAULT_EXPORT_TITLE",
     "DEFAULT_LIMIT",
+    "MAX_LISTED_CANDIDATES",
+    "MIN_KEY_PREFIX",
     "EntryHistory",
     "EntryView",
     "ExportFormat",
     "LookupResult",
+    "SearchHit",
     "entry_history",
     "entry_urn",
     "export_entries",
     "list_entries",
     "lookup",
     "resolve_key",
+    "search_entries",
 ]
 
 #: Entries shown by ``signal entries`` unless ``--limit`` says otherwise.
@@ -56,8 +61,10 @@ DEFAULT_LIMIT = 50
 DEFAULT_EXPORT_TITLE = "Signal"
 DEFAULT_EXPORT_ID = "urn:signal-feeds:export"
 ATOM_NS = "http://www.w3.org/2005/Atom"
-#: A key prefix shorter than this is too likely to be ambiguous to be worth trying.
-MIN_KEY_PREFIX = 6
+#: Hex digits a key prefix needs: fewer are too likely to match many entries.
+MIN_KEY_PREFIX = 4
+#: Keys an ambiguous prefix lists.
+MAX_LISTED_CANDIDATES = 10
 ExportFormat = Literal["json", "atom"]
 
 _HEX = re.compile(r"^[0-9a-f]+$")
@@ -108,7 +115,7 @@ def list_entries(
     limit: int | None = DEFAULT_LIMIT,
     include_duplicates: bool = False,
 ) -> list[EntryView]:
-    """Entries newest first (by published date, else first seen).
+    """Entries newest first (by published date, else updated, else first seen).
 
     Duplicates are collapsed unless ``include_duplicates``: one row per story, the
     canonical one, listing the rows collapsed into it. With ``source_id`` a source's own
@@ -122,17 +129,52 @@ def list_entries(
 
 
 def resolve_key(store: FeedStore, key: str) -> str | None:
-    """The full key for ``key`` or a unique prefix of it (at least 6 hex digits).
+    """The full key for ``key`` or a unique prefix of it (at least
+    :data:`MIN_KEY_PREFIX` hex digits, any case); ``None`` when no entry has it.
 
-    Raises :class:`SignalError` for an ambiguous prefix; ``None`` when nothing matches.
+    Raises :class:`~signal_feeds.errors.QueryError` for a prefix that is too short, is
+    not hexadecimal, or starts several keys (the message lists them).
     """
     text = key.strip().lower()
-    if not _HEX.match(text) or len(text) < MIN_KEY_PREFIX:
-        return None
-    keys = store.keys_starting_with(text, limit=2)
+    if not _HEX.match(text):
+        raise QueryError(f"{key!r} is not an entry key: keys are hexadecimal (0-9, a-f)",
+                         query=key)
+    if len(text) < MIN_KEY_PREFIX:
+        raise QueryError(f"key prefix {key!r} is too short: give at least "
+                         f"{MIN_KEY_PREFIX} hex digits", query=key)
+    keys = store.keys_starting_with(text, limit=MAX_LISTED_CANDIDATES + 1)
     if len(keys) > 1:
-        raise SignalError(f"key prefix {key!r} is ambiguous; give more digits")
+        shown = keys[:MAX_LISTED_CANDIDATES]
+        more = " and more" if len(keys) > MAX_LISTED_CANDIDATES else ""
+        lines = "".join(f"\n  {k}" for k in shown)
+        raise QueryError(f"key prefix {key!r} is ambiguous; it starts {len(shown)}"
+                         f"{more} keys (give more digits):{lines}", query=key)
     return keys[0] if keys else None
+
+
+def search_entries(
+    store: FeedStore,
+    query: str,
+    *,
+    source_id: str | None = None,
+    since: str | dt.date | dt.datetime | None = None,
+    limit: int = DEFAULT_SEARCH_LIMIT,
+    include_duplicates: bool = False,
+) -> list[SearchHit]:
+    """Entries whose title, summary or content match ``query`` (SQLite FTS5 syntax:
+    words, ``"a phrase"``, ``AND``/``OR``/``NOT``, ``prefix*``, ``title:word``), best
+    first, each with a snippet whose matched terms are between ``[`` and ``]``.
+
+    Duplicates are collapsed as in :func:`list_entries` unless ``include_duplicates``;
+    ``source_id`` and ``since`` select the same way. Raises
+    :class:`~signal_feeds.errors.QueryError` for an empty or invalid query.
+    """
+    hits = store.search(query, source_id=source_id, since=_since_text(since), limit=limit,
+                        include_duplicates=include_duplicates)
+    if include_duplicates or not hits:
+        return hits
+    views = _with_duplicates(store, [h.entry for h in hits])
+    return [dataclasses.replace(h, entry=v) for h, v in zip(hits, views, strict=True)]
 
 
 def entry_history(store: FeedStore, key: str) -> EntryHistory | None:
@@ -169,7 +211,7 @@ def lookup(store: FeedStore, url: str) -> LookupResult | None:
     if not matches:
         return None
     roots = {r.key: r for r in (_root(store, m) for m in matches)}
-    canonical = min(roots.values(), key=lambda v: (v.first_seen_at, v.key))
+    canonical = min(roots.values(), key=lambda v: (v.date, v.first_seen_at, v.key))
     return LookupResult(query=url, match_url=key,
                         canonical=_with_duplicates(store, [canonical])[0],
                         matches=tuple(matches))
@@ -193,7 +235,7 @@ def _sub(parent: ET.Element, tag: str, text: str = "", **attrs: str) -> ET.Eleme
 
 
 def _atom(views: Iterable[EntryView], *, title: str, feed_id: str,
-          now: dt.datetime) -> str:
+          now: dt.datetime, source_titles: Mapping[str, str]) -> str:
     feed = ET.Element("feed", {"xmlns": ATOM_NS})
     _sub(feed, "id", feed_id)
     _sub(feed, "title", title)
@@ -220,7 +262,9 @@ def _atom(views: Iterable[EntryView], *, title: str, feed_id: str,
             _sub(entry, "content", view.content, type="html")
         source = _sub(entry, "source")
         _sub(source, "id", f"urn:signal-feeds:source:{view.source_id}")
-        _sub(source, "title", view.source_id)
+        # atom:source may omit its title: better none than the id posing as one.
+        if source_titles.get(view.source_id):
+            _sub(source, "title", source_titles[view.source_id], type="text")
     ET.indent(feed)
     return ('<?xml version="1.0" encoding="utf-8"?>\n'
             + ET.tostring(feed, encoding="unicode") + "\n")
@@ -237,14 +281,22 @@ def export_entries(
     title: str = DEFAULT_EXPORT_TITLE,
     feed_id: str = DEFAULT_EXPORT_ID,
     now: dt.datetime | None = None,
+    source_titles: Mapping[str, str] | None = None,
 ) -> str:
     """The selection of :func:`list_entries` (collapsed by default, no limit) as a JSON
-    document or a valid Atom feed (entry ids from :func:`entry_urn`)."""
+    document or a valid Atom feed (entry ids from :func:`entry_urn`).
+
+    In Atom, each entry's ``<source>`` is titled with ``source_titles[source_id]`` (the
+    config's ``title``), else the feed's own title as last fetched, else left untitled:
+    never the source id.
+    """
     views = list_entries(store, source_id=source_id, since=since, limit=limit,
                          include_duplicates=include_duplicates)
     moment = now or utcnow()
     if format == "atom":
-        return _atom(views, title=title, feed_id=feed_id, now=moment)
+        titles = {s.source_id: s.feed_title for s in store.source_states() if s.feed_title}
+        titles.update({k: v for k, v in (source_titles or {}).items() if v})
+        return _atom(views, title=title, feed_id=feed_id, now=moment, source_titles=titles)
     if format != "json":
         raise ValueError(f"unknown export format {format!r}")
     return json.dumps({"generator": f"signal-feeds {__version__}",

@@ -8,7 +8,7 @@ from typing import Any
 
 from signal_feeds.records import StoredVersion
 
-__all__ = ["VIEW_FIELDS", "EntryHistory", "EntryView", "LookupResult"]
+__all__ = ["VIEW_FIELDS", "EntryHistory", "EntryView", "LookupResult", "SearchHit"]
 
 
 @dataclass(frozen=True)
@@ -37,12 +37,19 @@ class EntryView:
     duplicates: tuple[str, ...] = ()
     also_in: tuple[str, ...] = ()
 
+    @property
+    def date(self) -> str:
+        """The date it is listed and shown by: published, else updated, else when
+        Signal first saw it."""
+        return self.published or self.updated or self.first_seen_at
+
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form (``key`` is also given as ``id``, as in ``signal parse``)."""
+        """JSON-ready form (``key`` is also given as ``id``, as in ``signal parse``;
+        ``date`` is :attr:`date`)."""
         data = dataclasses.asdict(self)
         data["duplicates"] = list(self.duplicates)
         data["also_in"] = list(self.also_in)
-        return {"id": self.key, **data}
+        return {"id": self.key, **data, "date": self.date}
 
 
 @dataclass(frozen=True)
@@ -74,6 +81,24 @@ class LookupResult:
         return {"query": self.query, "match_url": self.match_url,
                 "canonical": self.canonical.to_dict(),
                 "matches": [m.to_dict() for m in self.matches]}
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    """One full-text search hit: the entry, and where the query matched in it."""
+
+    entry: EntryView
+    #: A short passage of the title, summary or content with each matched term between
+    #: ``[`` and ``]`` (:data:`~signal_feeds.store.fulltext.SNIPPET_OPEN` / ``_CLOSE``),
+    #: ``…`` where the text is cut.
+    snippet: str
+    #: The backend's relevance score, for information only (SQLite: bm25, lower is
+    #: better); hits always come best first.
+    score: float
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form: the entry's fields, ``snippet`` and ``score``."""
+        return {**self.entry.to_dict(), "snippet": self.snippet, "score": self.score}
 
 
 #: The fields of :class:`EntryView` a backend fills from one stored row (the others are

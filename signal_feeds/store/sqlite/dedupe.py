@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 from signal_feeds.identity.matching import (
     CHANNELS,
     MATCHERS,
+    UNLISTED_RANK,
     DedupeRow,
     clusters,
     markers_for,
@@ -53,9 +54,11 @@ def _chunks(items: Sequence[_T]) -> Iterable[Sequence[_T]]:
         yield items[start:start + _CHUNK]
 
 
-_ROW_SQL = ("SELECT id, source_id, first_seen_at, published, match_url, norm_title, "
-            "dup_link, dup_title, dup_text, text_tokens, seq FROM entries "
-            "WHERE id IN ({marks})")
+_ROW_SQL = ("SELECT id, source_id, first_seen_at, "
+            "coalesce(nullif(published, ''), nullif(updated, ''), first_seen_at), "
+            "match_url, norm_title, dup_link, dup_title, dup_text, text_tokens, seq, "
+            "(SELECT position FROM source_order AS o WHERE o.source_id = entries.source_id) "
+            "FROM entries WHERE id IN ({marks})")
 
 
 class _Rows:
@@ -80,10 +83,11 @@ class _Rows:
             for r in self.conn.execute(_ROW_SQL.format(marks=",".join("?" * len(chunk))),
                                        chunk):
                 self.cache[r[0]] = DedupeRow(
-                    key=r[0], source_id=r[1], first_seen_at=r[2], moment=r[3] or r[2],
+                    key=r[0], source_id=r[1], first_seen_at=r[2], moment=r[3],
                     match_url=r[4], norm_title=r[5],
                     markers={"link": r[6], "title": r[7], "text": r[8]},
-                    tokens=unpack_tokens(r[9]), seq=r[10] or 0)
+                    tokens=unpack_tokens(r[9]), seq=r[10] or 0,
+                    rank=UNLISTED_RANK if r[11] is None else r[11])
 
     def get(self, key: str) -> DedupeRow:
         if key not in self.cache:

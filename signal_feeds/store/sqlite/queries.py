@@ -14,8 +14,9 @@ from typing import Any
 
 from signal_feeds.records import SourceState, StoredEntry, StoredVersion
 from signal_feeds.store.protocol import TABLES, DuplicateLink, Table
+from signal_feeds.store.sqlite import search as fulltext
 from signal_feeds.store.sqlite.schema import ENTRY_ORDER_EXPR
-from signal_feeds.store.views import VIEW_FIELDS, EntryView
+from signal_feeds.store.views import VIEW_FIELDS, EntryView, SearchHit
 from signal_feeds.timeutil import parse_time
 
 __all__ = [
@@ -29,6 +30,7 @@ __all__ = [
     "entry_view",
     "entry_views",
     "keys_starting_with",
+    "search",
     "source_states",
     "state_for_url",
     "stored_source_state",
@@ -54,6 +56,7 @@ def _state_from_row(row: sqlite3.Row) -> SourceState:
         retry_after=parse_time(row["retry_after"]),
         error_count=row["error_count"] or 0, last_error=row["last_error"] or "",
         moved_to=row["moved_to"] or "", gone=bool(row["gone"]),
+        feed_title=row["feed_title"] or "",
     )
 
 
@@ -81,18 +84,11 @@ def _entry_from_row(row: sqlite3.Row) -> StoredEntry:
     return StoredEntry(**{n: row["id" if n == "key" else n] for n in _ENTRY_FIELDS})
 
 
-def entries(conn: sqlite3.Connection, *, source_id: str | None, limit: int | None
-            ) -> list[StoredEntry]:
-    """Stored entries, newest first (by published, then first seen)."""
-    sql = "SELECT * FROM entries"
-    args: list[Any] = []
-    if source_id is not None:
-        sql += " WHERE source_id = ?"
-        args.append(source_id)
-    sql += f" ORDER BY {ENTRY_ORDER_EXPR} DESC, id"
-    if limit is not None:
-        sql += " LIMIT ?"
-        args.append(limit)
+def entries(conn: sqlite3.Connection, *, source_id: str | None, limit: int | None,
+            include_duplicates: bool) -> list[StoredEntry]:
+    """Stored entries, newest first (see the protocol)."""
+    sql, args = entries_query(source_id=source_id, since=None, limit=limit,
+                              include_duplicates=include_duplicates)
     return [_entry_from_row(r) for r in conn.execute(sql, args).fetchall()]
 
 
@@ -127,9 +123,9 @@ def _view(row: sqlite3.Row) -> EntryView:
     return EntryView(**values)
 
 
-def entries_query(*, source_id: str | None, since: str | None, limit: int | None,
-                  include_duplicates: bool) -> tuple[str, list[Any]]:
-    """The SQL of :func:`entry_views` (kept apart so tests can check its query plan)."""
+def _selection(*, source_id: str | None, since: str | None,
+               include_duplicates: bool) -> tuple[list[str], list[Any]]:
+    """The conditions (over ``entries``) and arguments of a reading selection."""
     where: list[str] = []
     args: list[Any] = []
     if source_id is not None:
@@ -144,6 +140,14 @@ def entries_query(*, source_id: str | None, since: str | None, limit: int | None
     if since is not None:
         where.append(f"{ENTRY_ORDER_EXPR} >= ?")
         args.append(since)
+    return where, args
+
+
+def entries_query(*, source_id: str | None, since: str | None, limit: int | None,
+                  include_duplicates: bool) -> tuple[str, list[Any]]:
+    """The SQL of :func:`entry_views` (kept apart so tests can check its query plan)."""
+    where, args = _selection(source_id=source_id, since=since,
+                             include_duplicates=include_duplicates)
     sql = "SELECT * FROM entries"
     if where:
         sql += " WHERE " + " AND ".join(where)
@@ -160,6 +164,24 @@ def entry_views(conn: sqlite3.Connection, *, source_id: str | None, since: str |
     sql, args = entries_query(source_id=source_id, since=since, limit=limit,
                               include_duplicates=include_duplicates)
     return [_view(r) for r in conn.execute(sql, args).fetchall()]
+
+
+def search(conn: sqlite3.Connection, query: str, *, source_id: str | None,
+           since: str | None, limit: int, include_duplicates: bool) -> list[SearchHit]:
+    """Entries matching an FTS5 query, best first (see the protocol)."""
+    fulltext.check_query(conn, query)
+    where, args = _selection(source_id=source_id, since=since,
+                             include_duplicates=include_duplicates)
+    ranked = fulltext.search_keys(conn, query, where=where, args=args, limit=limit)
+    if not ranked:
+        return []
+    seqs = [seq for seq, _ in ranked]
+    found = fulltext.snippets(conn, query, seqs)
+    marks = ",".join("?" * len(seqs))
+    views = {int(r["seq"]): _view(r) for r in conn.execute(
+        f"SELECT * FROM entries WHERE seq IN ({marks})", seqs)}
+    return [SearchHit(entry=views[seq], snippet=found.get(seq, ""), score=score)
+            for seq, score in ranked if seq in views]
 
 
 def entry_view(conn: sqlite3.Connection, key: str) -> EntryView | None:

@@ -12,11 +12,12 @@ import sqlite3
 from pathlib import Path
 
 from signal_feeds.store.sqlite.dedupe import refresh_match_keys
+from signal_feeds.store.sqlite.search import create_search_index
 
 __all__ = ["ENTRY_ORDER_EXPR", "SCHEMA_VERSION", "create_schema", "is_signal_database",
            "schema_version"]
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 
 def is_signal_database(path: Path) -> bool:
@@ -79,12 +80,14 @@ def create_schema(conn: sqlite3.Connection) -> None:
     _upgrade_to_v3(conn)
     _upgrade_to_v4(conn)
     _upgrade_to_v5(conn)
+    _upgrade_to_v6(conn)
     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
 
-#: Newest-first order of the reading commands; the indexes below are built on exactly
-#: this expression so that SQLite can walk them instead of sorting.
-ENTRY_ORDER_EXPR = "COALESCE(NULLIF(published, ''), first_seen_at)"
+#: Newest-first order of the reading commands: an entry's own date (published, else
+#: updated), else when Signal first saw it. The indexes below are built on exactly this
+#: expression so that SQLite can walk them instead of sorting.
+ENTRY_ORDER_EXPR = "COALESCE(NULLIF(published, ''), NULLIF(updated, ''), first_seen_at)"
 
 # Version 2: cross-source duplicate markers (one per detection channel), the derived
 # duplicate_of, the match keys they are computed from, and the indexes reads rely on.
@@ -172,3 +175,30 @@ def _upgrade_to_v5(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE UNIQUE INDEX IF NOT EXISTS entry_versions_seq_fp "
                  "ON entry_versions (entry_seq, fingerprint, content_fingerprint)")
     conn.execute("DROP INDEX IF EXISTS entry_versions_entry_fp")
+
+
+# Version 6: why entries were skipped, on each fetch row (a JSON array of strings, ``[]``
+# for none); the feed's own title and the config's order of the sources (the tie-break
+# of the canonical copy of a story); the reading order by published, then updated, then
+# first seen (the indexes on the order expression are rebuilt); the full-text index.
+_V6_ORDER_INDEXES = ("entries_shown_order", "entries_source_order", "entries_order")
+
+
+def _upgrade_to_v6(conn: sqlite3.Connection) -> None:
+    if "skip_reasons" not in _columns(conn, "fetches"):
+        conn.execute("ALTER TABLE fetches ADD COLUMN skip_reasons TEXT NOT NULL DEFAULT '[]'")
+    if "feed_title" not in _columns(conn, "sources"):
+        conn.execute("ALTER TABLE sources ADD COLUMN feed_title TEXT NOT NULL DEFAULT ''")
+    conn.execute("CREATE TABLE IF NOT EXISTS source_order (source_id TEXT PRIMARY KEY, "
+                 "position INTEGER NOT NULL) WITHOUT ROWID")
+    for name in _V6_ORDER_INDEXES:
+        sql = conn.execute("SELECT sql FROM sqlite_master WHERE type = 'index' AND name = ?",
+                           (name,)).fetchone()
+        if sql is not None and ENTRY_ORDER_EXPR not in sql[0]:
+            conn.execute(f"DROP INDEX {name}")  # built on the version-2 order
+        conn.execute(f"CREATE INDEX IF NOT EXISTS {name} ON {_V2_INDEXES[name]}")
+    # A search checks each full-text match against the reading filters: from this
+    # index alone, without reading the entry's row (its summary and content).
+    conn.execute("CREATE INDEX IF NOT EXISTS entries_search_filter "
+                 "ON entries (seq, duplicate_of, source_id)")
+    create_search_index(conn)

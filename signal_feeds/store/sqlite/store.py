@@ -23,8 +23,9 @@ from signal_feeds.records import (
     StoredEntry,
     StoredVersion,
 )
+from signal_feeds.store.fulltext import DEFAULT_SEARCH_LIMIT
 from signal_feeds.store.protocol import TABLES, DedupeReport, DuplicateLink, Table
-from signal_feeds.store.sqlite import dedupe, queries, writing
+from signal_feeds.store.sqlite import dedupe, queries, search, writing
 from signal_feeds.store.sqlite.connection import DEFAULT_BUSY_TIMEOUT, Connection
 from signal_feeds.store.sqlite.schema import SCHEMA_VERSION, create_schema, schema_version
 
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
 
     from signal_feeds.identity.keys import EntryRow
     from signal_feeds.identity.matching import MatchKeys
-    from signal_feeds.store.views import EntryView
+    from signal_feeds.store.views import EntryView, SearchHit
 
 __all__ = ["Store"]
 
@@ -113,6 +114,13 @@ class Store:
         with self._db.errors("cannot read sources"):
             return queries.source_states(self._db.conn)
 
+    def set_source_order(self, source_ids: Sequence[str]) -> bool:
+        """Remember the config's order of the sources, the tie-break of the canonical
+        copy of a story (see the protocol); True if it changed."""
+        with self._db.errors("cannot save the source order"), \
+                self._db.transaction() as conn:
+            return writing.set_source_order(conn, source_ids)
+
     def save_attempt(self, state: SourceState, fetch: FetchRecord) -> None:
         """Store a source's new state and the fetch row of a response without entries
         (304, error, redirect, skip)."""
@@ -145,11 +153,14 @@ class Store:
                                           given=match_keys or {},
                                           common=self._common_tokens)
 
-    def entries(self, *, source_id: str | None = None, limit: int | None = None
-                ) -> list[StoredEntry]:
-        """Stored entries, newest first (by published, then first seen)."""
+    def entries(self, *, source_id: str | None = None, limit: int | None = None,
+                include_duplicates: bool = False) -> list[StoredEntry]:
+        """Stored entries, newest first (by published, else updated, else first seen);
+        cross-source duplicates only with ``include_duplicates``, as ``signal
+        entries`` and ``signal entries --all``."""
         with self._db.errors("cannot read entries", source_id):
-            return queries.entries(self._db.conn, source_id=source_id, limit=limit)
+            return queries.entries(self._db.conn, source_id=source_id, limit=limit,
+                                   include_duplicates=include_duplicates)
 
     def entry(self, key: str) -> StoredEntry | None:
         """The entry with this key, if stored."""
@@ -167,6 +178,22 @@ class Store:
         with self._db.errors("cannot read entries", source_id):
             return queries.entry_views(self._db.conn, source_id=source_id, since=since,
                                        limit=limit, include_duplicates=include_duplicates)
+
+    def search(self, query: str, *, source_id: str | None = None,
+               since: str | None = None, limit: int = DEFAULT_SEARCH_LIMIT,
+               include_duplicates: bool = False) -> list[SearchHit]:
+        """Entries matching an FTS5 ``query``, best (bm25) first, each with a
+        snippet; :class:`~signal_feeds.errors.QueryError` for bad syntax (see the
+        protocol)."""
+        with self._db.errors("cannot search entries", source_id):
+            return queries.search(self._db.conn, query, source_id=source_id, since=since,
+                                  limit=limit, include_duplicates=include_duplicates)
+
+    def rebuild_search_index(self) -> int:
+        """Index every entry again (one transaction); the number indexed."""
+        with self._db.errors("cannot rebuild the search index"), \
+                self._db.transaction() as conn:
+            return search.rebuild_search_index(conn)
 
     def entry_view(self, key: str) -> EntryView | None:
         """One entry as readers see it."""

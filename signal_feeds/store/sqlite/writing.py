@@ -10,6 +10,7 @@ writers: ``INSERT ... ON CONFLICT``.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import logging
 import sqlite3
 from collections.abc import Mapping, Sequence
@@ -18,6 +19,7 @@ from typing import Any
 
 from signal_feeds.identity.keys import EntryRow, Outcome, classify_change
 from signal_feeds.identity.matching import (
+    UNLISTED_RANK,
     DedupeRow,
     MatchKeys,
     match_keys,
@@ -26,10 +28,11 @@ from signal_feeds.identity.matching import (
     unpack_tokens,
 )
 from signal_feeds.records import ApplyCounts, FetchRecord, SourceState
-from signal_feeds.store.sqlite import dedupe
+from signal_feeds.store.sqlite import dedupe, search
 from signal_feeds.timeutil import format_time
 
-__all__ = ["SOURCE_COLUMNS", "apply_response", "reset_source", "save_attempt"]
+__all__ = ["SOURCE_COLUMNS", "apply_response", "reset_source", "save_attempt",
+           "set_source_order"]
 
 log = logging.getLogger("signal_feeds")
 
@@ -77,7 +80,8 @@ _TOUCH_ENTRY = "UPDATE entries SET last_seen_at = ? WHERE id = ?"
 SOURCE_COLUMNS = ("id", "url", "fetch_url", "etag", "last_modified", "body_digest",
                    "body_normalizer_version", "body_entries", "ttl_seconds", "status",
                    "http_status", "last_fetch_at", "last_success_at", "next_due_at",
-                   "retry_after", "error_count", "last_error", "moved_to", "gone")
+                   "retry_after", "error_count", "last_error", "moved_to", "gone",
+                   "feed_title")
 
 
 def _state_values(state: SourceState) -> tuple[Any, ...]:
@@ -89,7 +93,7 @@ def _state_values(state: SourceState) -> tuple[Any, ...]:
             state.ttl_seconds, state.status,
             state.http_status, t(state.last_fetch_at), t(state.last_success_at),
             t(state.next_due_at), t(state.retry_after), state.error_count,
-            state.last_error, state.moved_to, int(state.gone))
+            state.last_error, state.moved_to, int(state.gone), state.feed_title)
 
 
 _SAVE_STATE = (
@@ -98,8 +102,8 @@ _SAVE_STATE = (
     + ", ".join(f"{c} = excluded.{c}" for c in SOURCE_COLUMNS[1:])
 )
 _INSERT_FETCH = ("INSERT INTO fetches (source_id, started_at, url, outcome, http_status, "
-                 "created, updated, unchanged, skipped, error, duration_ms, bytes) "
-                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+                 "created, updated, unchanged, skipped, error, duration_ms, bytes, "
+                 "skip_reasons) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
 
 
 def _mark_duplicates(conn: sqlite3.Connection, counts: ApplyCounts,
@@ -143,11 +147,14 @@ def _write_entries(conn: sqlite3.Connection, rows: Sequence[EntryRow], stamp: st
                    ) -> tuple[ApplyCounts, list[DedupeRow]]:
     """Write the rows; return the counts and the dedupe view of what changed."""
     stored = _stored(conn, [r.key for r in rows])
+    rank = _source_rank(conn, rows[0].source_id) if rows else UNLISTED_RANK
     upserts: list[tuple[Any, ...]] = []
     versions: list[tuple[Any, ...]] = []
     touches: list[tuple[str, str]] = []
     outcomes: dict[str, Outcome] = {}
     written: list[DedupeRow] = []
+    reindexed: list[int] = []
+    indexed: list[tuple[int, str, str, str]] = []
     old_tokens: list[tuple[int, int]] = []
     new_tokens: list[tuple[int, int]] = []
     last_seq: int | None = None
@@ -173,6 +180,9 @@ def _write_entries(conn: sqlite3.Connection, rows: Sequence[EntryRow], stamp: st
                         row.fingerprint, row.content_fingerprint, stamp, stamp,
                         row.normalizer_version, keys.match_url, keys.norm_title, packed,
                         seq))
+        if before:
+            reindexed.append(seq)
+        indexed.append((seq, row.title, row.summary, row.content))
         versions.append((row.key, seq, row.fingerprint, row.content_fingerprint, row.title,
                          row.url, row.published, row.updated, stamp, stamp,
                          row.normalizer_version))
@@ -188,12 +198,15 @@ def _write_entries(conn: sqlite3.Connection, rows: Sequence[EntryRow], stamp: st
         first_seen = before.first_seen_at if before else stamp
         written.append(DedupeRow(
             key=row.key, seq=seq, source_id=row.source_id, first_seen_at=first_seen,
-            moment=row.published or first_seen, match_url=keys.match_url,
-            norm_title=keys.norm_title, shingles=keys.shingles,
+            moment=row.published or row.updated or first_seen, rank=rank,
+            match_url=keys.match_url, norm_title=keys.norm_title, shingles=keys.shingles,
             markers=before.markers if before else {}, tokens=keys.tokens))
     conn.executemany(_UPSERT_ENTRY, upserts)
     conn.executemany(_UPSERT_VERSION, versions)
     conn.executemany(_TOUCH_ENTRY, touches)
+    # The full-text index changes with the rows, in the same transaction.
+    search.unindex_entries(conn, reindexed)
+    search.index_entries(conn, indexed)
     conn.executemany("DELETE FROM dedupe_text WHERE token = ? AND entry = ?", old_tokens)
     new_tokens.sort()  # neighbouring inserts land on the same pages
     conn.executemany("INSERT OR IGNORE INTO dedupe_text (token, entry) VALUES (?, ?)",
@@ -204,10 +217,29 @@ def _write_entries(conn: sqlite3.Connection, rows: Sequence[EntryRow], stamp: st
                          unchanged=values.count("unchanged"), keys=outcomes)
     return counts, written
 
+def _source_rank(conn: sqlite3.Connection, source_id: str) -> int:
+    """The source's place in the config (see :meth:`Store.set_source_order`)."""
+    row = conn.execute("SELECT position FROM source_order WHERE source_id = ?",
+                       (source_id,)).fetchone()
+    return int(row[0]) if row else UNLISTED_RANK
+
+
+def set_source_order(conn: sqlite3.Connection, source_ids: Sequence[str]) -> bool:
+    """Store the positions of the sources a config lists; True if one changed."""
+    wanted = {sid: position for position, sid in enumerate(dict.fromkeys(source_ids))}
+    stored = dict(conn.execute("SELECT source_id, position FROM source_order").fetchall())
+    changed = [(sid, p) for sid, p in wanted.items() if stored.get(sid) != p]
+    conn.executemany("INSERT INTO source_order (source_id, position) VALUES (?, ?) "
+                     "ON CONFLICT(source_id) DO UPDATE SET position = excluded.position",
+                     changed)
+    return bool(changed)
+
+
 def _fetch_values(fetch: FetchRecord) -> tuple[Any, ...]:
     return (fetch.source_id, format_time(fetch.started_at), fetch.url, fetch.outcome,
             fetch.http_status, fetch.created, fetch.updated, fetch.unchanged,
-            fetch.skipped, fetch.error, round(fetch.duration_ms, 3), fetch.bytes)
+            fetch.skipped, fetch.error, round(fetch.duration_ms, 3), fetch.bytes,
+            json.dumps(list(fetch.skip_reasons), ensure_ascii=False))
 
 
 def save_attempt(conn: sqlite3.Connection, state: SourceState, fetch: FetchRecord) -> None:

@@ -1,0 +1,269 @@
+"""Full-text search: what the index costs a cold ingest, its size, and query times.
+
+    .venv/bin/python benchmarks/search.py                 # everything (a few minutes)
+    .venv/bin/python benchmarks/search.py --part ingest   # only the ingest comparison
+    .venv/bin/python benchmarks/search.py --part query --entries 1000000 --keep-db big.db
+
+Ingest: the 200 x 100 corpus is fetched from a local server into an empty database
+by ``run_fetch`` in this process, alternately with the index written as Signal writes it
+and with the index writes switched off (a switch of this script only: the two index
+calls of the write path are replaced by no-ops here; the user's process never is).
+Each side runs ``--runs`` times; medians are compared. The time spent inside the index
+calls is also summed, a figure the machine's noise does not blur.
+
+Query: a database of ``--entries`` entries is filled (``bench.prepopulate``), each
+filler row given its own title and ~300-byte summary drawn from the corpus's Zipf
+vocabulary, then indexed with ``Store.rebuild_search_index()`` (timed). One-word
+queries at several word frequencies, two-word phrases taken from stored titles, and a
+one-word query restricted to one source are each run ``--repeat`` times through
+``search_entries`` (what ``signal search`` calls: query check, bm25 ranking, duplicate
+filter, snippets, collapsed duplicates); median and p95 per kind.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench import corpus as corp  # noqa: E402
+from bench.prepopulate import FILLER_PREFIX, fill_entries  # noqa: E402
+from bench.servers import TeachingFeedServer  # noqa: E402
+
+from signal_feeds import run_fetch  # noqa: E402
+from signal_feeds.config.source_list import Config, Settings, Source  # noqa: E402
+from signal_feeds.store import Store  # noqa: E402
+from signal_feeds.store.reading import search_entries  # noqa: E402
+from signal_feeds.store.sqlite import search as fts  # noqa: E402
+
+
+def log(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def p95(values: Sequence[float]) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
+
+
+# -- ingest ---------------------------------------------------------------------------
+
+
+@contextmanager
+def index_writes(enabled: bool, spent: list[float]) -> Iterator[None]:
+    """Time the write path's index calls, or (``enabled=False``) skip them."""
+    real = fts.index_entries, fts.unindex_entries
+
+    def timed(func: Callable[..., None]) -> Callable[..., None]:
+        def call(*args: Any) -> None:
+            t0 = time.perf_counter()
+            func(*args)
+            spent.append(time.perf_counter() - t0)
+        return call
+
+    if enabled:
+        fts.index_entries, fts.unindex_entries = timed(real[0]), timed(real[1])  # type: ignore[assignment]
+    else:
+        fts.index_entries = fts.unindex_entries = lambda *args: None  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        fts.index_entries, fts.unindex_entries = real  # type: ignore[assignment]
+
+
+def fts_bytes(db: Path) -> int:
+    """Bytes of the full-text index's tables (``dbstat``)."""
+    with sqlite3.connect(db) as conn:
+        return int(conn.execute("SELECT coalesce(sum(pgsize), 0) FROM dbstat "
+                                "WHERE name LIKE 'entries_fts%'").fetchone()[0])
+
+
+def ingest(work: Path, feeds: int, entries: int, runs: int) -> list[str]:
+    corpus = corp.Corpus(feeds, entries)
+    folder = work / "corpus"
+    corp.write_corpus(corpus, folder)
+    server = TeachingFeedServer(folder)
+    server.start()
+    times: dict[bool, list[float]] = {True: [], False: []}
+    spent: list[float] = []
+    sizes: dict[bool, tuple[int, int]] = {}
+    try:
+        sources = tuple(Source(id=slug, url=server.url(f"{slug}.xml"))
+                        for slug in corpus.slugs())
+        for run in range(runs):
+            for enabled in (True, False):
+                db = work / f"ingest-{run}-{int(enabled)}.db"
+                config = Config(sources=sources, settings=Settings(database=db,
+                                                                   min_interval=0.0))
+                before = len(spent)
+                with index_writes(enabled, spent):
+                    t0 = time.perf_counter()
+                    report = run_fetch(config, force=True)
+                    took = time.perf_counter() - t0
+                created = sum(s.created for s in report.sources)
+                if created != corpus.total_entries:
+                    raise RuntimeError(f"run created {created}, not {corpus.total_entries}")
+                times[enabled].append(took)
+                log(f"ingest run {run + 1} index={'on' if enabled else 'off'}: {took:.2f} s"
+                    + (f" ({sum(spent[before:]):.2f} s in index writes)" if enabled else ""))
+                sizes[enabled] = (db.stat().st_size, fts_bytes(db))
+                for path in db.parent.glob(db.name + "*"):
+                    path.unlink()
+    finally:
+        server.stop()
+    on, off = statistics.median(times[True]), statistics.median(times[False])
+    total = corpus.total_entries
+    index_per_run = sum(spent) / runs
+    return [
+        f"| cold ingest {feeds}×{entries} ({total:,} entries), index written | "
+        f"{on:.2f} s | {total / on:,.0f} entries/s |",
+        f"| the same, index writes switched off | {off:.2f} s | {total / off:,.0f} entries/s |",
+        f"| index cost: median with / without | {on / off:.3f} × | "
+        f"{(on / off - 1) * 100:+.1f} % (target ≤ +15 %) |",
+        f"| time inside the index writes per run (strip HTML + FTS5 insert) | "
+        f"{index_per_run:.2f} s | {index_per_run / total * 1e6:.0f} µs per entry |",
+        f"| database file / of which the index, {total:,} entries | "
+        f"{sizes[True][0] / 1e6:.1f} MB / {sizes[True][1] / 1e6:.1f} MB | "
+        f"without: {sizes[False][0] / 1e6:.1f} MB |",
+    ]
+
+
+# -- queries --------------------------------------------------------------------------
+
+
+def build_big(db: Path, total: int, work: Path) -> list[str]:
+    """A database of ``total`` entries with varied text, indexed; the rebuild's rows."""
+    seed_dir = work / "seed"
+    seed_dir.mkdir(parents=True, exist_ok=True)
+    (seed_dir / "seed.xml").write_bytes(corp.tiny_feed("seed", 1))
+    server = TeachingFeedServer(seed_dir)
+    server.start()
+    try:
+        config = Config(sources=(Source(id="seed", url=server.url("seed.xml")),),
+                        settings=Settings(database=db, min_interval=0.0))
+        if not run_fetch(config, force=True).ok:
+            raise RuntimeError("the seed fetch failed")
+    finally:
+        server.stop()
+    t0 = time.perf_counter()
+    added = fill_entries(db, total)
+    log(f"filled {added:,} entries in {time.perf_counter() - t0:.0f} s")
+    t0 = time.perf_counter()
+    rng = random.Random(20261203)
+    with sqlite3.connect(db, isolation_level=None) as conn:
+        conn.execute("PRAGMA synchronous = OFF")
+        conn.execute("BEGIN")
+        seqs = [r[0] for r in conn.execute(
+            f"SELECT seq FROM entries WHERE source_id LIKE '{FILLER_PREFIX}%' ORDER BY seq")]
+        for start in range(0, len(seqs), 10_000):
+            conn.executemany(
+                "UPDATE entries SET title = ?, summary = ? WHERE seq = ?",
+                [(corp._sentence(rng, 30, 80), corp._short_summary(rng, "https://x.example"),
+                  seq) for seq in seqs[start:start + 10_000]])
+        conn.execute("COMMIT")
+    log(f"wrote varied text into {len(seqs):,} rows in {time.perf_counter() - t0:.0f} s")
+    with Store(db) as store:
+        t0 = time.perf_counter()
+        indexed = store.rebuild_search_index()
+        rebuild = time.perf_counter() - t0
+    log(f"rebuilt the index of {indexed:,} entries in {rebuild:.0f} s")
+    return [f"| `signal search --rebuild`, {indexed:,} entries | {rebuild:.0f} s | "
+            f"{indexed / rebuild:,.0f} entries/s |"]
+
+
+def queries(db: Path, repeat: int) -> list[str]:
+    rows: list[str] = []
+    with Store(db) as store:
+        total = store.count("entries")
+        rows.append(f"| database file / of which the index, {total:,} entries | "
+                    f"{db.stat().st_size / 1e6:,.0f} MB / {fts_bytes(db) / 1e6:,.0f} MB | |")
+        with sqlite3.connect(db) as conn:
+            titles = [r[0] for r in conn.execute(
+                "SELECT title FROM entries WHERE title != '' ORDER BY random() LIMIT 50")]
+            source = conn.execute("SELECT source_id FROM entries ORDER BY random() LIMIT 1"
+                                  ).fetchone()[0]
+        phrases = []
+        for title in titles:
+            words = title.lower().split()
+            if len(words) >= 2:
+                i = random.Random(title).randrange(len(words) - 1)
+                phrases.append(f'"{words[i]} {words[i + 1]}"')
+        words = corp._WORDS
+        kinds: dict[str, list[str]] = {
+            "one word, vocabulary ranks 3,000–3,019": list(words[3000:3020]),
+            "one word, vocabulary ranks 300–319": list(words[300:320]),
+            "one word, vocabulary ranks 30–39": list(words[30:40]),
+            "one word, vocabulary ranks 0–4 (the commonest words: worst case)":
+                list(words[0:5]),
+            "two-word phrase from a stored title": phrases[:20],
+        }
+        for label, qs in kinds.items():
+            rows.append(_time(store, db, label, qs, repeat, None))
+        rows.append(_time(store, db, "one word, ranks 300–319, `--source` one source",
+                          list(words[300:320]), repeat, source))
+    return rows
+
+
+def _matching(db: Path, qs: Sequence[str]) -> float:
+    """Median number of entries each query matches (before filters and limit)."""
+    with sqlite3.connect(db) as conn:
+        return statistics.median(int(conn.execute(
+            "SELECT count(*) FROM entries_fts WHERE entries_fts MATCH ?", (q,)
+        ).fetchone()[0]) for q in qs)
+
+
+def _time(store: Store, db: Path, label: str, qs: Sequence[str], repeat: int,
+          source: str | None) -> str:
+    times: list[float] = []
+    hits = 0
+    for _ in range(repeat):
+        for q in qs:
+            t0 = time.perf_counter()
+            found = search_entries(store, q, source_id=source)
+            times.append(time.perf_counter() - t0)
+            hits += bool(found)
+    med, high = statistics.median(times) * 1000, p95(times) * 1000
+    matching = _matching(db, qs)
+    log(f"{label}: median {med:.1f} ms, p95 {high:.1f} ms ({hits}/{len(times)} with hits; "
+        f"median {matching:,.0f} matching entries)")
+    return (f"| query: {label}, median {matching:,.0f} entries match "
+            f"({len(qs)} queries × {repeat}) | median {med:.1f} ms | p95 {high:.1f} ms |")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--part", choices=("all", "ingest", "query"), default="all")
+    p.add_argument("--feeds", type=int, default=200)
+    p.add_argument("--per-feed", type=int, default=100)
+    p.add_argument("--runs", type=int, default=3, help="ingest runs per side")
+    p.add_argument("--entries", type=int, default=1_000_000, help="entries for the queries")
+    p.add_argument("--repeat", type=int, default=5, help="times each query runs")
+    p.add_argument("--keep-db", type=Path, default=None,
+                   help="build the large database here once and reuse it")
+    args = p.parse_args(argv)
+    rows = ["| measure | value | note |", "|---|---|---|"]
+    with tempfile.TemporaryDirectory(prefix="signal-search-bench-") as tmp:
+        work = Path(tmp)
+        if args.part in ("all", "ingest"):
+            rows += ingest(work, args.feeds, args.per_feed, args.runs)
+        if args.part in ("all", "query"):
+            db = args.keep_db or work / "big.db"
+            if not db.exists():
+                rows += build_big(db, args.entries, work)
+            rows += queries(db, args.repeat)
+    print("\n".join(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,72 @@
+"""``signal search``: full-text search over the stored entries (one library call, then
+print). Exit codes as in :mod:`.commands`: 0 hits found, 1 no hit or failed, 2 usage
+error (a query that is not valid FTS5 syntax included)."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from signal_feeds.cli.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    config_option,
+    db_option,
+    fail,
+    json_option,
+)
+from signal_feeds.cli.reading import entry_line, open_store, parse_since, selection_options
+from signal_feeds.errors import SignalError
+from signal_feeds.store.fulltext import DEFAULT_SEARCH_LIMIT
+
+__all__ = ["search"]
+
+
+@click.command(short_help="Search the entries by their words.")
+@click.argument("query", required=False)
+@config_option
+@db_option
+@selection_options
+@click.option("--limit", default=DEFAULT_SEARCH_LIMIT, show_default=True,
+              type=click.IntRange(min=0), help="At most N hits.")
+@click.option("--rebuild", is_flag=True,
+              help="Index every stored entry again (safe to repeat), then search QUERY "
+                   "if one is given.")
+@json_option
+def search(query: str | None, config_path: str | None, db_path: str | None,
+           source_id: str | None, since: str | None, include_duplicates: bool, limit: int,
+           rebuild: bool, as_json: bool) -> None:
+    """Search the entries' titles, summaries and contents, best match first.
+
+    QUERY uses SQLite FTS5 syntax: words (all must occur), "an exact phrase",
+    AND / OR / NOT, prefix*, title:word. Case and accents are ignored. Each hit shows
+    a snippet with the matched words in [brackets]; one hit per story unless --all.
+    Exit 1 when nothing matches, 2 for a query that is not valid syntax.
+    """
+    from signal_feeds.store.reading import search_entries
+
+    if query is None and not rebuild:
+        raise click.UsageError("give a QUERY (or --rebuild)")
+    when = parse_since(since)
+    try:
+        with open_store(config_path, db_path) as store:
+            indexed = store.rebuild_search_index() if rebuild else None
+            hits = [] if query is None else search_entries(
+                store, query, source_id=source_id, since=when, limit=limit,
+                include_duplicates=include_duplicates)
+    except SignalError as exc:
+        fail(exc)
+    if as_json:
+        out: dict[str, object] = {"query": query, "hits": [h.to_dict() for h in hits]}
+        if indexed is not None:
+            out["indexed"] = indexed
+        click.echo(json.dumps(out, ensure_ascii=False))
+    else:
+        if indexed is not None:
+            click.echo(f"search index rebuilt: {indexed} entries")
+        for hit in hits:
+            click.echo(entry_line(hit.entry))
+            if hit.snippet:
+                click.echo(f"    {hit.snippet}")
+    raise SystemExit(EXIT_OK if hits or query is None else EXIT_FAILED)

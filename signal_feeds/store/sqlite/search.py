@@ -1,0 +1,149 @@
+"""Full-text search in SQLite: an FTS5 table over the entries' title, summary and content.
+
+``entries_fts`` is an ordinary FTS5 table (it keeps its own copy of the indexed text)
+whose rowid is the entry's ``seq``. Summaries and contents are stored as HTML; the
+index holds their text (:func:`~signal_feeds.store.fulltext.searchable_text`), so the
+index cannot be an external-content table over ``entries`` (``snippet()`` would read
+the HTML back and highlight the wrong words), and triggers cannot fill it (stripping
+tags in SQL would need a function registered on every connection, including the
+``sqlite3`` shell's). The write path keeps it, in the response's own transaction: a
+created entry is indexed, a changed one re-indexed, so the index is never stale.
+
+Ranking is FTS5's ``bm25``, with a match in the title worth :data:`TITLE_WEIGHT`
+matches in the text, set once as the table's ``rank`` so that ``ORDER BY rank`` can
+stop after the hits it needs.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from signal_feeds.errors import QueryError
+from signal_feeds.store.fulltext import (
+    SNIPPET_CLOSE,
+    SNIPPET_ELLIPSIS,
+    SNIPPET_OPEN,
+    SNIPPET_TOKENS,
+    searchable_text,
+)
+
+__all__ = [
+    "FTS_TABLE",
+    "TITLE_WEIGHT",
+    "check_query",
+    "create_search_index",
+    "index_entries",
+    "rebuild_search_index",
+    "search_keys",
+    "snippets",
+    "unindex_entries",
+]
+
+FTS_TABLE = "entries_fts"
+#: bm25 weight of the title column relative to summary and content (1.0 each).
+TITLE_WEIGHT = 4.0
+# unicode61 with diacritics removed: "cafe" finds "café", "resume" finds "résumé".
+_COLUMNS = "title, summary, content, tokenize = 'unicode61 remove_diacritics 2'"
+_BATCH = 2000
+_PROBE = "signal_query_probe"
+
+
+def create_search_index(conn: sqlite3.Connection) -> bool:
+    """Create and fill the index if the file has none (inside the caller's
+    transaction); True if it was created."""
+    if conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (FTS_TABLE,)).fetchone():
+        return False
+    conn.execute(f"CREATE VIRTUAL TABLE {FTS_TABLE} USING fts5({_COLUMNS})")
+    conn.execute(f"INSERT INTO {FTS_TABLE} ({FTS_TABLE}, rank) "
+                 f"VALUES ('rank', 'bm25({TITLE_WEIGHT}, 1.0, 1.0)')")
+    _index_all(conn)
+    return True
+
+
+def _index_all(conn: sqlite3.Connection) -> int:
+    """Index every entry, walking the table in ``seq`` order a batch at a time."""
+    done, last = 0, -1
+    while True:
+        batch = conn.execute(
+            "SELECT seq, title, summary, content FROM entries WHERE seq > ? "
+            "ORDER BY seq LIMIT ?", (last, _BATCH)).fetchall()
+        if not batch:
+            return done
+        index_entries(conn, batch)
+        done += len(batch)
+        last = batch[-1][0]
+
+
+def rebuild_search_index(conn: sqlite3.Connection) -> int:
+    """Index every entry again from its stored fields (inside the caller's transaction);
+    the number of entries indexed. Running it twice gives the same index."""
+    if create_search_index(conn):
+        return int(conn.execute(f"SELECT count(*) FROM {FTS_TABLE}").fetchone()[0])
+    conn.execute(f"DELETE FROM {FTS_TABLE}")
+    count = _index_all(conn)
+    conn.execute(f"INSERT INTO {FTS_TABLE} ({FTS_TABLE}) VALUES ('optimize')")
+    return count
+
+
+def index_entries(conn: sqlite3.Connection,
+                  rows: Iterable[tuple[int, str | None, str | None, str | None]]) -> None:
+    """Index (seq, title, summary HTML, content HTML) rows not in the index yet."""
+    conn.executemany(
+        f"INSERT INTO {FTS_TABLE} (rowid, title, summary, content) VALUES (?, ?, ?, ?)",
+        [(seq, title or "", searchable_text(summary or ""), searchable_text(content or ""))
+         for seq, title, summary, content in rows])
+
+
+def unindex_entries(conn: sqlite3.Connection, seqs: Sequence[int]) -> None:
+    """Remove entries (by ``seq``) from the index, before they are indexed again."""
+    conn.executemany(f"DELETE FROM {FTS_TABLE} WHERE rowid = ?", [(s,) for s in seqs])
+
+
+def check_query(conn: sqlite3.Connection, query: str) -> None:
+    """Raise :class:`QueryError` unless ``query`` is a valid FTS5 expression for the
+    index's columns. Tried first on an empty table of the same shape in the
+    connection's ``temp`` schema (writable even when the file is not), so that an error
+    here is always the query's, never the database's."""
+    if not query.strip():
+        raise QueryError("empty search query: give one or more words", query=query)
+    conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.{_PROBE} USING fts5({_COLUMNS})")
+    try:
+        conn.execute(f"SELECT rowid FROM temp.{_PROBE} WHERE {_PROBE} MATCH ?",
+                     (query,)).fetchall()
+    except sqlite3.OperationalError as exc:
+        detail = str(exc).removeprefix("fts5: ")
+        raise QueryError(f"search query {query!r} is not valid FTS5 syntax: {detail} "
+                         '(put words that hold punctuation in double quotes)',
+                         query=query) from exc
+
+
+def search_keys(conn: sqlite3.Connection, query: str, *, where: Sequence[str],
+                args: Sequence[Any], limit: int) -> list[tuple[int, float]]:
+    """(seq, bm25 score) of the best ``limit`` matches whose entry meets every ``where``
+    condition (SQL over ``entries`` columns), best first."""
+    # CROSS JOIN keeps the index as the outer loop: hits come out best first and the
+    # scan stops after ``limit`` that pass the filters. With a plain JOIN and a source
+    # filter, SQLite walks the source's entries and runs the full-text query once for
+    # each of them, then sorts.
+    sql = (f"SELECT {FTS_TABLE}.rowid, {FTS_TABLE}.rank FROM {FTS_TABLE} "
+           f"CROSS JOIN entries ON entries.seq = {FTS_TABLE}.rowid "
+           f"WHERE {FTS_TABLE} MATCH ?")
+    for condition in where:
+        sql += f" AND {condition}"
+    sql += f" ORDER BY {FTS_TABLE}.rank LIMIT ?"
+    return [(int(r[0]), float(r[1]))
+            for r in conn.execute(sql, [query, *args, max(limit, 0)])]
+
+
+def snippets(conn: sqlite3.Connection, query: str, seqs: Sequence[int]) -> dict[int, str]:
+    """The highlighted snippet of each matching entry (by ``seq``): computed for the
+    page of hits only, not for every match."""
+    if not seqs:
+        return {}
+    marks = ",".join("?" * len(seqs))
+    sql = (f"SELECT rowid, snippet({FTS_TABLE}, -1, ?, ?, ?, ?) FROM {FTS_TABLE} "
+           f"WHERE {FTS_TABLE} MATCH ? AND rowid IN ({marks})")
+    params = [SNIPPET_OPEN, SNIPPET_CLOSE, SNIPPET_ELLIPSIS, SNIPPET_TOKENS, query, *seqs]
+    return {int(r[0]): str(r[1] or "") for r in conn.execute(sql, params)}
