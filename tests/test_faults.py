@@ -28,6 +28,8 @@ from signal_feeds.parse.processes import ParseJob, ParseOutcome, ParserPool, par
 class InlineParser:
     """Parses in the test process: the store faults do not need worker processes."""
 
+    workers = 1
+
     async def parse(self, job: ParseJob) -> ParseOutcome:
         return parse_job(job)
 

@@ -163,6 +163,8 @@ def test_byte_identical_200_is_not_parsed_and_new_validators_are_stored(
     entries_before = dump(db_path)["entries"]
 
     class NoParse:
+        workers = 1
+
         async def parse(self, job: object) -> object:
             raise AssertionError("a byte-identical body must not be parsed")
 

@@ -1,4 +1,5 @@
-"""The run's store writer: many responses per commit, each failing or succeeding alone."""
+"""The run's write stage (many responses per commit, each failing or succeeding alone)
+and the queues that join the stages (bounded by memory)."""
 
 from __future__ import annotations
 
@@ -6,8 +7,8 @@ import asyncio
 import datetime as dt
 import sqlite3
 import threading
-import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,8 @@ from conftest import dump
 
 from signal_feeds import Store
 from signal_feeds.errors import StoreError
-from signal_feeds.run.writer import StoreWriter
+from signal_feeds.run.queues import StageQueue
+from signal_feeds.run.writer import Write, WriteStage
 from signal_feeds.store import FetchRecord, SourceState
 
 NOW = dt.datetime(2026, 3, 1, tzinfo=dt.UTC)
@@ -28,18 +30,48 @@ def save(store: Store, source_id: str) -> None:
                                    outcome="not_modified", http_status=304))
 
 
+class Writer:
+    """A write stage on its own queue, as a run drives it."""
+
+    def __init__(self, stage: WriteStage) -> None:
+        self.stage = stage
+        self.remaining = 1_000  # "more may come", until a test says otherwise
+
+    def call(self, fn: Callable[[], Any]) -> asyncio.Future[Any]:
+        result: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self.stage.queue.put(Write(fn, result), 1)
+        return result
+
+    @property
+    def batches(self) -> int:
+        return self.stage.batches
+
+
+@asynccontextmanager
+async def writer_for(store: Store, **options: Any) -> AsyncIterator[Writer]:
+    queue: StageQueue[Write] = StageQueue(1_000_000, first_guess=1)
+    box: list[Writer] = []
+    stage = WriteStage(store, queue, remaining=lambda: box[0].remaining, **options)
+    box.append(Writer(stage))
+    task = asyncio.create_task(stage.run())
+    try:
+        yield box[0]
+    finally:
+        queue.close()
+        await task
+
+
 def test_writes_within_the_window_share_one_commit(db_path: Path) -> None:
     async def main(store: Store) -> int:
-        async with StoreWriter(store, window=5.0) as writer:
+        async with writer_for(store, window=30.0) as writer:
             calls = []
             for i in range(20):  # arriving one by one, as parsed responses do
                 calls.append(asyncio.ensure_future(writer.call(lambda i=i: save(store, f"s{i}"))))
                 await asyncio.sleep(0.005)
-            writer.pending = lambda: 0  # the run says nothing more will come
+            writer.remaining = 0  # the run says nothing more will come
             calls.append(asyncio.ensure_future(writer.call(lambda: save(store, "last"))))
-            started = time.monotonic()
-            await asyncio.gather(*calls)
-            assert time.monotonic() - started < 2.0  # not the 5 s window
+            # Committed at once, not after the 30 s window.
+            await asyncio.wait_for(asyncio.gather(*calls), 10)
             return writer.batches
 
     with Store(db_path) as store:
@@ -47,11 +79,11 @@ def test_writes_within_the_window_share_one_commit(db_path: Path) -> None:
         assert store.count("sources") == 21 and store.count("fetches") == 21
 
 
-def test_without_a_window_writes_that_queue_meanwhile_join_the_batch(db_path: Path) -> None:
+def test_without_a_window_writes_that_queue_meanwhile_share_the_next_commit(db_path: Path) -> None:
     gate = threading.Event()
 
     async def main(store: Store) -> tuple[list[Any], int]:
-        async with StoreWriter(store, window=0.0) as writer:
+        async with writer_for(store, window=0.0) as writer:
             # The first write holds the writer until the others are queued behind it.
             first = asyncio.ensure_future(writer.call(lambda: gate.wait(5)))
             await asyncio.sleep(0.05)
@@ -66,7 +98,7 @@ def test_without_a_window_writes_that_queue_meanwhile_join_the_batch(db_path: Pa
     with Store(db_path) as store:
         results, batches = asyncio.run(main(store))
         assert results[0] is True and results[1:] == [None] * 21
-        assert batches == 2  # the gate and the twenty queued meanwhile; then "later"
+        assert batches == 3  # the gate; the twenty queued meanwhile, together; "later"
         assert store.count("sources") == 21 and store.count("fetches") == 21
 
 
@@ -78,7 +110,7 @@ def test_a_failing_write_is_undone_alone(db_path: Path) -> None:
             raise StoreError("injected", source_id="never")
 
     async def main() -> list[Any]:
-        async with StoreWriter(store) as writer:
+        async with writer_for(store) as writer:
             calls = [writer.call(lambda: save(store, "a")), writer.call(half_then_fail),
                      writer.call(lambda: save(store, "b"))]
             return await asyncio.gather(*calls, return_exceptions=True)
@@ -115,7 +147,7 @@ def test_a_failed_commit_fails_every_write_of_the_batch(db_path: Path,
         monkeypatch.setattr(store._db, "conn", FailingCommit())
 
         async def main() -> list[Any]:
-            async with StoreWriter(store, window=0.0) as writer:
+            async with writer_for(store, window=0.0) as writer:
                 await writer.call(lambda: None)  # the first commit goes through
                 calls = [writer.call(lambda i=i: save(store, f"s{i}")) for i in range(5)]
                 return await asyncio.gather(*calls, return_exceptions=True)
@@ -128,41 +160,48 @@ def test_a_failed_commit_fails_every_write_of_the_batch(db_path: Path,
     assert dump(db_path) == before  # nothing of the failed batch is stored
 
 
-def test_new_requests_wait_while_downloaded_bodies_pile_up() -> None:
-    from signal_feeds.run.pipeline import _Backlog
-
-    async def admitted_after(backlog: _Backlog, unblock: Callable[[], None]) -> bool:
-        task = asyncio.ensure_future(backlog.admit())
+def test_producers_wait_while_queued_items_fill_the_limit() -> None:
+    async def waited(coro: Any, unblock: Callable[[], None]) -> Any:
+        task = asyncio.ensure_future(coro)
         await asyncio.sleep(0.05)
-        waited = not task.done()
+        assert not task.done()
         unblock()
-        await asyncio.wait_for(task, 2)
-        backlog.release(task.result())
-        return waited
+        return await asyncio.wait_for(task, 2)
 
     async def main() -> None:
-        limit = 4 * 100_000
-        backlog = _Backlog(limit=limit)
-        first = await backlog.admit()  # nothing waiting: at once
-        backlog.release(first)
-        size = backlog.charge(100_000)  # the body and its parsed rows
-        assert size == limit  # about 2.5 times the body as Python objects, plus the body
-        assert await admitted_after(backlog, lambda: backlog.refund(size))
-        # A download under way counts as the mean response so far, until it ends.
-        small = backlog.charge(20_000)
-        backlog.refund(small)
-        guesses = [await backlog.admit(), await backlog.admit()]
-        assert guesses == [(size + small) // 2] * 2  # 240,000 each: two fill the limit
-        assert await admitted_after(backlog, lambda: backlog.release(guesses.pop()))
-        backlog.release(guesses.pop())
-        assert backlog.used == backlog.reserved == 0
-        # A body already in hand (waiting to be parsed) waits for room as a whole.
-        held = await backlog.take(100_000)
-        waiter = asyncio.ensure_future(backlog.take(1))
-        await asyncio.sleep(0.05)
-        assert not waiter.done()
-        backlog.refund(held)
-        backlog.refund(await asyncio.wait_for(waiter, 2))
-        assert backlog.used == 0
+        queue: StageQueue[str] = StageQueue(400_000, first_guess=1_000)
+        first = await queue.reserve()  # nothing waiting: at once, at the first guess
+        assert first == 1_000
+        queue.put("a", 400_000, reservation=first)  # a body and its parsed rows
+        # Full: the next producer waits until the consumer is done with "a".
+        taken = await queue.get()
+        assert taken == ("a", 400_000)
+        later = await waited(queue.reserve(), lambda: queue.done(400_000))
+        # A reservation is the mean cost so far.
+        assert later == 400_000 and queue.reserved == 400_000
+        queue.cancel(later)
+        queue.put("b", 100_000, reservation=await queue.reserve())
+        queue.put("c", 100_000, reservation=await queue.reserve())
+        assert (queue.used, queue.reserved) == (200_000, 0)
+        guess = await queue.reserve()
+        assert guess == 200_000  # (400,000 + 100,000 + 100,000) / 3
+        # Reserved plus queued is at the limit: wait for a consumer.
+        def consume_one() -> None:
+            item = queue.get_nowait()
+            assert item is not None
+            queue.done(item[1])
+
+        third = await waited(queue.reserve(), consume_one)
+        queue.cancel(guess)
+        queue.cancel(third)
+        assert queue.reserved == 0
+        # An empty queue admits one item whatever its size, so nothing stalls for ever.
+        while (item := queue.get_nowait()) is not None:
+            queue.done(item[1])
+        assert queue.used == 0
+        queue.put("huge", 10_000_000, reservation=await queue.reserve())
+        queue.close()
+        assert await queue.get() == ("huge", 10_000_000)
+        assert await queue.get() is None  # closed and empty
 
     asyncio.run(main())

@@ -1,0 +1,326 @@
+"""The three stages of a run, joined by bounded queues: fetch -> parse -> write.
+
+- **fetch**: one task per source. It asks the decider whether the source is due, takes
+  a slot of the source's host and one of the run's ``concurrency`` slots, reserves room
+  in the parse queue, and downloads. A response that needs no parsing (304, an
+  identical body, an error) is decided at once and goes to the write queue.
+- **parse**: as many tasks as the parser pool has processes. Each takes a body from the
+  parse queue, reserves room in the write queue (parsing waits while parsed rows wait
+  for the writer), parses in a worker process, and queues what the decider makes of it.
+- **write**: :class:`~signal_feeds.run.writer.WriteStage`, one thread, many writes per
+  commit.
+
+The two :class:`~signal_feeds.run.queues.StageQueue` limits are the run's memory bound.
+What each response means is decided by :class:`~signal_feeds.decide.decider.Decider`;
+this module only carries its decisions out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import logging
+import random
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+from urllib.parse import urlsplit
+
+from signal_feeds.config.source_list import Config, Source
+from signal_feeds.decide.decider import (
+    Decider,
+    Decision,
+    FetchFailure,
+    ParseFacts,
+    ResponseFacts,
+)
+from signal_feeds.decide.report import SourceReport
+from signal_feeds.errors import FetchError, SignalError, StoreError
+from signal_feeds.http.clients import Clients
+from signal_feeds.http.fetch import FetchLimits, FetchResponse, fetch
+from signal_feeds.http.slots import HostSlots
+from signal_feeds.identity.keys import EntryRow, Identified
+from signal_feeds.identity.matching import MatchKeys
+from signal_feeds.parse.processes import ParseJob, ParserPool
+from signal_feeds.parse.rows import NORMALIZER_VERSION
+from signal_feeds.parse.settings import ParseSettings
+from signal_feeds.records import SourceState
+from signal_feeds.run.queues import StageQueue
+from signal_feeds.run.writer import Write, WriteStage
+from signal_feeds.store.protocol import FeedStore
+
+__all__ = ["DEFAULT_PARSE_QUEUE_BYTES", "DEFAULT_WRITE_QUEUE_BYTES", "Progress", "Run"]
+
+log = logging.getLogger("signal_feeds")
+
+#: Memory that downloaded bodies may hold while they wait for a parser (downloads under
+#: way included), counted at :data:`COST_PER_BODY_BYTE`; new requests wait beyond it.
+DEFAULT_PARSE_QUEUE_BYTES = 8 * 1024 * 1024
+#: Memory that parsed responses may hold while they wait for the writer; parsing waits
+#: beyond it.
+DEFAULT_WRITE_QUEUE_BYTES = 8 * 1024 * 1024
+#: What a response costs while it waits, per byte of body: the body, and the rows parsed
+#: from it, which take about two and a half times the body's size as Python objects
+#: (measured on the benchmark corpus: 220 KB of RSS or Atom, 560 KB of rows).
+COST_PER_BODY_BYTE = 4
+# What a download is assumed to cost until the first bodies have arrived.
+_FIRST_GUESS = COST_PER_BODY_BYTE * 64 * 1024
+# A write without rows (a 304, a failure): a state row and a fetch row.
+_SMALL_WRITE = 1024
+
+
+@dataclass(frozen=True)
+class Progress:
+    """A snapshot for progress displays: called after each source finishes."""
+
+    done: int
+    total: int
+    failed: int
+    #: Source ids still being fetched, the longest-running first.
+    in_flight: tuple[str, ...]
+    last: SourceReport
+
+
+@dataclass(frozen=True)
+class _Downloaded:
+    """A body waiting in the parse queue."""
+
+    source: Source
+    state: SourceState
+    response: FetchResponse
+    started: dt.datetime
+    report: asyncio.Future[SourceReport]
+
+
+class Run:
+    """One run over ``sources``: :meth:`execute` returns their reports in order."""
+
+    def __init__(self, config: Config, store: FeedStore, sources: Sequence[Source], *,
+                 force: bool, clock: Callable[[], dt.datetime], clients: Clients,
+                 parser: ParserPool, progress: Callable[[Progress], None] | None) -> None:
+        self.config = config
+        self.store = store
+        self.sources = sources
+        self.force = force
+        self.clock = clock
+        self.clients = clients
+        self.parser = parser
+        self.progress = progress
+        self.done = self.failed = 0
+        #: Sources whose write (if any) is not queued yet: the writer's "more may come".
+        self.unqueued = len(sources)
+        self.in_flight: dict[str, float] = {}
+        self.slots = asyncio.Semaphore(config.settings.concurrency)
+        self.host_slots = HostSlots(config.settings.per_host)
+        self.parse_queue: StageQueue[_Downloaded] = StageQueue(
+            DEFAULT_PARSE_QUEUE_BYTES, first_guess=_FIRST_GUESS)
+        self.write_queue: StageQueue[Write] = StageQueue(
+            DEFAULT_WRITE_QUEUE_BYTES, first_guess=_FIRST_GUESS)
+        self.writer = WriteStage(store, self.write_queue, remaining=lambda: self.unqueued)
+
+    async def execute(self) -> list[SourceReport]:
+        """Run the stages until every source has its report."""
+        # One query for every source's state; from here on only the writer's thread
+        # uses the store.
+        states = self.store.source_states_for({s.id: s.url for s in self.sources})
+        writing = asyncio.create_task(self.writer.run())
+        parsing = [asyncio.create_task(self._parse_stage())
+                   for _ in range(self.parser.workers)]
+        reports = asyncio.gather(*(self._source(s, states[s.id]) for s in self.sources))
+        try:
+            # The stages run until the queues close; one that ends before every source
+            # has its report has failed, and waiting on would hang the run.
+            watched: list[asyncio.Future[Any]] = [reports, writing, *parsing]
+            await asyncio.wait(watched, return_when=asyncio.FIRST_COMPLETED)
+            if not reports.done():
+                broken = next(t for t in (writing, *parsing) if t.done())
+                reports.cancel()
+                raise RuntimeError("a stage of the run ended early") from (
+                    None if broken.cancelled() else broken.exception())
+            return list(reports.result())
+        finally:
+            self.parse_queue.close()
+            await asyncio.gather(*parsing, return_exceptions=True)
+            self.write_queue.close()
+            await writing
+
+    # -- fetch ----------------------------------------------------------------------
+
+    async def _source(self, src: Source, state: SourceState) -> SourceReport:
+        t0 = time.monotonic()
+        try:
+            rep = await self._fetch_stage(src, state)
+        except SignalError as exc:  # a store failure outside apply_response
+            rep = SourceReport(source=src.id, status="failed", error=exc.message)
+        except Exception as exc:  # never let one source end the run
+            log.exception("unexpected error for source %s", src.id)
+            rep = SourceReport(source=src.id, status="failed",
+                               error=f"internal error: {type(exc).__name__}: {exc}")
+        rep = replace(rep, duration=time.monotonic() - t0)
+        self.in_flight.pop(src.id, None)
+        self.done += 1
+        if rep.status in ("failed", "rejected"):
+            self.failed += 1
+        if self.progress is not None:
+            flying = tuple(sorted(self.in_flight, key=self.in_flight.__getitem__))
+            self.progress(Progress(self.done, len(self.sources), self.failed, flying, rep))
+        return rep
+
+    def _decider(self, src: Source, started: dt.datetime | None = None) -> Decider:
+        settings = self.config.effective(src)
+        now = self.clock()
+        return Decider(source_id=src.id, now=now, started=started or now,
+                       min_interval=settings.min_interval, max_interval=settings.max_interval,
+                       jitter=random.random(), force=self.force,
+                       normalizer_version=NORMALIZER_VERSION)
+
+    async def _fetch_stage(self, src: Source, state: SourceState) -> SourceReport:
+        decider = self._decider(src)
+        skip = decider.before_fetch(state, expired=src.is_expired(decider.now.date()),
+                                    review_by=src.review_by, owner=src.owner)
+        if skip is not None:
+            self.unqueued -= 1
+            return skip.report
+        url = state.request_url
+        started = self.clock()
+        limits = FetchLimits.from_settings(self.config.effective(src))
+        # The host's slot is taken before a global one: a source waiting for its host
+        # must not hold a slot other hosts could use. Redirects move the host slot to
+        # each hop's host (inside fetch).
+        async with self.host_slots.hold(urlsplit(url).hostname or "") as host_hold, \
+                self.slots:
+            # Room is reserved with the slot held: at the start of a run every slot's
+            # request goes out; later ones wait here while bodies wait for parsers.
+            reservation = await self.parse_queue.reserve()
+            self.in_flight[src.id] = time.monotonic()
+            try:
+                response = await fetch(self.clients, url, limits=limits, etag=state.etag,
+                                       last_modified=state.last_modified,
+                                       source_id=src.id, host_hold=host_hold)
+            except FetchError as exc:
+                self.parse_queue.cancel(reservation)
+                failure = FetchFailure(url, exc.message, exc.reason)
+                return await self._write(self._decider(src, started).after_fetch(
+                    state, failure))
+        facts = _response_facts(response)
+        decider = self._decider(src, started)
+        if not decider.must_parse(state, facts):
+            self.parse_queue.cancel(reservation)
+            return await self._write(decider.after_fetch(state, facts))
+        report: asyncio.Future[SourceReport] = asyncio.get_running_loop().create_future()
+        self.parse_queue.put(_Downloaded(src, state, response, started, report),
+                             COST_PER_BODY_BYTE * len(response.body),
+                             reservation=reservation)
+        return await report
+
+    # -- parse ----------------------------------------------------------------------
+
+    async def _parse_stage(self) -> None:
+        while (taken := await self.parse_queue.get()) is not None:
+            item, cost = taken
+            try:
+                decision, rows, keys, size = await self._parse(item, cost)
+            except Exception as exc:  # never leave a source without its report
+                log.exception("unexpected error parsing source %s", item.source.id)
+                self.unqueued -= 1
+                item.report.set_result(SourceReport(
+                    source=item.source.id, status="failed",
+                    error=f"internal error: {type(exc).__name__}: {exc}"))
+                continue
+            # The source's task waits for its write; this task parses on.
+            self._queue_write(decision, rows, keys, size, reservation=size,
+                              report=item.report)
+
+    async def _parse(self, item: _Downloaded, cost: int
+                     ) -> tuple[Decision, Sequence[EntryRow], Mapping[str, MatchKeys] | None,
+                                int]:
+        """Parse one body; the body's cost stays counted until its rows are reserved."""
+        size = await self.write_queue.reserve()
+        try:
+            src = item.source
+            parsed = await self.parser.parse(ParseJob(
+                source_id=src.id, body=item.response.body, url=item.response.url,
+                content_type=item.response.headers.get("content-type", ""),
+                settings=ParseSettings.from_settings(self.config.effective(src))))
+        except BaseException:
+            self.write_queue.cancel(size)
+            raise
+        finally:
+            self.parse_queue.done(cost)
+        identified = parsed.identified if isinstance(parsed.identified, Identified) else None
+        rows = identified.rows if identified is not None else ()
+        facts = ParseFacts(
+            entries=len(rows), skipped=identified.skipped if identified else 0,
+            skip_reasons=identified.skip_reasons if identified else (),
+            ttl_seconds=parsed.ttl_seconds, warnings=parsed.warnings, error=parsed.message)
+        decision = self._decider(item.source, item.started).after_fetch(
+            item.state, _response_facts(item.response), facts)
+        return decision, rows, parsed.match_keys, size
+
+    # -- write ----------------------------------------------------------------------
+
+    def _queue_write(self, decision: Decision, rows: Sequence[EntryRow] = (),
+                     match_keys: Mapping[str, MatchKeys] | None = None,
+                     cost: int = _SMALL_WRITE, *, reservation: int = 0,
+                     report: asyncio.Future[SourceReport] | None = None
+                     ) -> asyncio.Future[SourceReport]:
+        """Queue what the decision says to write; ``report`` (a new future if not
+        given) gets the source's report line once the write is committed."""
+        loop = asyncio.get_running_loop()
+        if report is None:
+            report = loop.create_future()
+        self.unqueued -= 1
+        if decision.record is None or decision.write == "nothing":
+            self.write_queue.cancel(reservation)
+            report.set_result(decision.report)
+            return report
+        state, record, store = decision.state, decision.record, self.store
+        apply: Callable[[], Any]
+        if decision.write == "save_attempt":
+            def apply() -> Any:
+                return store.save_attempt(state, record)
+        else:
+            clock = self.clock
+
+            def apply() -> Any:
+                return store.apply_response(state, rows, record, clock(),
+                                            match_keys=match_keys)
+        written: asyncio.Future[Any] = loop.create_future()
+
+        def settle(done: asyncio.Future[Any]) -> None:
+            _report(report, decision, done)
+
+        written.add_done_callback(settle)
+        self.write_queue.put(Write(apply, written), cost, reservation=reservation)
+        return report
+
+    async def _write(self, decision: Decision) -> SourceReport:
+        return await self._queue_write(decision)
+
+
+def _report(report: asyncio.Future[SourceReport], decision: Decision,
+            written: asyncio.Future[Any]) -> None:
+    """The report line once the write is committed (or failed)."""
+    if report.cancelled():
+        return
+    exc = written.exception() if not written.cancelled() else None
+    if written.cancelled():
+        report.cancel()
+    elif isinstance(exc, StoreError):
+        if decision.write == "apply_response":
+            report.set_result(decision.store_failed(exc.message))
+        else:
+            report.set_exception(exc)
+    elif exc is not None:
+        report.set_exception(exc)
+    elif decision.write == "apply_response":
+        report.set_result(decision.with_counts(written.result()))
+    else:
+        report.set_result(decision.report)
+
+
+def _response_facts(response: FetchResponse) -> ResponseFacts:
+    return ResponseFacts(status=response.status, url=response.url, headers=response.headers,
+                         permanent_url=response.permanent_url,
+                         body_digest=response.body_digest, wire_bytes=response.wire_bytes)
