@@ -55,9 +55,12 @@ class _ProgressLine:
 @click.option("--source", "source_ids", multiple=True, metavar="ID",
               help="Fetch only this source (repeatable).")
 @click.option("--force", is_flag=True, help="Ignore the poll schedule (never Retry-After).")
+@click.option("--refresh", is_flag=True,
+              help="Ask without validators and parse every body again, even an unchanged "
+                   "one (after changing a parse setting); implies --force.")
 @json_option
 def fetch(config_path: str | None, db_path: str | None, source_ids: tuple[str, ...],
-          force: bool, as_json: bool) -> None:
+          force: bool, refresh: bool, as_json: bool) -> None:
     """Fetch the due sources and store their entries.
 
     Every problem in the config file is reported at once (exit 2).
@@ -69,7 +72,7 @@ def fetch(config_path: str | None, db_path: str | None, source_ids: tuple[str, .
         config = load(config_path)
         database = database_path(config, db_path)
         report = run_fetch(config, database=database, source_ids=source_ids or None,
-                           force=force, progress=progress)
+                           force=force, refresh=refresh, progress=progress)
     except SignalError as exc:
         fail(exc)
     finally:

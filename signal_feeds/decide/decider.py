@@ -57,7 +57,8 @@ class ResponseFacts:
     headers: Mapping[str, str]
     #: Where the source now lives after an unbroken run of 301/308 from the start, or "".
     permanent_url: str = ""
-    #: SHA-256 of the body ("" when there is none).
+    #: What the body is remembered by: its SHA-256 with the parse settings
+    #: (:meth:`signal_feeds.parse.settings.ParseSettings.input_digest`; "" for no body).
     body_digest: str = ""
     wire_bytes: int = 0
 
@@ -93,6 +94,8 @@ class ParseFacts:
     error: str = ""
     #: Why entries were skipped (see :attr:`signal_feeds.identity.keys.Identified`).
     skip_reasons: tuple[str, ...] = ()
+    #: The feed's own title, kept for exports ("" when it has none).
+    feed_title: str = ""
 
 
 @dataclass(frozen=True)
@@ -130,6 +133,8 @@ class Decider:
     #: A number in [0, 1) that stretches backoff delays (random in a run, fixed in tests).
     jitter: float = 0.0
     force: bool = False
+    #: Parse every successful body, even one identical to the last stored (``--refresh``).
+    refresh: bool = False
     #: The parser's current normalizer version: a stored body digest counts only if the
     #: same rules parsed it.
     normalizer_version: int = 0
@@ -225,7 +230,8 @@ class Decider:
                       etag=response.etag, last_modified=response.last_modified,
                       body_digest=response.body_digest,
                       body_normalizer_version=self.normalizer_version,
-                      body_entries=parsed.entries, ttl_seconds=parsed.ttl_seconds)
+                      body_entries=parsed.entries, ttl_seconds=parsed.ttl_seconds,
+                      feed_title=parsed.feed_title or state.feed_title)
         return Decision(
             new,
             SourceReport(source=self.source_id, status=outcome, http_status=response.status,
@@ -239,7 +245,8 @@ class Decider:
     # -- helpers -------------------------------------------------------------------------
 
     def _same_body(self, state: SourceState, response: ResponseFacts) -> bool:
-        return bool(response.body_digest and response.body_digest == state.body_digest
+        return bool(not self.refresh and response.body_digest
+                    and response.body_digest == state.body_digest
                     and state.body_normalizer_version == self.normalizer_version)
 
     def _poll(self, status: Status, headers: Mapping[str, str], error_count: int,

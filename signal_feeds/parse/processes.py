@@ -82,6 +82,8 @@ class ParseOutcome:
     match_keys: Mapping[str, MatchKeys] = field(default_factory=dict)
     #: The worker's formatted traceback when parsing failed unexpectedly.
     traceback: str = ""
+    #: The feed's own title (what an export names the source by, after the config's).
+    feed_title: str = ""
 
     @property
     def message(self) -> str:
@@ -116,7 +118,8 @@ def parse_job(job: ParseJob) -> ParseOutcome:
     keys = {row.key: replace(match_keys(row.url, row.title, row.summary), shingles=frozenset())
             for row in identified.rows}
     return ParseOutcome(identified=identified, ttl_seconds=feed.ttl_seconds,
-                        warnings=feed.warnings, entries=len(feed.entries), match_keys=keys)
+                        warnings=feed.warnings, entries=len(feed.entries), match_keys=keys,
+                        feed_title=feed.title)
 
 
 def _limit_self(memory: int) -> None:

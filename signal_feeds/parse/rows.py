@@ -9,7 +9,7 @@ __all__ = ["NORMALIZER_VERSION", "ParsedEntry", "ParsedFeed"]
 
 #: Bumped whenever a change to normalization can change a stored field or fingerprint
 #: for the same bytes; stored with every row so the data says which rules produced it.
-NORMALIZER_VERSION = 1
+NORMALIZER_VERSION = 2  # 2: http entry links are kept by default
 
 
 @dataclass(frozen=True, slots=True)

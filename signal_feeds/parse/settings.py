@@ -7,7 +7,9 @@ Kept apart from the parser so that building one never loads feedparser.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import hashlib
+import json
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
 from signal_feeds.config.source_list import DEFAULT_MAX_ENTRIES
@@ -26,6 +28,15 @@ class ParseSettings:
     require_https_links: bool = False
     #: Entries read from one response; the rest are dropped with a warning.
     max_entries: int = DEFAULT_MAX_ENTRIES
+
+    def input_digest(self, body_digest: str) -> str:
+        """What a parsed body is remembered by: the body's SHA-256 together with these
+        settings, so that a byte-identical body is parsed again after a setting that
+        changes the rows has changed ("" for no body)."""
+        if not body_digest:
+            return ""
+        text = json.dumps([body_digest, asdict(self)], sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
     @classmethod
     def from_settings(cls, settings: Settings) -> ParseSettings:

@@ -70,6 +70,7 @@ async def fetch_sources(
     database: str | Path | None = None,
     source_ids: Sequence[str] | None = None,
     force: bool = False,
+    refresh: bool = False,
     clock: Callable[[], dt.datetime] = utcnow,
     resolver: Resolver | None = None,
     progress: Callable[[Progress], None] | None = None,
@@ -82,9 +83,12 @@ async def fetch_sources(
 
     ``database`` overrides the configured path; ``source_ids`` limits the run to those
     sources; ``force`` ignores the poll schedule (never a pending ``Retry-After``, never
-    a gone source). HTTP goes through Signal's own httpx clients unless ``client`` (a
-    ready ``httpx.AsyncClient``, left open) or ``transport`` (e.g. ``httpx.MockTransport``)
-    is given; ``ssl_context`` replaces certifi's CA bundle and ``resolver`` the system's
+    a gone source); ``refresh`` implies it, sends no validators and parses every body
+    again, even one identical to the last stored (after a parse setting changed).
+
+    HTTP goes through Signal's own httpx clients unless ``client`` (a ready
+    ``httpx.AsyncClient``, left open) or ``transport`` (e.g. ``httpx.MockTransport``) is
+    given; ``ssl_context`` replaces certifi's CA bundle and ``resolver`` the system's
     name resolution for Signal's clients. ``clock`` is injectable for tests.
     """
     sources = _select(config, source_ids)
@@ -103,8 +107,9 @@ async def fetch_sources(
             check_writable=True)
         with store:
             try:
-                reports = await Run(config, store, sources, force=force, clock=clock,
-                                    clients=clients, parser=pool, progress=progress).execute()
+                run = Run(config, store, sources, force=force, refresh=refresh, clock=clock,
+                          clients=clients, parser=pool, progress=progress)
+                reports = await run.execute()
             finally:
                 await clients.aclose()
     finally:
@@ -122,6 +127,7 @@ def run_fetch(
     database: str | Path | None = None,
     source_ids: Sequence[str] | None = None,
     force: bool = False,
+    refresh: bool = False,
     clock: Callable[[], dt.datetime] = utcnow,
     resolver: Resolver | None = None,
     progress: Callable[[Progress], None] | None = None,
@@ -132,7 +138,8 @@ def run_fetch(
 ) -> RunReport:
     """:func:`fetch_sources` in an event loop of its own (for callers without one)."""
     return asyncio.run(fetch_sources(
-        config, database=database, source_ids=source_ids, force=force, clock=clock,
+        config, database=database, source_ids=source_ids, force=force, refresh=refresh,
+        clock=clock,
         resolver=resolver, progress=progress, parser=parser, transport=transport,
         client=client, ssl_context=ssl_context))
 

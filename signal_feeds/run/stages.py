@@ -98,11 +98,14 @@ class Run:
 
     def __init__(self, config: Config, store: FeedStore, sources: Sequence[Source], *,
                  force: bool, clock: Callable[[], dt.datetime], clients: Clients,
-                 parser: ParserPool, progress: Callable[[Progress], None] | None) -> None:
+                 parser: ParserPool, progress: Callable[[Progress], None] | None,
+                 refresh: bool = False) -> None:
         self.config = config
         self.store = store
         self.sources = sources
-        self.force = force
+        #: ``--refresh``: unconditional requests, and every body parsed again.
+        self.refresh = refresh
+        self.force = force or refresh
         self.clock = clock
         self.clients = clients
         self.parser = parser
@@ -124,6 +127,8 @@ class Run:
         # One query for every source's state; from here on only the writer's thread
         # uses the store.
         states = self.store.source_states_for({s.id: s.url for s in self.sources})
+        # Ties between copies of a story go to the source listed first in the config.
+        self.store.set_source_order([s.id for s in self.config.sources])
         writing = asyncio.create_task(self.writer.run())
         parsing = [asyncio.create_task(self._parse_stage())
                    for _ in range(self.parser.workers)]
@@ -172,8 +177,11 @@ class Run:
         now = self.clock()
         return Decider(source_id=src.id, now=now, started=started or now,
                        min_interval=settings.min_interval, max_interval=settings.max_interval,
-                       jitter=random.random(), force=self.force,
+                       jitter=random.random(), force=self.force, refresh=self.refresh,
                        normalizer_version=NORMALIZER_VERSION)
+
+    def _parse_settings(self, src: Source) -> ParseSettings:
+        return ParseSettings.from_settings(self.config.effective(src))
 
     async def _fetch_stage(self, src: Source, state: SourceState) -> SourceReport:
         decider = self._decider(src)
@@ -195,15 +203,18 @@ class Run:
             reservation = await self.parse_queue.reserve()
             self.in_flight[src.id] = time.monotonic()
             try:
-                response = await fetch(self.clients, url, limits=limits, etag=state.etag,
-                                       last_modified=state.last_modified,
-                                       source_id=src.id, host_hold=host_hold)
+                # A refresh asks unconditionally: a 304 would keep the old rows.
+                response = await fetch(
+                    self.clients, url, limits=limits,
+                    etag="" if self.refresh else state.etag,
+                    last_modified="" if self.refresh else state.last_modified,
+                    source_id=src.id, host_hold=host_hold)
             except FetchError as exc:
                 self.parse_queue.cancel(reservation)
                 failure = FetchFailure(url, exc.message, exc.reason)
                 return await self._write(self._decider(src, started).after_fetch(
                     state, failure))
-        facts = _response_facts(response)
+        facts = _response_facts(response, self._parse_settings(src))
         decider = self._decider(src, started)
         if not decider.must_parse(state, facts):
             self.parse_queue.cancel(reservation)
@@ -242,7 +253,7 @@ class Run:
             parsed = await self.parser.parse(ParseJob(
                 source_id=src.id, body=item.response.body, url=item.response.url,
                 content_type=item.response.headers.get("content-type", ""),
-                settings=ParseSettings.from_settings(self.config.effective(src))))
+                settings=self._parse_settings(src)))
         except BaseException:
             self.write_queue.cancel(size)
             raise
@@ -253,9 +264,11 @@ class Run:
         facts = ParseFacts(
             entries=len(rows), skipped=identified.skipped if identified else 0,
             skip_reasons=identified.skip_reasons if identified else (),
-            ttl_seconds=parsed.ttl_seconds, warnings=parsed.warnings, error=parsed.message)
+            ttl_seconds=parsed.ttl_seconds, warnings=parsed.warnings, error=parsed.message,
+            feed_title=parsed.feed_title)
         decision = self._decider(item.source, item.started).after_fetch(
-            item.state, _response_facts(item.response), facts)
+            item.state, _response_facts(item.response, self._parse_settings(item.source)),
+            facts)
         return decision, rows, parsed.match_keys, size
 
     # -- write ----------------------------------------------------------------------
@@ -320,7 +333,8 @@ def _report(report: asyncio.Future[SourceReport], decision: Decision,
         report.set_result(decision.report)
 
 
-def _response_facts(response: FetchResponse) -> ResponseFacts:
+def _response_facts(response: FetchResponse, settings: ParseSettings) -> ResponseFacts:
     return ResponseFacts(status=response.status, url=response.url, headers=response.headers,
                          permanent_url=response.permanent_url,
-                         body_digest=response.body_digest, wire_bytes=response.wire_bytes)
+                         body_digest=settings.input_digest(response.body_digest),
+                         wire_bytes=response.wire_bytes)
