@@ -94,7 +94,7 @@ def test_http_links_are_kept_and_every_skip_has_its_reason(
             records.append(fetch)
             return super().apply_response(state, rows, fetch, *args, **kwargs)
 
-    monkeypatch.setattr(pipeline, "Store", RecordingStore)
+    monkeypatch.setattr(pipeline, "open_store", RecordingStore)
     report = fetch_json(write_config(tmp_path, feed_url))
     (source,) = report["sources"]
     assert (source["created"], source["skipped"]) == (4, 1)

@@ -131,7 +131,7 @@ def test_a_fault_at_every_step_of_storing_leaves_the_database_as_before(
     with sqlite3.connect(db_path) as src, sqlite3.connect(copy) as dst:
         src.backup(dst)
     recorder = Plan()
-    monkeypatch.setattr(signal_feeds.run.pipeline, "Store", faulty_store(recorder))
+    monkeypatch.setattr(signal_feeds.run.pipeline, "open_store", faulty_store(recorder))
     dry = run_fetch(config, database=copy, clock=clock, force=True, parser=InlineParser())
     assert dry.get("demo-rss").status == "fetched"
     points = [(i, kind) for i, kind, _ in recorder.points]
@@ -159,7 +159,7 @@ def test_a_fault_at_every_step_of_storing_leaves_the_database_as_before(
         src.backup(dst)
     for point in points:
         plan = Plan(fail_at=point)
-        monkeypatch.setattr(signal_feeds.run.pipeline, "Store", faulty_store(plan))
+        monkeypatch.setattr(signal_feeds.run.pipeline, "open_store", faulty_store(plan))
         report = run_fetch(config, clock=clock, force=True, parser=InlineParser())
         rep = report.get("demo-rss")
         assert plan.fired, point
@@ -173,7 +173,7 @@ def test_a_fault_at_every_step_of_storing_leaves_the_database_as_before(
     assert len(tolerated) < len(points)
 
     # The next run does the work the failed ones could not.
-    monkeypatch.setattr(signal_feeds.run.pipeline, "Store", Store)
+    monkeypatch.setattr(signal_feeds.run.pipeline, "open_store", Store)
     clock.advance(60)
     report = run_fetch(config, clock=clock, force=True, parser=InlineParser())
     rep = report.get("demo-rss")
@@ -231,13 +231,13 @@ def test_disk_full_while_storing_is_reported_and_the_next_run_recovers(
             finally:
                 self._db.conn = real
 
-    monkeypatch.setattr(signal_feeds.run.pipeline, "Store", FullDisk)
+    monkeypatch.setattr(signal_feeds.run.pipeline, "open_store", FullDisk)
     report = run_fetch(config, force=True, parser=InlineParser())
     for rep in report.sources:
         assert rep.status == "failed"
         assert rep.error == f"cannot store response in {db_path}: database or disk is full"
     assert rows(db_path, "SELECT count(*) FROM entries") == [(0,)]
-    monkeypatch.setattr(signal_feeds.run.pipeline, "Store", Store)
+    monkeypatch.setattr(signal_feeds.run.pipeline, "open_store", Store)
     report = run_fetch(config, force=True, parser=InlineParser())
     assert [r.created for r in report.sources] == [3, 2]
 
