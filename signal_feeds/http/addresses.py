@@ -10,8 +10,8 @@ window between the check and the connection. httpcore still sends the name as SN
 Whether a hop may reach a private address is a property of the request, not of the
 connection: it is set with :func:`private_addresses` around the request (a context
 variable, so concurrent requests do not see each other's setting). A kept-alive
-connection is checked again on each request it carries, from the address it was opened
-to.
+connection to a private address carries a guard that checks the setting again before
+each request it would send.
 """
 
 from __future__ import annotations
@@ -21,11 +21,12 @@ import contextlib
 import contextvars
 import ipaddress
 import socket
-import ssl
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from typing import Any
 
 import httpcore
+
+from signal_feeds.http.network import AsyncioStream, open_stream
 
 __all__ = ["AddressRefused", "CheckedBackend", "Resolver", "is_private_address",
            "private_addresses", "resolve", "system_resolver"]
@@ -116,41 +117,16 @@ def _interleaved(addresses: Iterable[str]) -> list[str]:
     return out
 
 
-class _CheckedStream(httpcore.AsyncNetworkStream):
-    """A connection that knows the address it was checked for, and checks it again
-    before each request it carries."""
-
-    def __init__(self, inner: httpcore.AsyncNetworkStream, host: str, address: str,
-                 private: bool) -> None:
-        self._inner = inner
-        self._host = host
-        self._address = address
-        self._private = private
-
-    async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        return await self._inner.read(max_bytes, timeout)
-
-    async def write(self, buffer: bytes, timeout: float | None = None) -> None:
-        if self._private and not _PRIVATE_ALLOWED.get():
-            raise AddressRefused(self._host, self._address)
-        await self._inner.write(buffer, timeout)
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-    async def start_tls(self, ssl_context: ssl.SSLContext, server_hostname: str | None = None,
-                        timeout: float | None = None) -> httpcore.AsyncNetworkStream:
-        tls = await self._inner.start_tls(ssl_context, server_hostname, timeout)
-        return _CheckedStream(tls, self._host, self._address, self._private)
-
-    def get_extra_info(self, info: str) -> Any:
-        if info == "signal_private_address":  # what the check decided for this address
-            return self._private
-        return self._inner.get_extra_info(info)
+def _refuse(host: str, address: str) -> Callable[[], None]:
+    def guard() -> None:
+        if not _PRIVATE_ALLOWED.get():
+            raise AddressRefused(host, address)
+    return guard
 
 
 class CheckedBackend(httpcore.AsyncNetworkBackend):
-    """httpcore's default backend, behind one resolution and the address check.
+    """Connections on asyncio sockets (:mod:`~signal_feeds.http.network`), behind one
+    resolution and the address check.
 
     ``check=False`` (the connection to a proxy) resolves the same way but checks nothing:
     the proxy, not Signal, connects to the feed's host.
@@ -158,7 +134,6 @@ class CheckedBackend(httpcore.AsyncNetworkBackend):
 
     def __init__(self, resolver: Resolver | None = None, *, check: bool = True,
                  is_private: Callable[[str], bool] = is_private_address) -> None:
-        self._inner = httpcore.AnyIOBackend()
         self._resolver = resolver or system_resolver
         self._check = check
         self._is_private = is_private
@@ -178,27 +153,32 @@ class CheckedBackend(httpcore.AsyncNetworkBackend):
             for address in addresses:
                 if self._is_private(address):
                     raise AddressRefused(host, address)
-        stream, address = await self._connect_any(_interleaved(addresses), port, timeout,
-                                                  local_address, socket_options)
-        if not self._check:
-            return stream
-        return _CheckedStream(stream, host, address, self._is_private(address))
+        return await self._connect_any(host, _interleaved(addresses), port, timeout,
+                                       local_address, socket_options)
 
-    async def _connect_any(self, addresses: list[str], port: int, timeout: float | None,
-                           local_address: str | None, socket_options: Iterable[Any] | None,
-                           ) -> tuple[httpcore.AsyncNetworkStream, str]:
+    async def _connect_any(self, host: str, addresses: list[str], port: int,
+                           timeout: float | None, local_address: str | None,
+                           socket_options: Iterable[Any] | None) -> AsyncioStream:
         """Happy Eyeballs over the checked addresses: each attempt gets a head start of
         :data:`HAPPY_EYEBALLS_DELAY`; the first to connect wins, the others are cancelled."""
         options = list(socket_options or ())
 
-        async def attempt(address: str) -> tuple[httpcore.AsyncNetworkStream, str]:
-            stream = await self._inner.connect_tcp(address, port, timeout, local_address,
-                                                   options)
-            return stream, address
+        async def attempt(address: str) -> AsyncioStream:
+            if not self._check:
+                return await open_stream(address, port, timeout=timeout,
+                                         local_address=local_address, socket_options=options)
+            # The stream remembers what the check decided for this address: a kept-alive
+            # connection to a private address is refused to a request that may not reach
+            # one, before each request it would carry.
+            private = self._is_private(address)
+            return await open_stream(address, port, timeout=timeout,
+                                     local_address=local_address, socket_options=options,
+                                     private=private,
+                                     guard=_refuse(host, address) if private else None)
 
         if len(addresses) == 1:
             return await attempt(addresses[0])
-        pending: set[asyncio.Task[tuple[httpcore.AsyncNetworkStream, str]]] = set()
+        pending: set[asyncio.Task[AsyncioStream]] = set()
         errors: list[BaseException] = []
         try:
             for index, address in enumerate(addresses):
@@ -219,7 +199,7 @@ class CheckedBackend(httpcore.AsyncNetworkBackend):
                 task.cancel()
             for task in pending:
                 with contextlib.suppress(BaseException):
-                    stream, _ = await task
+                    stream = await task
                     await stream.aclose()
         raise errors[-1] if errors else httpcore.ConnectError("no address to connect to")
 

@@ -30,6 +30,7 @@ from signal_feeds.http.addresses import (
 )
 from signal_feeds.http.clients import Clients
 from signal_feeds.http.decoding import CappedDecoder
+from signal_feeds.http.network import PRIVATE_ADDRESS_INFO
 from signal_feeds.http.slots import HostHold
 
 __all__ = ["FetchLimits", "FetchResponse", "Resolver", "fetch", "is_private_address"]
@@ -147,7 +148,7 @@ def _connected_to_private(response: httpx.Response, host: str) -> bool:
     """Whether the first hop reached a private address: the address Signal's backend
     checked if it made the connection, else what the URL's literal address says."""
     stream = response.extensions.get("network_stream")
-    private = stream.get_extra_info("signal_private_address") if stream is not None else None
+    private = stream.get_extra_info(PRIVATE_ADDRESS_INFO) if stream is not None else None
     if isinstance(private, bool):
         return private
     return bool(_literal_is_private(host))
