@@ -3,15 +3,15 @@
 httpcore's pool walks all its connections and queued requests on every assignment
 (encode/httpx#3215), so one client with 50 connections spends more CPU on bookkeeping
 than on HTTP. Signal's default layout, :class:`TransportPool`, is many one-connection
-transports (:class:`~signal_feeds.http.transport.SignalTransport`) sharing one TLS
-context, one resolver and one proxy table: a request leases an idle transport whose
-connection already goes to its origin (keep-alive), else a new one up to ``size``, else
-the least recently used idle one (whose old connection httpcore closes). Every step is
-constant time. Requests go to the transport's public ``handle_async_request``: Signal
-follows redirects itself, so a client's redirect handling has nothing to add (and it
-would parse every ``Location`` eagerly, failing on ``javascript:`` before Signal could
-refuse it by name). The figures behind the choice are in benchmarks/README.md, "HTTP
-client layout" (``benchmarks/http_layout.py``).
+transports (:class:`~signal_feeds.http.transport.SingleConnectionTransport`, no httpcore
+pool at all) sharing one TLS context, one network backend and one proxy table: a request
+leases an idle transport whose connection already goes to its origin (keep-alive), else
+a new one up to ``size``, else the least recently used idle one (whose old connection is
+closed). Every step is constant time. Requests go to the transport's public
+``handle_async_request``: Signal follows redirects itself, so a client's redirect
+handling has nothing to add (and it would parse every ``Location`` eagerly, failing on
+``javascript:`` before Signal could refuse it by name). The figures behind the choice
+are in benchmarks/README.md, "HTTP client layout" (``benchmarks/http_layout.py``).
 
 :class:`SharedClient` is the other layout: every request through one client, the
 caller's own (an ``httpx.AsyncClient``, perhaps around an ``httpx.MockTransport``).
@@ -27,8 +27,8 @@ from typing import Protocol
 
 import httpx
 
-from signal_feeds.http.addresses import Resolver, is_private_address
-from signal_feeds.http.transport import ProxyRoutes, SignalTransport, TlsContext
+from signal_feeds.http.addresses import CheckedBackend, Resolver, is_private_address
+from signal_feeds.http.transport import ProxyRoutes, SingleConnectionTransport, TlsContext
 
 __all__ = ["Clients", "Send", "SharedClient", "TransportPool", "new_client"]
 
@@ -92,19 +92,20 @@ class TransportPool:
         self._tls = TlsContext(ssl_context)  # shared: built once, on the first https hop
         self._proxies = ProxyRoutes.from_setting(proxy)
         self._is_private = is_private
-        self._idle: dict[_Origin, list[SignalTransport]] = {}
+        self._backend = CheckedBackend(resolver, is_private=is_private)  # stateless: shared
+        self._idle: dict[_Origin, list[SingleConnectionTransport]] = {}
         # Idle clients, least recently used first, with the origin they are kept for.
-        self._lru: OrderedDict[SignalTransport, _Origin] = OrderedDict()
-        self._all: list[SignalTransport] = []
+        self._lru: OrderedDict[SingleConnectionTransport, _Origin] = OrderedDict()
+        self._all: list[SingleConnectionTransport] = []
 
-    def _new(self) -> SignalTransport:
-        client = SignalTransport(
-            connections=1, resolver=self._resolver, tls=self._tls, proxies=self._proxies,
-            is_private=self._is_private)
+    def _new(self) -> SingleConnectionTransport:
+        client = SingleConnectionTransport(
+            backend=self._backend, tls=self._tls, proxies=self._proxies,
+            resolver=self._resolver, is_private=self._is_private)
         self._all.append(client)
         return client
 
-    def _take(self, origin: _Origin) -> SignalTransport:
+    def _take(self, origin: _Origin) -> SingleConnectionTransport:
         same = self._idle.get(origin)
         if same:
             client = same.pop()

@@ -27,7 +27,7 @@ import httpx
 from signal_feeds.http.addresses import CheckedBackend, Resolver, is_private_address
 
 __all__ = ["DEFAULT_KEEPALIVE_EXPIRY", "DIRECT", "ProxyRoutes", "SignalTransport",
-           "TlsContext", "default_tls_context"]
+           "SingleConnectionTransport", "TlsContext", "default_tls_context"]
 
 #: Seconds an idle kept-alive connection is kept before it is closed.
 DEFAULT_KEEPALIVE_EXPIRY = 30.0
@@ -191,18 +191,9 @@ class SignalTransport(httpx.AsyncBaseTransport):
         """Send ``request`` on a pooled connection; the body streams as it arrives."""
         url = request.url
         pool = self._pool(self._proxies.for_url(url), url.scheme == "https")
-        assert isinstance(request.stream, httpx.AsyncByteStream)
-        core_request = httpcore.Request(
-            method=request.method,
-            url=httpcore.URL(scheme=url.raw_scheme, host=url.raw_host, port=url.port,
-                             target=url.raw_path),
-            headers=request.headers.raw, content=request.stream,
-            extensions=request.extensions)
         with _translated():
-            response = await pool.handle_async_request(core_request)
-        return httpx.Response(status_code=response.status, headers=response.headers,
-                              stream=_TranslatedStream(response),
-                              extensions=response.extensions)
+            response = await pool.handle_async_request(_core_request(request))
+        return _response(response)
 
     async def aclose(self) -> None:
         """Close every pool and its connections."""
@@ -210,6 +201,85 @@ class SignalTransport(httpx.AsyncBaseTransport):
         for pool in pools:
             with _translated():
                 await pool.aclose()
+
+
+class SingleConnectionTransport(httpx.AsyncBaseTransport):
+    """One request at a time over at most one direct connection, kept alive for as long
+    as requests go to its origin (a request to another origin closes it and opens one
+    there). No pool: httpcore's ``AsyncHTTPConnection`` is used as it is, so a request
+    costs no pool bookkeeping (see :mod:`signal_feeds.http.clients`, which keeps many of
+    these). Requests that go through a proxy use a one-connection
+    :class:`SignalTransport` made on first use.
+    """
+
+    def __init__(self, *, backend: CheckedBackend, tls: TlsContext, proxies: ProxyRoutes,
+                 resolver: Resolver | None = None,
+                 keepalive_expiry: float = DEFAULT_KEEPALIVE_EXPIRY,
+                 is_private: Callable[[str], bool] = is_private_address) -> None:
+        self._backend = backend
+        self._tls = tls
+        self._proxies = proxies
+        self._resolver = resolver
+        self._keepalive_expiry = keepalive_expiry
+        self._is_private = is_private
+        self._connection: httpcore.AsyncHTTPConnection | None = None
+        self._proxied: SignalTransport | None = None
+
+    async def _connection_for(self, origin: httpcore.Origin) -> httpcore.AsyncHTTPConnection:
+        connection = self._connection
+        if connection is not None:
+            if not (connection.is_idle() or connection.is_closed()):
+                raise RuntimeError("SingleConnectionTransport carries one request at a time")
+            if (connection.can_handle_request(origin) and connection.is_available()
+                    and not connection.has_expired()):
+                return connection  # kept alive, still open, same origin
+            self._connection = None
+            await connection.aclose()
+        context = self._tls.get() if origin.scheme == b"https" else None
+        connection = self._connection = httpcore.AsyncHTTPConnection(
+            origin, ssl_context=context, keepalive_expiry=self._keepalive_expiry,
+            network_backend=self._backend)
+        return connection
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        """Send ``request``; the body streams as it arrives (close it before the next)."""
+        if self._proxies.proxies and self._proxies.for_url(request.url) is not None:
+            if self._proxied is None:
+                self._proxied = SignalTransport(
+                    connections=1, resolver=self._resolver, tls=self._tls,
+                    proxies=self._proxies, keepalive_expiry=self._keepalive_expiry,
+                    is_private=self._is_private)
+            return await self._proxied.handle_async_request(request)
+        core_request = _core_request(request)
+        with _translated():
+            connection = await self._connection_for(core_request.url.origin)
+            response = await connection.handle_async_request(core_request)
+        return _response(response)
+
+    async def aclose(self) -> None:
+        """Close the connection (and the proxy transport, if one was made)."""
+        connection, self._connection = self._connection, None
+        proxied, self._proxied = self._proxied, None
+        with _translated():
+            if connection is not None:
+                await connection.aclose()
+        if proxied is not None:
+            await proxied.aclose()
+
+
+def _core_request(request: httpx.Request) -> httpcore.Request:
+    url = request.url
+    assert isinstance(request.stream, httpx.AsyncByteStream)
+    return httpcore.Request(
+        method=request.method,
+        url=httpcore.URL(scheme=url.raw_scheme, host=url.raw_host, port=url.port,
+                         target=url.raw_path),
+        headers=request.headers.raw, content=request.stream, extensions=request.extensions)
+
+
+def _response(response: httpcore.Response) -> httpx.Response:
+    return httpx.Response(status_code=response.status, headers=response.headers,
+                          stream=_TranslatedStream(response), extensions=response.extensions)
 
 
 class _TranslatedStream(httpx.AsyncByteStream):
