@@ -11,6 +11,7 @@ that trickles a byte a second can hold a run).
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import ipaddress
 import time
@@ -105,6 +106,11 @@ class FetchResponse:
                 break
             moved = target
         return moved
+
+
+#: A run asks for the same source URLs again and again: parse each once (an ``httpx.URL``
+#: is immutable). Bounded, since redirect targets come from servers.
+_parsed = functools.lru_cache(maxsize=4096)(httpx.URL)
 
 
 def _bytes(value: str) -> bytes:
@@ -247,7 +253,7 @@ async def fetch(
     try:
         async with asyncio.timeout(limits.deadline):
             while True:
-                target = httpx.URL(current)
+                target = _parsed(current)
                 host = target.host
                 if host_hold is not None:
                     await host_hold.move_to(host)
