@@ -16,7 +16,8 @@ from collections.abc import Awaitable, Callable
 import httpcore
 import pytest
 
-from signal_feeds.http.network import PRIVATE_ADDRESS_INFO, AsyncioStream, open_stream
+from signal_feeds.http.addresses import PRIVATE_ADDRESS_INFO
+from signal_feeds.http.network import AsyncioStream, open_stream
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 

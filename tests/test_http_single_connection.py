@@ -8,8 +8,10 @@ from collections.abc import Awaitable, Callable
 import httpx
 import pytest
 
-from signal_feeds.http.addresses import CheckedBackend
-from signal_feeds.http.transport import ProxyRoutes, SingleConnectionTransport, TlsContext
+from signal_feeds.http.backend import CheckedBackend
+from signal_feeds.http.proxies import ProxyRoutes
+from signal_feeds.http.tls import TlsContext
+from signal_feeds.http.transport import SingleConnectionTransport
 
 ANSWER = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
 

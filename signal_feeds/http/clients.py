@@ -23,24 +23,32 @@ import contextlib
 import ssl
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-import httpx
+from signal_feeds.http.addresses import Resolver, is_private_address
+from signal_feeds.http.tls import TlsContext
 
-from signal_feeds.http.addresses import CheckedBackend, Resolver, is_private_address
-from signal_feeds.http.transport import ProxyRoutes, SingleConnectionTransport, TlsContext
+if TYPE_CHECKING:
+    # Imported with the first transport, not with this module (see fetch.py).
+    import httpx
+
+    from signal_feeds.http.backend import CheckedBackend
+    from signal_feeds.http.proxies import ProxyRoutes
+    from signal_feeds.http.transport import SingleConnectionTransport
 
 __all__ = ["Clients", "Send", "SharedClient", "TransportPool", "new_client"]
 
 _Origin = tuple[str, str, int | None]
 #: Sends one request; the response's body is streamed (read it, then ``aclose()``).
-Send = Callable[[httpx.Request], Awaitable[httpx.Response]]
+Send = Callable[["httpx.Request"], Awaitable["httpx.Response"]]
 
 
 def new_client(transport: httpx.AsyncBaseTransport) -> httpx.AsyncClient:
     """A client as Signal uses one: no redirects followed (Signal follows them itself),
     nothing taken from the environment (proxies are the transport's business; no
     ``.netrc`` credentials for a reviewed feed host)."""
+    import httpx
+
     return httpx.AsyncClient(transport=transport, follow_redirects=False, trust_env=False)
 
 
@@ -89,19 +97,30 @@ class TransportPool:
                  is_private: Callable[[str], bool] = is_private_address) -> None:
         self.size = size
         self._resolver = resolver
-        self._tls = TlsContext(ssl_context)  # shared: built once, on the first https hop
-        self._proxies = ProxyRoutes.from_setting(proxy)
+        self._ssl_context = ssl_context
+        self._proxy = proxy
         self._is_private = is_private
-        self._backend = CheckedBackend(resolver, is_private=is_private)  # stateless: shared
+        # Made with the first transport, shared by all: the network backend (stateless),
+        # the proxy table (read from the environment then) and the TLS context (built
+        # on the first https connection).
+        self._shared: tuple[CheckedBackend, TlsContext, ProxyRoutes] | None = None
         self._idle: dict[_Origin, list[SingleConnectionTransport]] = {}
         # Idle clients, least recently used first, with the origin they are kept for.
         self._lru: OrderedDict[SingleConnectionTransport, _Origin] = OrderedDict()
         self._all: list[SingleConnectionTransport] = []
 
     def _new(self) -> SingleConnectionTransport:
+        from signal_feeds.http.backend import CheckedBackend
+        from signal_feeds.http.proxies import ProxyRoutes
+        from signal_feeds.http.transport import SingleConnectionTransport
+
+        if self._shared is None:
+            self._shared = (CheckedBackend(self._resolver, is_private=self._is_private),
+                            TlsContext(self._ssl_context), ProxyRoutes.from_setting(self._proxy))
+        backend, tls, proxies = self._shared
         client = SingleConnectionTransport(
-            backend=self._backend, tls=self._tls, proxies=self._proxies,
-            resolver=self._resolver, is_private=self._is_private)
+            backend=backend, tls=tls, proxies=proxies, resolver=self._resolver,
+            is_private=self._is_private)
         self._all.append(client)
         return client
 

@@ -17,22 +17,28 @@ import ipaddress
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 from urllib.parse import urljoin, urlsplit
-
-import httpx
 
 from signal_feeds.config.source_list import Settings
 from signal_feeds.errors import FetchError
 from signal_feeds.http.addresses import (
+    PRIVATE_ADDRESS_INFO,
     AddressRefused,
     Resolver,
     is_private_address,
     private_addresses,
 )
-from signal_feeds.http.clients import Clients
 from signal_feeds.http.decoding import CappedDecoder
-from signal_feeds.http.network import PRIVATE_ADDRESS_INFO
 from signal_feeds.http.slots import HostHold
+
+if TYPE_CHECKING:
+    # httpx (with httpcore, certifi, its CLI's imports where installed) is imported by
+    # the first request, not with this module: a run where no source is due, and every
+    # command that does not fetch, never loads it.
+    import httpx
+
+    from signal_feeds.http.clients import Clients
 
 __all__ = ["FetchLimits", "FetchResponse", "Resolver", "fetch", "is_private_address"]
 
@@ -108,9 +114,13 @@ class FetchResponse:
         return moved
 
 
-#: A run asks for the same source URLs again and again: parse each once (an ``httpx.URL``
-#: is immutable). Bounded, since redirect targets come from servers.
-_parsed = functools.lru_cache(maxsize=4096)(httpx.URL)
+@functools.lru_cache(maxsize=4096)
+def _parsed(url: str) -> httpx.URL:
+    # A run asks for the same source URLs again and again: parse each once (an
+    # ``httpx.URL`` is immutable). Bounded, since redirect targets come from servers.
+    import httpx
+
+    return httpx.URL(url)
 
 
 def _bytes(value: str) -> bytes:
@@ -240,6 +250,8 @@ async def fetch(
     redirects. HTTP error statuses are returned, not raised: deciding what a 429 or a
     410 means is the caller's job.
     """
+    import httpx
+
     started = time.monotonic()
     headers = _request_headers(limits, etag, last_modified)
     timeout = httpx.Timeout(connect=limits.connect_timeout, read=limits.read_timeout,
@@ -301,6 +313,8 @@ async def fetch(
 
 def _translated(exc: httpx.TransportError, limits: FetchLimits,
                 source_id: str | None) -> FetchError:
+    import httpx
+
     text = str(exc)
     if isinstance(exc, httpx.ConnectTimeout):
         return FetchError(f"timed out (connect timed out after {limits.connect_timeout:g} s)",

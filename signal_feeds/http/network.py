@@ -23,10 +23,9 @@ from typing import Any
 
 import httpcore
 
-__all__ = ["AsyncioStream", "PRIVATE_ADDRESS_INFO", "open_stream"]
+from signal_feeds.http.addresses import PRIVATE_ADDRESS_INFO
 
-#: ``get_extra_info`` key: whether the address this stream connected to is private.
-PRIVATE_ADDRESS_INFO = "signal_private_address"
+__all__ = ["AsyncioStream", "open_stream"]
 #: Received bytes kept before the socket stops being read (until the reader catches up).
 _READ_BUFFER_LIMIT = 256 * 1024
 

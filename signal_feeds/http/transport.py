@@ -6,33 +6,27 @@ httpcore pools itself (``AsyncConnectionPool`` or ``AsyncHTTPProxy`` with
 httpcore's exceptions into httpx's, as any httpx transport does. Everything else is
 httpx and httpcore as they ship.
 
-Proxies: ``HTTP_PROXY``, ``HTTPS_PROXY``, ``ALL_PROXY`` and ``NO_PROXY`` (either case)
-are honoured; the ``proxy`` setting replaces the first three (``"direct"``: no proxy).
-Nothing else is read from the environment, ``.netrc`` included (see README).
+Which proxy a request takes is :class:`~signal_feeds.http.proxies.ProxyRoutes`' answer;
+the TLS context is :class:`~signal_feeds.http.tls.TlsContext`'s.
 """
 
 from __future__ import annotations
 
 import contextlib
-import ipaddress
-import os
-import ssl
-import urllib.request
 from collections.abc import AsyncIterator, Callable, Iterator
-from dataclasses import dataclass
 
 import httpcore
 import httpx
 
-from signal_feeds.http.addresses import CheckedBackend, Resolver, is_private_address
+from signal_feeds.http.addresses import Resolver, is_private_address
+from signal_feeds.http.backend import CheckedBackend
+from signal_feeds.http.proxies import ProxyRoutes
+from signal_feeds.http.tls import TlsContext
 
-__all__ = ["DEFAULT_KEEPALIVE_EXPIRY", "DIRECT", "ProxyRoutes", "SignalTransport",
-           "SingleConnectionTransport", "TlsContext", "default_tls_context"]
+__all__ = ["DEFAULT_KEEPALIVE_EXPIRY", "SignalTransport", "SingleConnectionTransport"]
 
 #: Seconds an idle kept-alive connection is kept before it is closed.
 DEFAULT_KEEPALIVE_EXPIRY = 30.0
-#: The ``proxy`` setting that turns proxies off whatever the environment says.
-DIRECT = "direct"
 
 # httpcore's exceptions and the httpx ones a transport raises for them; subclasses come
 # first, so the first match is the most precise.
@@ -63,83 +57,6 @@ def _translated() -> Iterator[None]:
             if isinstance(exc, theirs):
                 raise ours(str(exc)) from exc
         raise
-
-
-def default_tls_context() -> ssl.SSLContext:
-    """certifi's CA bundle, or OpenSSL's ``SSL_CERT_FILE`` / ``SSL_CERT_DIR`` when set."""
-    if os.environ.get("SSL_CERT_FILE"):
-        return ssl.create_default_context(cafile=os.environ["SSL_CERT_FILE"])
-    if os.environ.get("SSL_CERT_DIR"):
-        return ssl.create_default_context(capath=os.environ["SSL_CERT_DIR"])
-    import certifi  # only when an https source exists
-
-    return ssl.create_default_context(cafile=certifi.where())
-
-
-class TlsContext:
-    """One ``ssl.SSLContext`` for a run, built on first use: loading a CA bundle takes
-    tens of milliseconds, and a run of plain-http sources never needs one."""
-
-    def __init__(self, context: ssl.SSLContext | None = None) -> None:
-        self._context = context
-
-    def get(self) -> ssl.SSLContext:
-        """The context (built now if this is the first https connection)."""
-        if self._context is None:
-            self._context = default_tls_context()
-        return self._context
-
-
-@dataclass(frozen=True)
-class ProxyRoutes:
-    """Which proxy (if any) a URL goes through."""
-
-    #: Proxy URL by scheme (``http``, ``https``, ``all``).
-    proxies: tuple[tuple[str, str], ...] = ()
-    #: ``NO_PROXY`` entries: host names (suffix match), addresses, networks, ``*``.
-    bypass: tuple[str, ...] = ()
-
-    @classmethod
-    def from_setting(cls, setting: str = "") -> ProxyRoutes:
-        """Routes from the environment, with the ``proxy`` setting (if any) replacing
-        its proxy variables; ``"direct"`` turns proxies off."""
-        if setting == DIRECT:
-            return cls()
-        found = urllib.request.getproxies_environment()
-        bypass = tuple(h.strip().lower() for h in found.get("no", "").split(",") if h.strip())
-        if setting:
-            return cls((("all", setting),), bypass)
-        proxies = tuple((scheme, found[scheme]) for scheme in ("http", "https", "all")
-                        if found.get(scheme))
-        return cls(proxies, bypass)
-
-    def for_url(self, url: httpx.URL) -> str | None:
-        """The proxy URL for ``url``, or ``None`` to connect directly."""
-        if not self.proxies or self._bypassed(url.host.lower(), url.port):
-            return None
-        table = dict(self.proxies)
-        proxy = table.get(url.scheme) or table.get("all")
-        if proxy and "://" not in proxy:
-            proxy = f"http://{proxy}"
-        return proxy
-
-    def _bypassed(self, host: str, port: int | None) -> bool:
-        for entry in self.bypass:
-            if entry == "*":
-                return True
-            name, _, entry_port = entry.rpartition(":") if entry.count(":") == 1 else (
-                entry, "", "")
-            if entry_port and port is not None and entry_port != str(port):
-                continue
-            name = name.strip("[]").lstrip("*")
-            if "/" in name:
-                with contextlib.suppress(ValueError):
-                    if ipaddress.ip_address(host) in ipaddress.ip_network(name, strict=False):
-                        return True
-                continue
-            if host == name.lstrip(".") or host.endswith("." + name.lstrip(".")):
-                return True
-        return False
 
 
 class SignalTransport(httpx.AsyncBaseTransport):
