@@ -2,7 +2,7 @@
 
 ``httpx.AsyncHTTPTransport`` takes no network backend, so this transport builds the
 httpcore pools itself (``AsyncConnectionPool`` or ``AsyncHTTPProxy`` with
-``network_backend=``:class:`~signal_feeds.http.addresses.CheckedBackend`) and translates
+``network_backend=``:class:`~signal_feeds.http.backend.CheckedBackend`) and translates
 httpcore's exceptions into httpx's, as any httpx transport does. Everything else is
 httpx and httpcore as they ship.
 
