@@ -1,6 +1,6 @@
-"""Name resolution and the private-address check, as an httpcore network backend.
+"""The private-address policy: what counts as private, and whether a request may reach it.
 
-httpcore opens every connection through an ``AsyncNetworkBackend``. :class:`CheckedBackend`
+The check itself is made by :class:`~signal_feeds.http.backend.CheckedBackend`, which
 resolves the host once (through an injectable :data:`Resolver`), refuses loopback,
 private, link-local and unspecified addresses when the current hop may not reach them,
 and connects to the address it checked: there is no second lookup, so no DNS-rebinding
@@ -10,8 +10,8 @@ window between the check and the connection. httpcore still sends the name as SN
 Whether a hop may reach a private address is a property of the request, not of the
 connection: it is set with :func:`private_addresses` around the request (a context
 variable, so concurrent requests do not see each other's setting). A kept-alive
-connection is checked again on each request it carries, from the address it was opened
-to.
+connection to a private address carries a guard that checks the setting again before
+each request it would send.
 """
 
 from __future__ import annotations
@@ -21,21 +21,16 @@ import contextlib
 import contextvars
 import ipaddress
 import socket
-import ssl
-from collections.abc import Awaitable, Callable, Iterable, Iterator
-from typing import Any
+from collections.abc import Awaitable, Callable, Iterator
 
-import httpcore
+__all__ = ["PRIVATE_ADDRESS_INFO", "AddressRefused", "Resolver", "is_private_address",
+           "private_addresses", "private_allowed", "refusal_guard", "system_resolver"]
 
-__all__ = ["AddressRefused", "CheckedBackend", "Resolver", "is_private_address",
-           "private_addresses", "resolve", "system_resolver"]
+#: ``get_extra_info`` key of a connection: whether the address it went to is private.
+PRIVATE_ADDRESS_INFO = "signal_private_address"
 
 #: Resolves a host name to IP address strings (injected in tests).
 Resolver = Callable[[str], Awaitable[list[str]]]
-
-#: How long one address may try to connect before the next one starts too (RFC 8305's
-#: recommended "connection attempt delay").
-HAPPY_EYEBALLS_DELAY = 0.25
 
 _PRIVATE_ALLOWED: contextvars.ContextVar[bool] = contextvars.ContextVar(
     "signal_private_allowed", default=True)
@@ -72,161 +67,22 @@ def private_addresses(allowed: bool) -> Iterator[None]:
         _PRIVATE_ALLOWED.reset(token)
 
 
+def private_allowed() -> bool:
+    """Whether the current task's request may reach a private address."""
+    return _PRIVATE_ALLOWED.get()
+
+
+def refusal_guard(host: str, address: str) -> Callable[[], None]:
+    """What a connection to the private ``address`` runs before each request it would
+    carry: it raises :class:`AddressRefused` when that request may not reach it."""
+    def guard() -> None:
+        if not _PRIVATE_ALLOWED.get():
+            raise AddressRefused(host, address)
+    return guard
+
+
 async def system_resolver(host: str) -> list[str]:
     """The system's resolver (``getaddrinfo``), IPv6 and IPv4 addresses in its order."""
     loop = asyncio.get_running_loop()
     infos = await loop.getaddrinfo(host, None, type=socket.SOCK_STREAM)
     return [str(info[4][0]) for info in infos]
-
-
-def _literal(host: str) -> str | None:
-    try:
-        return str(ipaddress.ip_address(host.strip("[]")))
-    except ValueError:
-        return None
-
-
-async def resolve(host: str, resolver: Resolver) -> list[str]:
-    """``host``'s addresses; every kind of resolver failure becomes a ``ConnectError``
-    naming the host (``gaierror``, a label over 63 characters, a name IDNA refuses)."""
-    literal = _literal(host)
-    if literal is not None:
-        return [literal]
-    try:
-        addresses = await resolver(host)
-    except (OSError, UnicodeError, ValueError) as exc:
-        # socket.gaierror is an OSError; the idna codec raises UnicodeError (a
-        # ValueError), and the idna package's IDNAError is a UnicodeError too.
-        detail = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
-        raise httpcore.ConnectError(f"cannot resolve host {host!r}: {detail}") from exc
-    if not addresses:
-        raise httpcore.ConnectError(f"cannot resolve host {host!r}: no addresses")
-    return addresses
-
-
-def _interleaved(addresses: Iterable[str]) -> list[str]:
-    # RFC 8305: alternate the families, keeping the resolver's order within each.
-    six = [a for a in addresses if ":" in a]
-    four = [a for a in addresses if ":" not in a]
-    out: list[str] = []
-    for pair in zip(six, four, strict=False):
-        out.extend(pair)
-    longer = six if len(six) > len(four) else four
-    out.extend(longer[min(len(six), len(four)):])
-    return out
-
-
-class _CheckedStream(httpcore.AsyncNetworkStream):
-    """A connection that knows the address it was checked for, and checks it again
-    before each request it carries."""
-
-    def __init__(self, inner: httpcore.AsyncNetworkStream, host: str, address: str,
-                 private: bool) -> None:
-        self._inner = inner
-        self._host = host
-        self._address = address
-        self._private = private
-
-    async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        return await self._inner.read(max_bytes, timeout)
-
-    async def write(self, buffer: bytes, timeout: float | None = None) -> None:
-        if self._private and not _PRIVATE_ALLOWED.get():
-            raise AddressRefused(self._host, self._address)
-        await self._inner.write(buffer, timeout)
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-    async def start_tls(self, ssl_context: ssl.SSLContext, server_hostname: str | None = None,
-                        timeout: float | None = None) -> httpcore.AsyncNetworkStream:
-        tls = await self._inner.start_tls(ssl_context, server_hostname, timeout)
-        return _CheckedStream(tls, self._host, self._address, self._private)
-
-    def get_extra_info(self, info: str) -> Any:
-        if info == "signal_private_address":  # what the check decided for this address
-            return self._private
-        return self._inner.get_extra_info(info)
-
-
-class CheckedBackend(httpcore.AsyncNetworkBackend):
-    """httpcore's default backend, behind one resolution and the address check.
-
-    ``check=False`` (the connection to a proxy) resolves the same way but checks nothing:
-    the proxy, not Signal, connects to the feed's host.
-    """
-
-    def __init__(self, resolver: Resolver | None = None, *, check: bool = True,
-                 is_private: Callable[[str], bool] = is_private_address) -> None:
-        self._inner = httpcore.AnyIOBackend()
-        self._resolver = resolver or system_resolver
-        self._check = check
-        self._is_private = is_private
-
-    async def connect_tcp(self, host: str, port: int, timeout: float | None = None,
-                          local_address: str | None = None,
-                          socket_options: Iterable[Any] | None = None,
-                          ) -> httpcore.AsyncNetworkStream:
-        try:
-            async with asyncio.timeout(timeout):
-                addresses = await resolve(host, self._resolver)
-        except TimeoutError as exc:
-            raise httpcore.ConnectTimeout(f"resolving {host!r} timed out") from exc
-        if self._check and not _PRIVATE_ALLOWED.get():
-            # Any private address refuses the name: a record set mixing public and
-            # private addresses is how rebinding attacks are set up.
-            for address in addresses:
-                if self._is_private(address):
-                    raise AddressRefused(host, address)
-        stream, address = await self._connect_any(_interleaved(addresses), port, timeout,
-                                                  local_address, socket_options)
-        if not self._check:
-            return stream
-        return _CheckedStream(stream, host, address, self._is_private(address))
-
-    async def _connect_any(self, addresses: list[str], port: int, timeout: float | None,
-                           local_address: str | None, socket_options: Iterable[Any] | None,
-                           ) -> tuple[httpcore.AsyncNetworkStream, str]:
-        """Happy Eyeballs over the checked addresses: each attempt gets a head start of
-        :data:`HAPPY_EYEBALLS_DELAY`; the first to connect wins, the others are cancelled."""
-        options = list(socket_options or ())
-
-        async def attempt(address: str) -> tuple[httpcore.AsyncNetworkStream, str]:
-            stream = await self._inner.connect_tcp(address, port, timeout, local_address,
-                                                   options)
-            return stream, address
-
-        if len(addresses) == 1:
-            return await attempt(addresses[0])
-        pending: set[asyncio.Task[tuple[httpcore.AsyncNetworkStream, str]]] = set()
-        errors: list[BaseException] = []
-        try:
-            for index, address in enumerate(addresses):
-                pending.add(asyncio.ensure_future(attempt(address)))
-                last = index == len(addresses) - 1
-                while pending:
-                    done, pending = await asyncio.wait(
-                        pending, timeout=None if last else HAPPY_EYEBALLS_DELAY,
-                        return_when=asyncio.FIRST_COMPLETED)
-                    for task in done:
-                        if task.exception() is None:
-                            return task.result()
-                        errors.append(task.exception())  # type: ignore[arg-type]
-                    if not last:
-                        break  # head start over, or an attempt failed: start the next
-        finally:
-            for task in pending:
-                task.cancel()
-            for task in pending:
-                with contextlib.suppress(BaseException):
-                    stream, _ = await task
-                    await stream.aclose()
-        raise errors[-1] if errors else httpcore.ConnectError("no address to connect to")
-
-    async def connect_unix_socket(self, path: str, timeout: float | None = None,
-                                  socket_options: Iterable[Any] | None = None,
-                                  ) -> httpcore.AsyncNetworkStream:
-        raise httpcore.ConnectError("Signal does not connect to Unix sockets")
-
-    async def sleep(self, seconds: float) -> None:
-        await asyncio.sleep(seconds)

@@ -3,15 +3,15 @@
 httpcore's pool walks all its connections and queued requests on every assignment
 (encode/httpx#3215), so one client with 50 connections spends more CPU on bookkeeping
 than on HTTP. Signal's default layout, :class:`TransportPool`, is many one-connection
-transports (:class:`~signal_feeds.http.transport.SignalTransport`) sharing one TLS
-context, one resolver and one proxy table: a request leases an idle transport whose
-connection already goes to its origin (keep-alive), else a new one up to ``size``, else
-the least recently used idle one (whose old connection httpcore closes). Every step is
-constant time. Requests go to the transport's public ``handle_async_request``: Signal
-follows redirects itself, so a client's redirect handling has nothing to add (and it
-would parse every ``Location`` eagerly, failing on ``javascript:`` before Signal could
-refuse it by name). The figures behind the choice are in benchmarks/README.md, "HTTP
-client layout" (``benchmarks/http_layout.py``).
+transports (:class:`~signal_feeds.http.transport.SingleConnectionTransport`, no httpcore
+pool at all) sharing one TLS context, one network backend and one proxy table: a request
+leases an idle transport whose connection already goes to its origin (keep-alive), else
+a new one up to ``size``, else the least recently used idle one (whose old connection is
+closed). Every step is constant time. Requests go to the transport's public
+``handle_async_request``: Signal follows redirects itself, so a client's redirect
+handling has nothing to add (and it would parse every ``Location`` eagerly, failing on
+``javascript:`` before Signal could refuse it by name). The figures behind the choice
+are in benchmarks/README.md, "HTTP client layout" (``benchmarks/http_layout.py``).
 
 :class:`SharedClient` is the other layout: every request through one client, the
 caller's own (an ``httpx.AsyncClient``, perhaps around an ``httpx.MockTransport``).
@@ -23,24 +23,32 @@ import contextlib
 import ssl
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Protocol
-
-import httpx
+from typing import TYPE_CHECKING, Protocol
 
 from signal_feeds.http.addresses import Resolver, is_private_address
-from signal_feeds.http.transport import ProxyRoutes, SignalTransport, TlsContext
+from signal_feeds.http.tls import TlsContext
+
+if TYPE_CHECKING:
+    # Imported with the first transport, not with this module (see fetch.py).
+    import httpx
+
+    from signal_feeds.http.backend import CheckedBackend
+    from signal_feeds.http.proxies import ProxyRoutes
+    from signal_feeds.http.transport import SingleConnectionTransport
 
 __all__ = ["Clients", "Send", "SharedClient", "TransportPool", "new_client"]
 
 _Origin = tuple[str, str, int | None]
 #: Sends one request; the response's body is streamed (read it, then ``aclose()``).
-Send = Callable[[httpx.Request], Awaitable[httpx.Response]]
+Send = Callable[["httpx.Request"], Awaitable["httpx.Response"]]
 
 
 def new_client(transport: httpx.AsyncBaseTransport) -> httpx.AsyncClient:
     """A client as Signal uses one: no redirects followed (Signal follows them itself),
     nothing taken from the environment (proxies are the transport's business; no
     ``.netrc`` credentials for a reviewed feed host)."""
+    import httpx
+
     return httpx.AsyncClient(transport=transport, follow_redirects=False, trust_env=False)
 
 
@@ -89,22 +97,34 @@ class TransportPool:
                  is_private: Callable[[str], bool] = is_private_address) -> None:
         self.size = size
         self._resolver = resolver
-        self._tls = TlsContext(ssl_context)  # shared: built once, on the first https hop
-        self._proxies = ProxyRoutes.from_setting(proxy)
+        self._ssl_context = ssl_context
+        self._proxy = proxy
         self._is_private = is_private
-        self._idle: dict[_Origin, list[SignalTransport]] = {}
+        # Made with the first transport, shared by all: the network backend (stateless),
+        # the proxy table (read from the environment then) and the TLS context (built
+        # on the first https connection).
+        self._shared: tuple[CheckedBackend, TlsContext, ProxyRoutes] | None = None
+        self._idle: dict[_Origin, list[SingleConnectionTransport]] = {}
         # Idle clients, least recently used first, with the origin they are kept for.
-        self._lru: OrderedDict[SignalTransport, _Origin] = OrderedDict()
-        self._all: list[SignalTransport] = []
+        self._lru: OrderedDict[SingleConnectionTransport, _Origin] = OrderedDict()
+        self._all: list[SingleConnectionTransport] = []
 
-    def _new(self) -> SignalTransport:
-        client = SignalTransport(
-            connections=1, resolver=self._resolver, tls=self._tls, proxies=self._proxies,
+    def _new(self) -> SingleConnectionTransport:
+        from signal_feeds.http.backend import CheckedBackend
+        from signal_feeds.http.proxies import ProxyRoutes
+        from signal_feeds.http.transport import SingleConnectionTransport
+
+        if self._shared is None:
+            self._shared = (CheckedBackend(self._resolver, is_private=self._is_private),
+                            TlsContext(self._ssl_context), ProxyRoutes.from_setting(self._proxy))
+        backend, tls, proxies = self._shared
+        client = SingleConnectionTransport(
+            backend=backend, tls=tls, proxies=proxies, resolver=self._resolver,
             is_private=self._is_private)
         self._all.append(client)
         return client
 
-    def _take(self, origin: _Origin) -> SignalTransport:
+    def _take(self, origin: _Origin) -> SingleConnectionTransport:
         same = self._idle.get(origin)
         if same:
             client = same.pop()

@@ -11,26 +11,34 @@ that trickles a byte a second can hold a run).
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import ipaddress
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 from urllib.parse import urljoin, urlsplit
-
-import httpx
 
 from signal_feeds.config.source_list import Settings
 from signal_feeds.errors import FetchError
 from signal_feeds.http.addresses import (
+    PRIVATE_ADDRESS_INFO,
     AddressRefused,
     Resolver,
     is_private_address,
     private_addresses,
 )
-from signal_feeds.http.clients import Clients
 from signal_feeds.http.decoding import CappedDecoder
 from signal_feeds.http.slots import HostHold
+
+if TYPE_CHECKING:
+    # httpx (with httpcore, certifi, its CLI's imports where installed) is imported by
+    # the first request, not with this module: a run where no source is due, and every
+    # command that does not fetch, never loads it.
+    import httpx
+
+    from signal_feeds.http.clients import Clients
 
 __all__ = ["FetchLimits", "FetchResponse", "Resolver", "fetch", "is_private_address"]
 
@@ -106,6 +114,15 @@ class FetchResponse:
         return moved
 
 
+@functools.lru_cache(maxsize=4096)
+def _parsed(url: str) -> httpx.URL:
+    # A run asks for the same source URLs again and again: parse each once (an
+    # ``httpx.URL`` is immutable). Bounded, since redirect targets come from servers.
+    import httpx
+
+    return httpx.URL(url)
+
+
 def _bytes(value: str) -> bytes:
     # Validators are stored as latin-1 text of the bytes the server sent: encoding them
     # back the same way returns those bytes exactly.
@@ -147,7 +164,7 @@ def _connected_to_private(response: httpx.Response, host: str) -> bool:
     """Whether the first hop reached a private address: the address Signal's backend
     checked if it made the connection, else what the URL's literal address says."""
     stream = response.extensions.get("network_stream")
-    private = stream.get_extra_info("signal_private_address") if stream is not None else None
+    private = stream.get_extra_info(PRIVATE_ADDRESS_INFO) if stream is not None else None
     if isinstance(private, bool):
         return private
     return bool(_literal_is_private(host))
@@ -233,6 +250,8 @@ async def fetch(
     redirects. HTTP error statuses are returned, not raised: deciding what a 429 or a
     410 means is the caller's job.
     """
+    import httpx
+
     started = time.monotonic()
     headers = _request_headers(limits, etag, last_modified)
     timeout = httpx.Timeout(connect=limits.connect_timeout, read=limits.read_timeout,
@@ -246,7 +265,7 @@ async def fetch(
     try:
         async with asyncio.timeout(limits.deadline):
             while True:
-                target = httpx.URL(current)
+                target = _parsed(current)
                 host = target.host
                 if host_hold is not None:
                     await host_hold.move_to(host)
@@ -294,6 +313,8 @@ async def fetch(
 
 def _translated(exc: httpx.TransportError, limits: FetchLimits,
                 source_id: str | None) -> FetchError:
+    import httpx
+
     text = str(exc)
     if isinstance(exc, httpx.ConnectTimeout):
         return FetchError(f"timed out (connect timed out after {limits.connect_timeout:g} s)",

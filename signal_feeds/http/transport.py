@@ -2,37 +2,31 @@
 
 ``httpx.AsyncHTTPTransport`` takes no network backend, so this transport builds the
 httpcore pools itself (``AsyncConnectionPool`` or ``AsyncHTTPProxy`` with
-``network_backend=``:class:`~signal_feeds.http.addresses.CheckedBackend`) and translates
+``network_backend=``:class:`~signal_feeds.http.backend.CheckedBackend`) and translates
 httpcore's exceptions into httpx's, as any httpx transport does. Everything else is
 httpx and httpcore as they ship.
 
-Proxies: ``HTTP_PROXY``, ``HTTPS_PROXY``, ``ALL_PROXY`` and ``NO_PROXY`` (either case)
-are honoured; the ``proxy`` setting replaces the first three (``"direct"``: no proxy).
-Nothing else is read from the environment, ``.netrc`` included (see README).
+Which proxy a request takes is :class:`~signal_feeds.http.proxies.ProxyRoutes`' answer;
+the TLS context is :class:`~signal_feeds.http.tls.TlsContext`'s.
 """
 
 from __future__ import annotations
 
 import contextlib
-import ipaddress
-import os
-import ssl
-import urllib.request
 from collections.abc import AsyncIterator, Callable, Iterator
-from dataclasses import dataclass
 
 import httpcore
 import httpx
 
-from signal_feeds.http.addresses import CheckedBackend, Resolver, is_private_address
+from signal_feeds.http.addresses import Resolver, is_private_address
+from signal_feeds.http.backend import CheckedBackend
+from signal_feeds.http.proxies import ProxyRoutes
+from signal_feeds.http.tls import TlsContext
 
-__all__ = ["DEFAULT_KEEPALIVE_EXPIRY", "DIRECT", "ProxyRoutes", "SignalTransport",
-           "TlsContext", "default_tls_context"]
+__all__ = ["DEFAULT_KEEPALIVE_EXPIRY", "SignalTransport", "SingleConnectionTransport"]
 
 #: Seconds an idle kept-alive connection is kept before it is closed.
 DEFAULT_KEEPALIVE_EXPIRY = 30.0
-#: The ``proxy`` setting that turns proxies off whatever the environment says.
-DIRECT = "direct"
 
 # httpcore's exceptions and the httpx ones a transport raises for them; subclasses come
 # first, so the first match is the most precise.
@@ -63,83 +57,6 @@ def _translated() -> Iterator[None]:
             if isinstance(exc, theirs):
                 raise ours(str(exc)) from exc
         raise
-
-
-def default_tls_context() -> ssl.SSLContext:
-    """certifi's CA bundle, or OpenSSL's ``SSL_CERT_FILE`` / ``SSL_CERT_DIR`` when set."""
-    if os.environ.get("SSL_CERT_FILE"):
-        return ssl.create_default_context(cafile=os.environ["SSL_CERT_FILE"])
-    if os.environ.get("SSL_CERT_DIR"):
-        return ssl.create_default_context(capath=os.environ["SSL_CERT_DIR"])
-    import certifi  # only when an https source exists
-
-    return ssl.create_default_context(cafile=certifi.where())
-
-
-class TlsContext:
-    """One ``ssl.SSLContext`` for a run, built on first use: loading a CA bundle takes
-    tens of milliseconds, and a run of plain-http sources never needs one."""
-
-    def __init__(self, context: ssl.SSLContext | None = None) -> None:
-        self._context = context
-
-    def get(self) -> ssl.SSLContext:
-        """The context (built now if this is the first https connection)."""
-        if self._context is None:
-            self._context = default_tls_context()
-        return self._context
-
-
-@dataclass(frozen=True)
-class ProxyRoutes:
-    """Which proxy (if any) a URL goes through."""
-
-    #: Proxy URL by scheme (``http``, ``https``, ``all``).
-    proxies: tuple[tuple[str, str], ...] = ()
-    #: ``NO_PROXY`` entries: host names (suffix match), addresses, networks, ``*``.
-    bypass: tuple[str, ...] = ()
-
-    @classmethod
-    def from_setting(cls, setting: str = "") -> ProxyRoutes:
-        """Routes from the environment, with the ``proxy`` setting (if any) replacing
-        its proxy variables; ``"direct"`` turns proxies off."""
-        if setting == DIRECT:
-            return cls()
-        found = urllib.request.getproxies_environment()
-        bypass = tuple(h.strip().lower() for h in found.get("no", "").split(",") if h.strip())
-        if setting:
-            return cls((("all", setting),), bypass)
-        proxies = tuple((scheme, found[scheme]) for scheme in ("http", "https", "all")
-                        if found.get(scheme))
-        return cls(proxies, bypass)
-
-    def for_url(self, url: httpx.URL) -> str | None:
-        """The proxy URL for ``url``, or ``None`` to connect directly."""
-        if not self.proxies or self._bypassed(url.host.lower(), url.port):
-            return None
-        table = dict(self.proxies)
-        proxy = table.get(url.scheme) or table.get("all")
-        if proxy and "://" not in proxy:
-            proxy = f"http://{proxy}"
-        return proxy
-
-    def _bypassed(self, host: str, port: int | None) -> bool:
-        for entry in self.bypass:
-            if entry == "*":
-                return True
-            name, _, entry_port = entry.rpartition(":") if entry.count(":") == 1 else (
-                entry, "", "")
-            if entry_port and port is not None and entry_port != str(port):
-                continue
-            name = name.strip("[]").lstrip("*")
-            if "/" in name:
-                with contextlib.suppress(ValueError):
-                    if ipaddress.ip_address(host) in ipaddress.ip_network(name, strict=False):
-                        return True
-                continue
-            if host == name.lstrip(".") or host.endswith("." + name.lstrip(".")):
-                return True
-        return False
 
 
 class SignalTransport(httpx.AsyncBaseTransport):
@@ -191,18 +108,9 @@ class SignalTransport(httpx.AsyncBaseTransport):
         """Send ``request`` on a pooled connection; the body streams as it arrives."""
         url = request.url
         pool = self._pool(self._proxies.for_url(url), url.scheme == "https")
-        assert isinstance(request.stream, httpx.AsyncByteStream)
-        core_request = httpcore.Request(
-            method=request.method,
-            url=httpcore.URL(scheme=url.raw_scheme, host=url.raw_host, port=url.port,
-                             target=url.raw_path),
-            headers=request.headers.raw, content=request.stream,
-            extensions=request.extensions)
         with _translated():
-            response = await pool.handle_async_request(core_request)
-        return httpx.Response(status_code=response.status, headers=response.headers,
-                              stream=_TranslatedStream(response),
-                              extensions=response.extensions)
+            response = await pool.handle_async_request(_core_request(request))
+        return _response(response)
 
     async def aclose(self) -> None:
         """Close every pool and its connections."""
@@ -210,6 +118,85 @@ class SignalTransport(httpx.AsyncBaseTransport):
         for pool in pools:
             with _translated():
                 await pool.aclose()
+
+
+class SingleConnectionTransport(httpx.AsyncBaseTransport):
+    """One request at a time over at most one direct connection, kept alive for as long
+    as requests go to its origin (a request to another origin closes it and opens one
+    there). No pool: httpcore's ``AsyncHTTPConnection`` is used as it is, so a request
+    costs no pool bookkeeping (see :mod:`signal_feeds.http.clients`, which keeps many of
+    these). Requests that go through a proxy use a one-connection
+    :class:`SignalTransport` made on first use.
+    """
+
+    def __init__(self, *, backend: CheckedBackend, tls: TlsContext, proxies: ProxyRoutes,
+                 resolver: Resolver | None = None,
+                 keepalive_expiry: float = DEFAULT_KEEPALIVE_EXPIRY,
+                 is_private: Callable[[str], bool] = is_private_address) -> None:
+        self._backend = backend
+        self._tls = tls
+        self._proxies = proxies
+        self._resolver = resolver
+        self._keepalive_expiry = keepalive_expiry
+        self._is_private = is_private
+        self._connection: httpcore.AsyncHTTPConnection | None = None
+        self._proxied: SignalTransport | None = None
+
+    async def _connection_for(self, origin: httpcore.Origin) -> httpcore.AsyncHTTPConnection:
+        connection = self._connection
+        if connection is not None:
+            if not (connection.is_idle() or connection.is_closed()):
+                raise RuntimeError("SingleConnectionTransport carries one request at a time")
+            if (connection.can_handle_request(origin) and connection.is_available()
+                    and not connection.has_expired()):
+                return connection  # kept alive, still open, same origin
+            self._connection = None
+            await connection.aclose()
+        context = self._tls.get() if origin.scheme == b"https" else None
+        connection = self._connection = httpcore.AsyncHTTPConnection(
+            origin, ssl_context=context, keepalive_expiry=self._keepalive_expiry,
+            network_backend=self._backend)
+        return connection
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        """Send ``request``; the body streams as it arrives (close it before the next)."""
+        if self._proxies.proxies and self._proxies.for_url(request.url) is not None:
+            if self._proxied is None:
+                self._proxied = SignalTransport(
+                    connections=1, resolver=self._resolver, tls=self._tls,
+                    proxies=self._proxies, keepalive_expiry=self._keepalive_expiry,
+                    is_private=self._is_private)
+            return await self._proxied.handle_async_request(request)
+        core_request = _core_request(request)
+        with _translated():
+            connection = await self._connection_for(core_request.url.origin)
+            response = await connection.handle_async_request(core_request)
+        return _response(response)
+
+    async def aclose(self) -> None:
+        """Close the connection (and the proxy transport, if one was made)."""
+        connection, self._connection = self._connection, None
+        proxied, self._proxied = self._proxied, None
+        with _translated():
+            if connection is not None:
+                await connection.aclose()
+        if proxied is not None:
+            await proxied.aclose()
+
+
+def _core_request(request: httpx.Request) -> httpcore.Request:
+    url = request.url
+    assert isinstance(request.stream, httpx.AsyncByteStream)
+    return httpcore.Request(
+        method=request.method,
+        url=httpcore.URL(scheme=url.raw_scheme, host=url.raw_host, port=url.port,
+                         target=url.raw_path),
+        headers=request.headers.raw, content=request.stream, extensions=request.extensions)
+
+
+def _response(response: httpcore.Response) -> httpx.Response:
+    return httpx.Response(status_code=response.status, headers=response.headers,
+                          stream=_TranslatedStream(response), extensions=response.extensions)
 
 
 class _TranslatedStream(httpx.AsyncByteStream):
