@@ -22,8 +22,8 @@ __version__ = "0.1.0"
 
 _EXPORTS = {
     "config.source_list": ["Config", "Settings", "Source", "load_config", "parse_config"],
-    "errors": ["ConfigError", "ContradictionError", "FetchError", "ParseError",
-               "SignalError", "StoreError"],
+    "errors": ["ConfigError", "ContradictionError", "CursorError", "FetchError",
+               "ParseError", "SignalError", "StoreError"],
     "identity.keys": ["EntryRow", "Identified", "digest", "entry_key", "identify",
                  "metadata_fingerprint"],
     "config.opml": ["ImportReport"],
@@ -32,9 +32,11 @@ _EXPORTS = {
     "parse.settings": ["ParseSettings"],
     "run.pipeline": ["Progress", "parse_files", "run_fetch"],
     "run.report": ["RunReport", "SourceReport"],
-    "records": ["ApplyCounts", "FetchRecord", "SourceState", "StoredEntry", "StoredVersion"],
+    "records": ["ApplyCounts", "Change", "FetchRecord", "SourceState", "StoredEntry",
+                "StoredVersion"],
     "store": ["Store"],
     "store.protocol": ["DedupeReport", "FeedStore"],
+    "store.change_feed": ["read_changes"],
     "store.reading": ["entry_history", "export_entries", "list_entries", "lookup"],
     "store.views": ["EntryHistory", "EntryView", "LookupResult"],
 }
@@ -42,9 +44,11 @@ _WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
 
 __all__ = [
     "ApplyCounts",
+    "Change",
     "Config",
     "ConfigError",
     "ContradictionError",
+    "CursorError",
     "DedupeReport",
     "EntryHistory",
     "EntryRow",
@@ -84,6 +88,7 @@ __all__ = [
     "parse_config",
     "parse_feed",
     "parse_files",
+    "read_changes",
     "run_fetch",
 ]
 
@@ -107,6 +112,7 @@ if TYPE_CHECKING:
     from signal_feeds.errors import (
         ConfigError,
         ContradictionError,
+        CursorError,
         FetchError,
         ParseError,
         SignalError,
@@ -125,6 +131,7 @@ if TYPE_CHECKING:
     from signal_feeds.parse.settings import ParseSettings
     from signal_feeds.records import (
         ApplyCounts,
+        Change,
         FetchRecord,
         SourceState,
         StoredEntry,
@@ -133,6 +140,7 @@ if TYPE_CHECKING:
     from signal_feeds.run.pipeline import Progress, parse_files, run_fetch
     from signal_feeds.run.report import RunReport, SourceReport
     from signal_feeds.store import Store
+    from signal_feeds.store.change_feed import read_changes
     from signal_feeds.store.protocol import DedupeReport, FeedStore
     from signal_feeds.store.reading import entry_history, export_entries, list_entries, lookup
     from signal_feeds.store.views import EntryHistory, EntryView, LookupResult

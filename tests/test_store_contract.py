@@ -51,6 +51,7 @@ CALLS: dict[str, Callable[[FeedStore], object]] = {
     "duplicates_of": lambda s: s.duplicates_of([ROWS[0].key]),
     "keys_starting_with": lambda s: s.keys_starting_with(ROWS[0].key[:8], limit=2),
     "entries_with_link": lambda s: s.entries_with_link("example.org/x", "https://x"),
+    "changes": lambda s: s.changes(limit=5),
     "recompute_duplicates": lambda s: s.recompute_duplicates(),
     "count": lambda s: s.count("entries"),
     "table_counts": lambda s: s.table_counts(),

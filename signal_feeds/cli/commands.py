@@ -171,3 +171,7 @@ from signal_feeds.cli.reading import dedupe, entries, export, history, import_op
 for _command in (entries, history, lookup, export, dedupe):
     cli.add_command(_command)
 sources.add_command(import_opml)
+
+from signal_feeds.cli.changes import changes  # noqa: E402
+
+cli.add_command(changes)

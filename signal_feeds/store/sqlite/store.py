@@ -18,13 +18,14 @@ from typing import TYPE_CHECKING
 
 from signal_feeds.records import (
     ApplyCounts,
+    Change,
     FetchRecord,
     SourceState,
     StoredEntry,
     StoredVersion,
 )
 from signal_feeds.store.protocol import TABLES, DedupeReport, DuplicateLink, Table
-from signal_feeds.store.sqlite import dedupe, queries, writing
+from signal_feeds.store.sqlite import change_log, dedupe, queries, writing
 from signal_feeds.store.sqlite.connection import DEFAULT_BUSY_TIMEOUT, Connection
 from signal_feeds.store.sqlite.schema import SCHEMA_VERSION, create_schema, schema_version
 
@@ -187,6 +188,16 @@ class Store:
         """Entries with this match URL (when not empty) or exactly this link."""
         with self._db.errors("cannot look up link"):
             return queries.entries_with_link(self._db.conn, match_url, url)
+
+    # -- the change log --------------------------------------------------------------
+
+    def changes(self, *, after: str | None = None, limit: int,
+                source_id: str | None = None) -> list[Change]:
+        """At most ``limit`` changes after the cursor ``after`` (``None``: from the
+        first), oldest first (see :meth:`FeedStore.changes`)."""
+        with self._db.errors("cannot read changes", source_id):
+            return change_log.changes(self._db.conn, after=after, limit=limit,
+                                      source_id=source_id, where=str(self.path))
 
     # -- maintenance -----------------------------------------------------------------
 

@@ -27,6 +27,7 @@ from signal_feeds.identity.matching import (
 )
 from signal_feeds.records import ApplyCounts, FetchRecord, SourceState
 from signal_feeds.store.sqlite import dedupe
+from signal_feeds.store.sqlite.change_log import PendingChange, log_changes
 from signal_feeds.timeutil import format_time
 
 __all__ = ["SOURCE_COLUMNS", "apply_response", "reset_source", "save_attempt"]
@@ -140,14 +141,16 @@ def _stored(conn: sqlite3.Connection, keys: Sequence[str]) -> dict[str, _Stored]
 
 def _write_entries(conn: sqlite3.Connection, rows: Sequence[EntryRow], stamp: str,
                    given: Mapping[str, MatchKeys], common: dedupe.CommonTokens
-                   ) -> tuple[ApplyCounts, list[DedupeRow]]:
-    """Write the rows; return the counts and the dedupe view of what changed."""
+                   ) -> tuple[ApplyCounts, list[DedupeRow], list[PendingChange]]:
+    """Write the rows; return the counts, the dedupe view of what changed, and the
+    changes to log once duplicates are marked."""
     stored = _stored(conn, [r.key for r in rows])
     upserts: list[tuple[Any, ...]] = []
     versions: list[tuple[Any, ...]] = []
     touches: list[tuple[str, str]] = []
     outcomes: dict[str, Outcome] = {}
     written: list[DedupeRow] = []
+    pending: list[PendingChange] = []
     old_tokens: list[tuple[int, int]] = []
     new_tokens: list[tuple[int, int]] = []
     last_seq: int | None = None
@@ -186,6 +189,9 @@ def _write_entries(conn: sqlite3.Connection, rows: Sequence[EntryRow], stamp: st
         new_tokens.extend((t, seq) for t in posted
                           if t not in had and t not in common)
         first_seen = before.first_seen_at if before else stamp
+        pending.append(PendingChange(outcome, row.key, seq, row.source_id, row.fingerprint,
+                                     row.content_fingerprint,
+                                     before.fingerprints[0] if before else ""))
         written.append(DedupeRow(
             key=row.key, seq=seq, source_id=row.source_id, first_seen_at=first_seen,
             moment=row.published or first_seen, match_url=keys.match_url,
@@ -202,7 +208,7 @@ def _write_entries(conn: sqlite3.Connection, rows: Sequence[EntryRow], stamp: st
     counts = ApplyCounts(created=values.count("created"),
                          updated=values.count("updated"),
                          unchanged=values.count("unchanged"), keys=outcomes)
-    return counts, written
+    return counts, written, pending
 
 def _fetch_values(fetch: FetchRecord) -> tuple[Any, ...]:
     return (fetch.source_id, format_time(fetch.started_at), fetch.url, fetch.outcome,
@@ -229,15 +235,16 @@ def apply_response(conn: sqlite3.Connection, state: SourceState, rows: Sequence[
                    fetch: FetchRecord, now: dt.datetime, *,
                    given: Mapping[str, MatchKeys],
                    common: dedupe.CommonTokens) -> ApplyCounts:
-    """Write one response (entries, versions, postings, duplicate markers, source state,
-    fetch row) inside the caller's transaction; return what happened to each entry.
+    """Write one response (entries, versions, postings, duplicate markers, change-log rows,
+    source state, fetch row) inside the caller's transaction; return what happened to each entry.
 
     ``given`` match keys (by entry key) are used where given, computed where not; ``common``
     carries the text tokens known to be too common from one response to the next.
     """
     stamp = format_time(now)
-    counts, written = _write_entries(conn, rows, stamp, given, common)
+    counts, written, pending = _write_entries(conn, rows, stamp, given, common)
     _mark_duplicates(conn, counts, written, state.source_id, common)
+    log_changes(conn, pending, stamp)  # after marking: each change carries its status
     conn.execute(_SAVE_STATE, _state_values(state))
     conn.execute(_INSERT_FETCH, _fetch_values(replace(
         fetch, created=counts.created, updated=counts.updated, unchanged=counts.unchanged)))
