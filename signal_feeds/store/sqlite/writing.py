@@ -105,25 +105,29 @@ _INSERT_FETCH = ("INSERT INTO fetches (source_id, started_at, url, outcome, http
 
 def _mark_duplicates(conn: sqlite3.Connection, counts: ApplyCounts,
                      written: Sequence[DedupeRow], source_id: str,
-                     common: dedupe.CommonTokens) -> None:
-    """Mark cross-source duplicates of the created and updated entries.
+                     common: dedupe.CommonTokens) -> bool:
+    """Mark cross-source duplicates of the created and updated entries; True if some
+    marker changed.
 
     Runs inside the response's transaction under a savepoint: if marking fails only
     the marking is rolled back. Deduplication is an optimization, never a reason to
     lose an entry; ``signal dedupe`` recomputes the markers later.
     """
     if not written:
-        return
+        return False
     created = [key for key, outcome in counts.keys.items() if outcome == "created"]
+    changed = False
     conn.execute("SAVEPOINT signal_dedupe")
     try:
-        dedupe.mark_new_entries(conn, written, created=created,
-                                common=common)
+        report = dedupe.mark_new_entries(conn, written, created=created,
+                                         common=common)
+        changed = report.total_changed > 0
     except Exception as exc:
         conn.execute("ROLLBACK TO signal_dedupe")
         log.warning("duplicate marking failed for %s (entries stored unmarked; "
                     "run 'signal dedupe'): %s: %s", source_id, type(exc).__name__, exc)
     conn.execute("RELEASE signal_dedupe")
+    return changed
 
 def _stored(conn: sqlite3.Connection, keys: Sequence[str]) -> dict[str, _Stored]:
     found: dict[str, _Stored] = {}
@@ -243,8 +247,8 @@ def apply_response(conn: sqlite3.Connection, state: SourceState, rows: Sequence[
     """
     stamp = format_time(now)
     counts, written, pending = _write_entries(conn, rows, stamp, given, common)
-    _mark_duplicates(conn, counts, written, state.source_id, common)
-    log_changes(conn, pending, stamp)  # after marking: each change carries its status
+    marked = _mark_duplicates(conn, counts, written, state.source_id, common)
+    log_changes(conn, pending, stamp, marked=marked)  # after marking: with its status
     conn.execute(_SAVE_STATE, _state_values(state))
     conn.execute(_INSERT_FETCH, _fetch_values(replace(
         fetch, created=counts.created, updated=counts.updated, unchanged=counts.unchanged)))
