@@ -22,8 +22,8 @@ __version__ = "0.1.0"
 
 _EXPORTS = {
     "config.source_list": ["Config", "Settings", "Source", "load_config", "parse_config"],
-    "errors": ["ConfigError", "ContradictionError", "FetchError", "ParseError",
-               "QueryError", "SignalError", "StoreError"],
+    "errors": ["ConfigError", "ContradictionError", "CursorError", "FetchError",
+               "ParseError", "QueryError", "SignalError", "StoreError"],
     "identity.keys": ["EntryRow", "Identified", "digest", "entry_key", "identify",
                  "metadata_fingerprint"],
     "config.opml": ["ImportReport"],
@@ -32,9 +32,11 @@ _EXPORTS = {
     "parse.settings": ["ParseSettings"],
     "run.pipeline": ["Progress", "fetch_sources", "parse_files", "run_fetch"],
     "decide.report": ["RunReport", "SourceReport"],
-    "records": ["ApplyCounts", "FetchRecord", "SourceState", "StoredEntry", "StoredVersion"],
+    "records": ["ApplyCounts", "Change", "FetchRecord", "SourceState", "StoredEntry",
+                "StoredVersion"],
     "store": ["Store"],
     "store.protocol": ["DedupeReport", "FeedStore"],
+    "store.change_feed": ["read_changes"],
     "store.reading": ["entry_history", "export_entries", "list_entries", "lookup",
                       "search_entries"],
     "store.views": ["EntryHistory", "EntryView", "LookupResult", "SearchHit"],
@@ -43,9 +45,11 @@ _WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
 
 __all__ = [
     "ApplyCounts",
+    "Change",
     "Config",
     "ConfigError",
     "ContradictionError",
+    "CursorError",
     "DedupeReport",
     "EntryHistory",
     "EntryRow",
@@ -88,6 +92,7 @@ __all__ = [
     "parse_config",
     "parse_feed",
     "parse_files",
+    "read_changes",
     "run_fetch",
     "search_entries",
 ]
@@ -113,6 +118,7 @@ if TYPE_CHECKING:
     from signal_feeds.errors import (
         ConfigError,
         ContradictionError,
+        CursorError,
         FetchError,
         ParseError,
         QueryError,
@@ -132,6 +138,7 @@ if TYPE_CHECKING:
     from signal_feeds.parse.settings import ParseSettings
     from signal_feeds.records import (
         ApplyCounts,
+        Change,
         FetchRecord,
         SourceState,
         StoredEntry,
@@ -139,6 +146,7 @@ if TYPE_CHECKING:
     )
     from signal_feeds.run.pipeline import Progress, fetch_sources, parse_files, run_fetch
     from signal_feeds.store import Store
+    from signal_feeds.store.change_feed import read_changes
     from signal_feeds.store.protocol import DedupeReport, FeedStore
     from signal_feeds.store.reading import (
         entry_history,

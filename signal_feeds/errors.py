@@ -10,6 +10,7 @@ from __future__ import annotations
 __all__ = [
     "ConfigError",
     "ContradictionError",
+    "CursorError",
     "FetchError",
     "ParseError",
     "QueryError",
@@ -95,3 +96,9 @@ class ContradictionError(SignalError):
 
 class StoreError(SignalError):
     """The database could not be opened, read or written."""
+
+
+class CursorError(StoreError):
+    """A change-feed cursor that this database cannot resume from: malformed, issued by
+    another database, or ahead of the change log (a database restored from an older
+    copy). Resuming from a guess would skip or repeat changes silently."""

@@ -8,11 +8,16 @@ run and every store backend share one definition.
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
 
 from signal_feeds.identity.keys import Outcome
 
-__all__ = ["ApplyCounts", "FetchRecord", "SourceState", "StoredEntry", "StoredVersion"]
+__all__ = ["ApplyCounts", "Change", "ChangeKind", "FetchRecord", "SourceState",
+           "StoredEntry", "StoredVersion"]
+
+#: What a change did to its entry: the key was new, or its fingerprints changed.
+ChangeKind = Literal["created", "updated"]
 
 
 @dataclass(frozen=True)
@@ -118,3 +123,37 @@ class StoredVersion:
     first_seen_at: str
     last_seen_at: str
     normalizer_version: int
+
+
+@dataclass(frozen=True)
+class Change:
+    """One position of the change log: an entry created, or a new version of it stored.
+
+    The entry fields are those of the version this change wrote (not the entry as it is
+    now: a later edit is a later change). ``cursor`` is opaque: store it, and pass it back
+    as ``after`` to read what came next.
+    """
+
+    cursor: str
+    kind: ChangeKind
+    key: str
+    source_id: str
+    title: str
+    url: str
+    published: str
+    updated: str
+    #: The metadata fingerprint this change wrote, and the one it replaced (for an
+    #: ``updated`` change; ``""`` for ``created``). They are equal when only the content
+    #: (summary, content) changed.
+    fingerprint: str
+    previous_fingerprint: str
+    #: The canonical row this entry duplicated when the change was written (``""``: it
+    #: was canonical then). ``signal dedupe`` may re-mark it later; that is not a change.
+    duplicate_of: str
+    #: When the change was stored (ISO 8601, UTC).
+    changed_at: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (``key`` also given as ``id``, as elsewhere)."""
+        return {"cursor": self.cursor, "kind": self.kind, "id": self.key, **{
+            k: v for k, v in asdict(self).items() if k not in ("cursor", "kind")}}

@@ -54,6 +54,7 @@ CALLS: dict[str, Callable[[FeedStore], object]] = {
     "entries_with_link": lambda s: s.entries_with_link("example.org/x", "https://x"),
     "search": lambda s: s.search("release"),
     "rebuild_search_index": lambda s: s.rebuild_search_index(),
+    "changes": lambda s: s.changes(limit=5),
     "recompute_duplicates": lambda s: s.recompute_duplicates(),
     "count": lambda s: s.count("entries"),
     "table_counts": lambda s: s.table_counts(),

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -22,6 +22,9 @@ from signal_feeds.cli.common import (
     load,
 )
 from signal_feeds.errors import SignalError
+
+if TYPE_CHECKING:
+    from signal_feeds.decide.report import RunReport
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -58,14 +61,23 @@ class _ProgressLine:
 @click.option("--refresh", is_flag=True,
               help="Ask without validators and parse every body again, even an unchanged "
                    "one (after changing a parse setting); implies --force.")
+@click.option("-v", "--verbose", is_flag=True,
+              help="Also list sources where nothing happened (not_modified, not_due).")
+@click.option("-q", "--quiet", is_flag=True,
+              help="Print only problems (failed, rejected, gone, expired); no summary.")
 @json_option
 def fetch(config_path: str | None, db_path: str | None, source_ids: tuple[str, ...],
-          force: bool, refresh: bool, as_json: bool) -> None:
+          force: bool, refresh: bool, verbose: bool, quiet: bool, as_json: bool) -> None:
     """Fetch the due sources and store their entries.
 
-    Every problem in the config file is reported at once (exit 2).
+    Prints a line for each source where something happened and a summary line (-v:
+    every source; -q: only problems, nothing when all went well, for cron). Every
+    problem in the config file is reported at once (exit 2).
     """
     from signal_feeds.run.pipeline import run_fetch
+
+    if verbose and quiet:
+        raise click.UsageError("-v and -q exclude each other")
 
     progress = _ProgressLine() if not as_json and sys.stderr.isatty() else None
     try:
@@ -81,9 +93,31 @@ def fetch(config_path: str | None, db_path: str | None, source_ids: tuple[str, .
     if as_json:
         click.echo(report.to_json())
     else:
-        for line in report.lines():
+        for line in _fetch_lines(report, verbose=verbose, quiet=quiet):
             click.echo(line)
     raise SystemExit(EXIT_OK if report.ok else EXIT_FAILED)
+
+
+#: Outcomes someone has to act on: the only lines ``signal fetch -q`` prints.
+PROBLEM_STATUSES = frozenset({"failed", "rejected", "gone", "expired"})
+#: Outcomes worth a line by default, besides sources with new or updated entries.
+EVENT_STATUSES = PROBLEM_STATUSES | {"moved", "retry_later"}
+
+
+def _fetch_lines(report: RunReport, *, verbose: bool, quiet: bool) -> list[str]:
+    """The text output of ``signal fetch``: a run over thousands of sources that are not
+    due prints one line, not thousands (cron mails whatever a job prints)."""
+    *per_source, summary = report.lines()
+    shown = []
+    for rep, line in zip(report.sources, per_source, strict=True):
+        if quiet:
+            keep = rep.status in PROBLEM_STATUSES
+        else:
+            keep = (verbose or rep.status in EVENT_STATUSES
+                    or rep.created > 0 or rep.updated > 0)
+        if keep:
+            shown.append(line)
+    return shown if quiet else [*shown, summary]
 
 
 @cli.command(short_help="Dry run: parse local feed files.")
@@ -177,3 +211,7 @@ sources.add_command(import_opml)
 from signal_feeds.cli.search import search  # noqa: E402  (issue 18: full-text search)
 
 cli.add_command(search)
+
+from signal_feeds.cli.changes import changes  # noqa: E402
+
+cli.add_command(changes)

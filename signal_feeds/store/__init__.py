@@ -5,7 +5,8 @@ read and update a source's state, and to read entries: the
 :class:`~signal_feeds.store.protocol.FeedStore` protocol. SQLite
 (:mod:`signal_feeds.store.sqlite`) is the embedded default; another backend implements
 the same protocol. :mod:`signal_feeds.store.reading` (entries, history, lookup, export)
-works over any of them.
+and :mod:`signal_feeds.store.change_feed` (what changed after a stored cursor) work over
+any of them.
 
 ``from signal_feeds.store import Store`` loads the SQLite backend on first use, so that
 importing this package stays cheap.

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol, runtime_ch
 
 from signal_feeds.records import (
     ApplyCounts,
+    Change,
     FetchRecord,
     SourceState,
     StoredEntry,
@@ -216,6 +217,33 @@ class FeedStore(Protocol):
     def entries_with_link(self, match_url: str, url: str) -> list[EntryView]:
         """Entries whose match URL is ``match_url`` (when not empty) or whose stored link
         is exactly ``url``, oldest first."""
+        ...
+
+    # -- the change log (programs downstream) ---------------------------------------
+
+    def changes(self, *, after: str | None = None, limit: int,
+                source_id: str | None = None) -> list[Change]:
+        """At most ``limit`` changes after the position ``after`` names (``None``: from
+        the first), oldest first; with ``source_id``, only that source's.
+
+        The log holds one change per created entry and one per stored new version
+        (fingerprint or content fingerprint changed), written in the transaction of
+        :meth:`apply_response` that wrote the entry, after duplicate marking: its
+        ``duplicate_of`` is the marker decided then (a later
+        :meth:`recompute_duplicates` re-marks entries, never changes). Responses that
+        are rejected write none; ``unchanged`` entries write none. Entries stored
+        before the log existed are logged as ``created`` when the log is made.
+
+        Positions increase in the order changes commit, and a committed position is
+        never issued again: once a reader has seen a position, no change with a smaller
+        one can appear later (a backend whose transactions commit out of order, such as
+        PostgreSQL with concurrent writers, must serialize the numbering with the
+        commit). ``cursor`` is an opaque string naming a position of this database.
+
+        Raises :class:`~signal_feeds.errors.CursorError` for a malformed cursor, a cursor
+        of another database, or one beyond the last position issued (a database restored
+        from an older copy).
+        """
         ...
 
     # -- maintenance ----------------------------------------------------------------

@@ -17,7 +17,7 @@ from signal_feeds.store.sqlite.search import create_search_index
 __all__ = ["ENTRY_ORDER_EXPR", "SCHEMA_VERSION", "create_schema", "is_signal_database",
            "schema_version"]
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 
 def is_signal_database(path: Path) -> bool:
@@ -81,6 +81,7 @@ def create_schema(conn: sqlite3.Connection) -> None:
     _upgrade_to_v4(conn)
     _upgrade_to_v5(conn)
     _upgrade_to_v6(conn)
+    _upgrade_to_v7(conn)
     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
 
@@ -202,3 +203,38 @@ def _upgrade_to_v6(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX IF NOT EXISTS entries_search_filter "
                  "ON entries (seq, duplicate_of, source_id)")
     create_search_index(conn)
+
+
+# Version 7: the change log (see change_log.py). One row per created entry and per new
+# version, numbered by AUTOINCREMENT: a committed position is never handed out again,
+# even after its row is gone. A row names its version by ``entry_versions.id`` (an
+# INTEGER PRIMARY KEY, kept by VACUUM) instead of copying the title, link and dates.
+# Self-contained: it needs only the version-5 tables, and it runs once (the table's
+# presence says whether it already ran, on a version-5 or a version-6 file).
+def _upgrade_to_v7(conn: sqlite3.Connection) -> None:
+    if _columns(conn, "changes"):
+        return
+    from signal_feeds.store.cursor import new_database_id
+    from signal_feeds.timeutil import format_time, utcnow
+
+    conn.execute("CREATE TABLE changes (position INTEGER PRIMARY KEY AUTOINCREMENT, "
+                 "version_id INTEGER NOT NULL, source_id TEXT NOT NULL, "
+                 "kind TEXT NOT NULL CHECK (kind IN ('created', 'updated')), "
+                 "previous_fingerprint TEXT NOT NULL DEFAULT '', "
+                 "duplicate_of TEXT NOT NULL DEFAULT '', changed_at TEXT NOT NULL)")
+    # `signal changes --source ID` walks one source's positions, not the whole log.
+    conn.execute("CREATE INDEX changes_source ON changes (source_id, position)")
+    conn.execute("CREATE TABLE change_log (id INTEGER PRIMARY KEY CHECK (id = 1), "
+                 "database_id TEXT NOT NULL, created_at TEXT NOT NULL)")
+    conn.execute("INSERT INTO change_log (id, database_id, created_at) VALUES (1, ?, ?)",
+                 (new_database_id(), format_time(utcnow())))
+    # Entries stored before the log existed are in it too, as created, in the order
+    # they were first stored (with their current version): a consumer starting at the
+    # beginning sees everything the database holds. Their earlier versions are not.
+    conn.execute(
+        "INSERT INTO changes (version_id, source_id, kind, duplicate_of, changed_at) "
+        "SELECT v.id, e.source_id, 'created', e.duplicate_of, e.first_seen_at "
+        "FROM entries AS e JOIN entry_versions AS v ON v.entry_seq = e.seq "
+        "AND v.fingerprint = e.fingerprint "
+        "AND v.content_fingerprint IS e.content_fingerprint "
+        "ORDER BY e.first_seen_at, e.seq")

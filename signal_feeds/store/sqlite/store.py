@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from signal_feeds.records import (
     ApplyCounts,
+    Change,
     FetchRecord,
     SourceState,
     StoredEntry,
@@ -25,7 +26,7 @@ from signal_feeds.records import (
 )
 from signal_feeds.store.fulltext import DEFAULT_SEARCH_LIMIT
 from signal_feeds.store.protocol import TABLES, DedupeReport, DuplicateLink, Table
-from signal_feeds.store.sqlite import dedupe, queries, search, writing
+from signal_feeds.store.sqlite import change_log, dedupe, queries, search, writing
 from signal_feeds.store.sqlite.connection import DEFAULT_BUSY_TIMEOUT, Connection
 from signal_feeds.store.sqlite.schema import SCHEMA_VERSION, create_schema, schema_version
 
@@ -214,6 +215,16 @@ class Store:
         """Entries with this match URL (when not empty) or exactly this link."""
         with self._db.errors("cannot look up link"):
             return queries.entries_with_link(self._db.conn, match_url, url)
+
+    # -- the change log --------------------------------------------------------------
+
+    def changes(self, *, after: str | None = None, limit: int,
+                source_id: str | None = None) -> list[Change]:
+        """At most ``limit`` changes after the cursor ``after`` (``None``: from the
+        first), oldest first (see :meth:`FeedStore.changes`)."""
+        with self._db.errors("cannot read changes", source_id):
+            return change_log.changes(self._db.conn, after=after, limit=limit,
+                                      source_id=source_id, where=str(self.path))
 
     # -- maintenance -----------------------------------------------------------------
 

@@ -29,6 +29,7 @@ from signal_feeds.identity.matching import (
 )
 from signal_feeds.records import ApplyCounts, FetchRecord, SourceState
 from signal_feeds.store.sqlite import dedupe, search
+from signal_feeds.store.sqlite.change_log import PendingChange, log_changes
 from signal_feeds.timeutil import format_time
 
 __all__ = ["SOURCE_COLUMNS", "apply_response", "reset_source", "save_attempt",
@@ -108,25 +109,29 @@ _INSERT_FETCH = ("INSERT INTO fetches (source_id, started_at, url, outcome, http
 
 def _mark_duplicates(conn: sqlite3.Connection, counts: ApplyCounts,
                      written: Sequence[DedupeRow], source_id: str,
-                     common: dedupe.CommonTokens) -> None:
-    """Mark cross-source duplicates of the created and updated entries.
+                     common: dedupe.CommonTokens) -> bool:
+    """Mark cross-source duplicates of the created and updated entries; True if some
+    marker changed.
 
     Runs inside the response's transaction under a savepoint: if marking fails only
     the marking is rolled back. Deduplication is an optimization, never a reason to
     lose an entry; ``signal dedupe`` recomputes the markers later.
     """
     if not written:
-        return
+        return False
     created = [key for key, outcome in counts.keys.items() if outcome == "created"]
+    changed = False
     conn.execute("SAVEPOINT signal_dedupe")
     try:
-        dedupe.mark_new_entries(conn, written, created=created,
-                                common=common)
+        report = dedupe.mark_new_entries(conn, written, created=created,
+                                         common=common)
+        changed = report.total_changed > 0
     except Exception as exc:
         conn.execute("ROLLBACK TO signal_dedupe")
         log.warning("duplicate marking failed for %s (entries stored unmarked; "
                     "run 'signal dedupe'): %s: %s", source_id, type(exc).__name__, exc)
     conn.execute("RELEASE signal_dedupe")
+    return changed
 
 def _stored(conn: sqlite3.Connection, keys: Sequence[str]) -> dict[str, _Stored]:
     found: dict[str, _Stored] = {}
@@ -144,8 +149,9 @@ def _stored(conn: sqlite3.Connection, keys: Sequence[str]) -> dict[str, _Stored]
 
 def _write_entries(conn: sqlite3.Connection, rows: Sequence[EntryRow], stamp: str,
                    given: Mapping[str, MatchKeys], common: dedupe.CommonTokens
-                   ) -> tuple[ApplyCounts, list[DedupeRow]]:
-    """Write the rows; return the counts and the dedupe view of what changed."""
+                   ) -> tuple[ApplyCounts, list[DedupeRow], list[PendingChange]]:
+    """Write the rows; return the counts, the dedupe view of what changed, and the
+    changes to log once duplicates are marked."""
     stored = _stored(conn, [r.key for r in rows])
     rank = _source_rank(conn, rows[0].source_id) if rows else UNLISTED_RANK
     upserts: list[tuple[Any, ...]] = []
@@ -155,6 +161,7 @@ def _write_entries(conn: sqlite3.Connection, rows: Sequence[EntryRow], stamp: st
     written: list[DedupeRow] = []
     reindexed: list[int] = []
     indexed: list[tuple[int, str, str, str]] = []
+    pending: list[PendingChange] = []
     old_tokens: list[tuple[int, int]] = []
     new_tokens: list[tuple[int, int]] = []
     last_seq: int | None = None
@@ -196,6 +203,9 @@ def _write_entries(conn: sqlite3.Connection, rows: Sequence[EntryRow], stamp: st
         new_tokens.extend((t, seq) for t in posted
                           if t not in had and t not in common)
         first_seen = before.first_seen_at if before else stamp
+        pending.append(PendingChange(outcome, row.key, seq, row.source_id, row.fingerprint,
+                                     row.content_fingerprint,
+                                     before.fingerprints[0] if before else ""))
         written.append(DedupeRow(
             key=row.key, seq=seq, source_id=row.source_id, first_seen_at=first_seen,
             moment=row.published or row.updated or first_seen, rank=rank,
@@ -215,7 +225,8 @@ def _write_entries(conn: sqlite3.Connection, rows: Sequence[EntryRow], stamp: st
     counts = ApplyCounts(created=values.count("created"),
                          updated=values.count("updated"),
                          unchanged=values.count("unchanged"), keys=outcomes)
-    return counts, written
+    return counts, written, pending
+
 
 def _source_rank(conn: sqlite3.Connection, source_id: str) -> int:
     """The source's place in the config (see :meth:`Store.set_source_order`)."""
@@ -261,15 +272,16 @@ def apply_response(conn: sqlite3.Connection, state: SourceState, rows: Sequence[
                    fetch: FetchRecord, now: dt.datetime, *,
                    given: Mapping[str, MatchKeys],
                    common: dedupe.CommonTokens) -> ApplyCounts:
-    """Write one response (entries, versions, postings, duplicate markers, source state,
-    fetch row) inside the caller's transaction; return what happened to each entry.
+    """Write one response (entries, versions, postings, duplicate markers, change-log rows,
+    source state, fetch row) inside the caller's transaction; return what happened to each entry.
 
     ``given`` match keys (by entry key) are used where given, computed where not; ``common``
     carries the text tokens known to be too common from one response to the next.
     """
     stamp = format_time(now)
-    counts, written = _write_entries(conn, rows, stamp, given, common)
-    _mark_duplicates(conn, counts, written, state.source_id, common)
+    counts, written, pending = _write_entries(conn, rows, stamp, given, common)
+    marked = _mark_duplicates(conn, counts, written, state.source_id, common)
+    log_changes(conn, pending, stamp, marked=marked)  # after marking: with its status
     conn.execute(_SAVE_STATE, _state_values(state))
     conn.execute(_INSERT_FETCH, _fetch_values(replace(
         fetch, created=counts.created, updated=counts.updated, unchanged=counts.unchanged)))

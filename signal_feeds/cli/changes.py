@@ -1,0 +1,65 @@
+"""``signal changes``: the change feed from a cursor on, for scripts and cron jobs.
+
+Each line carries its cursor, so a pipeline can resume after the last line it handled:
+
+```sh
+signal changes --db signal.db --after "$(cat cursor)" --json | tee batch.jsonl
+tail -n 1 batch.jsonl | python -c 'import json,sys; print(json.load(sys.stdin)["cursor"])'
+```
+
+Exit codes: 0 ok (also when nothing is new), 1 the database could not be read, 2 a
+usage error (a cursor this database did not issue included).
+"""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from signal_feeds.cli.common import EXIT_USAGE, config_option, db_option, fail, json_option
+from signal_feeds.cli.reading import open_store
+from signal_feeds.errors import CursorError, SignalError
+from signal_feeds.records import Change
+
+__all__ = ["changes", "change_line"]
+
+
+def change_line(change: Change) -> str:
+    """One change as a line of text: cursor, kind, short key, source, title."""
+    dup = f"  [duplicate of {change.duplicate_of[:12]}]" if change.duplicate_of else ""
+    return (f"{change.cursor}  {change.kind:<7}  {change.key[:12]}  {change.source_id}  "
+            f"{change.title or change.url or '(untitled)'}{dup}")
+
+
+@click.command(short_help="What was created or edited, from a cursor on.")
+@config_option
+@db_option
+@click.option("--after", "after", metavar="CURSOR", default=None,
+              help="Start after this cursor (as printed by an earlier run); "
+                   "default: the beginning.")
+@click.option("--source", "source_id", metavar="ID", default=None,
+              help="Only this source's changes.")
+@click.option("--limit", default=100, show_default=True, type=click.IntRange(min=1),
+              help="At most N changes.")
+@json_option
+def changes(config_path: str | None, db_path: str | None, after: str | None,
+            source_id: str | None, limit: int, as_json: bool) -> None:
+    """Entries created and new versions stored, oldest first, after --after.
+
+    Every line shows its cursor: store the last one and pass it as --after next time.
+    Nothing new prints nothing. --json prints one JSON object per line.
+    """
+    from signal_feeds.store.change_feed import read_changes
+
+    try:
+        with open_store(config_path, db_path) as store:
+            found = read_changes(store, after=after, limit=limit, source_id=source_id)
+    except CursorError as exc:  # the caller's input, not the database, is at fault
+        click.echo(f"signal: error: {exc}", err=True)
+        raise SystemExit(EXIT_USAGE) from exc
+    except SignalError as exc:
+        fail(exc)
+    for change in found:
+        click.echo(json.dumps(change.to_dict(), ensure_ascii=False) if as_json
+                   else change_line(change))
