@@ -16,6 +16,7 @@ commits at once when every source of the run is accounted for.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -65,24 +66,48 @@ class WriteStage:
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="signal-writer")
 
     async def run(self) -> None:
-        """Write batches until the queue is closed and drained."""
+        """Write batches until the queue is closed and drained.
+
+        While the thread applies one batch, the loop gathers the next, so the thread's
+        SQL work overlaps the waiting instead of following it. At most one batch is
+        applied at a time, and each batch's writes resolve as soon as it is committed.
+        """
         loop = asyncio.get_running_loop()
+        applying: asyncio.Future[list[tuple[bool, Any]]] | None = None
         try:
             while (first := await self.queue.get()) is not None:
                 batch = await self._collect(first)
-                results = await loop.run_in_executor(
+                if applying is not None and not applying.done():
+                    await asyncio.wait([applying])
+                    # What arrived while the last batch was applied joins this one.
+                    while len(batch) < self.max_batch and (
+                            more := self.queue.get_nowait()) is not None:
+                        batch.append(more)
+                applying = loop.run_in_executor(
                     self._thread, self._apply, [write for write, _cost in batch])
-                self.batches += 1
-                for (write, cost), (ok, value) in zip(batch, results, strict=True):
-                    self.queue.done(cost)
-                    if write.result.cancelled():
-                        continue
-                    if ok:
-                        write.result.set_result(value)
-                    else:
-                        write.result.set_exception(value)
+                applying.add_done_callback(functools.partial(self._settle, batch))
+            if applying is not None:
+                await asyncio.wait([applying])
         finally:
             self._thread.shutdown(wait=True)
+
+    def _settle(self, batch: list[tuple[Write, int]],
+                applied: asyncio.Future[list[tuple[bool, Any]]]) -> None:
+        """On the loop, once a batch is committed (or not): resolve its writes."""
+        self.batches += 1
+        if applied.cancelled() or applied.exception() is not None:
+            failure = StoreError("not stored: the writer stopped")
+            results: list[tuple[bool, Any]] = [(False, failure)] * len(batch)
+        else:
+            results = applied.result()
+        for (write, cost), (ok, value) in zip(batch, results, strict=True):
+            self.queue.done(cost)
+            if write.result.done():
+                continue
+            if ok:
+                write.result.set_result(value)
+            else:
+                write.result.set_exception(value)
 
     async def _collect(self, first: tuple[Write, int]) -> list[tuple[Write, int]]:
         batch = [first]
