@@ -209,7 +209,7 @@ def test_a_version_5_database_gets_the_index_and_the_new_columns(
     with Store(db_path) as store:
         assert [h.entry.title for h in store.search("nine")] == ["Museum night"]
     with sqlite3.connect(db_path) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 7
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 8
         indexes = dict(conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'index'"))
         assert all(ENTRY_ORDER_EXPR in indexes[n] for n in
                    ("entries_shown_order", "entries_source_order", "entries_order"))

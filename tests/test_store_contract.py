@@ -43,6 +43,12 @@ CALLS: dict[str, Callable[[FeedStore], object]] = {
     "save_attempt": lambda s: s.save_attempt(STATE, RECORD),
     "apply_response": lambda s: s.apply_response(STATE, ROWS, RECORD, NOW),
     "batch": lambda s: _in_batch(s),
+    "claim_sources": lambda s: s.claim_sources({"demo": STATE.url}, owner="w", now=NOW,
+                                               limit=1),
+    "release_sources": lambda s: s.release_sources(["demo"], owner="w"),
+    "renew_leases": lambda s: s.renew_leases(owner="w"),
+    "leases": lambda s: s.leases(),
+    "host_gate": lambda s: s.host_gate().close(),
     "entries": lambda s: s.entries(limit=5),
     "entry": lambda s: s.entry(ROWS[0].key),
     "versions": lambda s: s.versions(ROWS[0].key),
@@ -61,7 +67,8 @@ CALLS: dict[str, Callable[[FeedStore], object]] = {
     "close": lambda s: s.close(),
 }
 WRITES = {"reset_source", "save_attempt", "apply_response", "batch", "recompute_duplicates",
-          "set_source_order", "rebuild_search_index"}
+          "set_source_order", "rebuild_search_index", "claim_sources", "release_sources",
+          "renew_leases"}
 
 
 def _in_batch(store: FeedStore) -> None:

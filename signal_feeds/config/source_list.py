@@ -39,6 +39,7 @@ __all__ = [
     "DEFAULT_CONNECT_TIMEOUT",
     "DEFAULT_DATABASE",
     "DEFAULT_DEADLINE",
+    "DEFAULT_LEASE_SECONDS",
     "DEFAULT_MAX_BODY_BYTES",
     "DEFAULT_MAX_ENTRIES",
     "DEFAULT_MAX_INTERVAL",
@@ -74,6 +75,11 @@ DEFAULT_PER_HOST = 2
 #: Seconds a command waits for a database another program has locked before it gives up
 #: (the store's own default; at most this, so that a cron job never piles up).
 DEFAULT_BUSY_TIMEOUT = 60.0
+#: Seconds a worker's claim on a source lasts (see signal_feeds/store/leases.py). It
+#: covers the wait for a fetch slot, one request (``deadline``) and its write many times
+#: over; a run renews its leases every third of it. Only a dead worker's leases run out:
+#: its sources wait this long before another worker's run takes them.
+DEFAULT_LEASE_SECONDS = 600.0
 
 #: Entries read from one document; the rest are dropped with a warning. feedparser needs
 #: about half a millisecond per entry, so a document of 100,000 tiny entries (a few MB,
@@ -117,6 +123,12 @@ class Settings:
     #: A proxy URL (``http://host:port``) for every request, replacing HTTP(S)_PROXY and
     #: ALL_PROXY (NO_PROXY still applies); ``"direct"`` for none; empty: the environment.
     proxy: str = DEFAULT_PROXY
+    #: How long a worker's claim on a due source lasts (several workers on one
+    #: database); must be at least 1.
+    lease_seconds: float = DEFAULT_LEASE_SECONDS
+    #: This worker's name in leases; empty: ``host:pid``. Must differ between workers
+    #: that run at the same time.
+    worker_name: str = ""
 
 
 @dataclass(frozen=True)
@@ -181,9 +193,11 @@ _SETTING_TYPES: dict[str, type] = {
     "allow_private_redirects": bool,
     "max_entries": int,
     "proxy": str,
+    "lease_seconds": float,
+    "worker_name": str,
 }
 #: Settings that must be at least 1 (0 would stop every run, or read nothing).
-_AT_LEAST_ONE = ("concurrency", "per_host", "max_entries")
+_AT_LEAST_ONE = ("concurrency", "per_host", "max_entries", "lease_seconds")
 #: The old name of ``require_https_links``, with the opposite meaning.
 _OLD_HTTP_KEY = "allow_http_links"
 _SOURCE_KEYS = frozenset({"id", "url", "title", "owner", "review_by", *SOURCE_OVERRIDES})

@@ -16,8 +16,9 @@ from signal_feeds.timeutil import format_time
 
 __all__ = ["FAILING_STATUSES", "RunReport", "SourceReport", "SourceStatus"]
 
+#: ``leased``: another worker on the same database holds the source (it fetches it).
 SourceStatus = Literal["fetched", "not_modified", "not_due", "moved", "gone", "retry_later",
-                       "expired", "rejected", "failed"]
+                       "expired", "rejected", "failed", "leased"]
 #: Outcomes that make ``signal fetch`` exit with 1.
 FAILING_STATUSES: frozenset[str] = frozenset({"rejected", "failed"})
 

@@ -5,21 +5,41 @@ to another host, the slot is given back and one of the new host's is taken. Eigh
 sources on eight hosts that all redirect to one host therefore never put more than
 ``per_host`` requests in flight there. A request holds at most one host slot at a time,
 so two requests redirecting towards each other's hosts cannot wait on each other.
+
+With a :class:`SlotGate` the limit holds across processes too: after the in-process
+slot, a request takes one of the gate's slots for its host (shared by every worker on
+the database), asking again every :data:`GATE_POLL_SECONDS` while all are taken.
 """
 
 from __future__ import annotations
 
 import asyncio
+import random
 from types import TracebackType
+from typing import Protocol
 
-__all__ = ["HostHold", "HostSlots"]
+__all__ = ["GATE_POLL_SECONDS", "HostHold", "HostSlots", "SlotGate"]
+
+#: How long a request waits before asking a full gate again (stretched by up to half,
+#: at random, so that waiting workers do not ask in step).
+GATE_POLL_SECONDS = 0.05
+
+
+class SlotGate(Protocol):
+    """Host slots shared with other processes (the store's host gate): ``take`` never
+    waits and returns a slot number or ``None``; both calls may block briefly."""
+
+    def take(self, host: str, per_host: int) -> int | None: ...
+
+    def give_back(self, host: str, slot: int) -> None: ...
 
 
 class HostSlots:
     """``per_host`` slots for each host name (lower-cased; the port is not part of it)."""
 
-    def __init__(self, per_host: int) -> None:
+    def __init__(self, per_host: int, *, gate: SlotGate | None = None) -> None:
         self.per_host = per_host
+        self.gate = gate
         self._hosts: dict[str, asyncio.Semaphore] = {}
 
     def _semaphore(self, host: str) -> asyncio.Semaphore:
@@ -41,6 +61,7 @@ class HostHold:
         self._slots = slots
         self._host = host
         self._held: asyncio.Semaphore | None = None
+        self._gate_slot: int | None = None
 
     @property
     def host(self) -> str:
@@ -53,19 +74,50 @@ class HostHold:
 
     async def __aexit__(self, kind: type[BaseException] | None, exc: BaseException | None,
                         tb: TracebackType | None) -> None:
-        self._release()
+        await self._release()
 
     async def move_to(self, host: str) -> None:
         """Hold a slot of ``host`` (lower-cased), giving back the one held for another."""
         host = host.lower()
         if self._held is not None and host == self._host:
             return
-        self._release()
+        await self._release()
         semaphore = self._slots._semaphore(host)
         await semaphore.acquire()
         self._held, self._host = semaphore, host
+        gate = self._slots.gate
+        if gate is None:
+            return
+        try:
+            while (slot := await _take(gate, host, self._slots.per_host)) is None:
+                await asyncio.sleep(GATE_POLL_SECONDS * (1 + random.random() / 2))
+        except BaseException:
+            await self._release()
+            raise
+        self._gate_slot = slot
 
-    def _release(self) -> None:
+    async def _release(self) -> None:
+        gate, slot = self._slots.gate, self._gate_slot
+        if gate is not None and slot is not None:
+            self._gate_slot = None
+            await asyncio.to_thread(gate.give_back, self._host, slot)
         if self._held is not None:
             self._held.release()
             self._held = None
+
+
+async def _take(gate: SlotGate, host: str, per_host: int) -> int | None:
+    """``gate.take`` on a thread; a slot it takes after the caller was cancelled is
+    given back, never lost."""
+    taking = asyncio.ensure_future(asyncio.to_thread(gate.take, host, per_host))
+
+    def give_back(done: asyncio.Future[int | None]) -> None:
+        if not done.cancelled() and done.exception() is None \
+                and (slot := done.result()) is not None:
+            gate.give_back(host, slot)
+
+    try:
+        return await asyncio.shield(taking)
+    except asyncio.CancelledError:
+        taking.add_done_callback(give_back)
+        raise

@@ -1,9 +1,11 @@
 """The three stages of a run, joined by bounded queues: fetch -> parse -> write.
 
-- **fetch**: one task per source. It asks the decider whether the source is due, takes
-  a slot of the source's host and one of the run's ``concurrency`` slots, reserves room
-  in the parse queue, and downloads. A response that needs no parsing (304, an
-  identical body, an error) is decided at once and goes to the write queue.
+- **fetch**: one task per source. It asks the decider whether the source is due, claims
+  it (a lease, so that other workers on the database leave it alone: see
+  :mod:`signal_feeds.run.claims`), takes a slot of the source's host and one of the
+  run's ``concurrency`` slots, reserves room in the parse queue, and downloads. A
+  response that needs no parsing (304, an identical body, an error) is decided at once
+  and goes to the write queue.
 - **parse**: as many tasks as the parser pool has processes. Each takes a body from the
   parse queue, reserves room in the write queue (parsing waits while parsed rows wait
   for the writer), parses in a worker process, and queues what the decider makes of it.
@@ -46,8 +48,10 @@ from signal_feeds.parse.processes import ParseJob, ParserPool
 from signal_feeds.parse.rows import NORMALIZER_VERSION
 from signal_feeds.parse.settings import ParseSettings
 from signal_feeds.records import SourceState
+from signal_feeds.run.claims import Claims
 from signal_feeds.run.queues import StageQueue
 from signal_feeds.run.writer import Write, WriteStage
+from signal_feeds.store.leases import worker_id
 from signal_feeds.store.protocol import FeedStore
 
 __all__ = ["DEFAULT_PARSE_QUEUE_BYTES", "DEFAULT_WRITE_QUEUE_BYTES", "Progress", "Run"]
@@ -99,7 +103,7 @@ class Run:
     def __init__(self, config: Config, store: FeedStore, sources: Sequence[Source], *,
                  force: bool, clock: Callable[[], dt.datetime], clients: Clients,
                  parser: ParserPool, progress: Callable[[Progress], None] | None,
-                 refresh: bool = False) -> None:
+                 refresh: bool = False, owner: str | None = None) -> None:
         self.config = config
         self.store = store
         self.sources = sources
@@ -115,12 +119,21 @@ class Run:
         self.unqueued = len(sources)
         self.in_flight: dict[str, float] = {}
         self.slots = asyncio.Semaphore(config.settings.concurrency)
-        self.host_slots = HostSlots(config.settings.per_host)
+        #: The worker id this run's leases carry.
+        self.owner = owner or worker_id(config.settings.worker_name)
+        self.gate = store.host_gate()
+        self.host_slots = HostSlots(config.settings.per_host, gate=self.gate)
         self.parse_queue: StageQueue[_Downloaded] = StageQueue(
             DEFAULT_PARSE_QUEUE_BYTES, first_guess=_FIRST_GUESS)
         self.write_queue: StageQueue[Write] = StageQueue(
             DEFAULT_WRITE_QUEUE_BYTES, first_guess=_FIRST_GUESS)
         self.writer = WriteStage(store, self.write_queue, remaining=lambda: self.unqueued)
+        #: Claimed sources whose write gives their lease back.
+        self.released_by_write: set[str] = set()
+        self.claims = Claims(store, self.writer.call, owner=self.owner,
+                             lease_seconds=config.settings.lease_seconds,
+                             chunk=config.settings.concurrency, force=self.force,
+                             clock=clock)
 
     async def execute(self) -> list[SourceReport]:
         """Run the stages until every source has its report."""
@@ -130,6 +143,7 @@ class Run:
         # Ties between copies of a story go to the source listed first in the config.
         self.store.set_source_order([s.id for s in self.config.sources])
         writing = asyncio.create_task(self.writer.run())
+        claiming = asyncio.create_task(self.claims.run())
         parsing = [asyncio.create_task(self._parse_stage())
                    for _ in range(self.parser.workers)]
         reports = asyncio.gather(*(self._source(s, states[s.id]) for s in self.sources))
@@ -145,10 +159,25 @@ class Run:
                     None if broken.cancelled() else broken.exception())
             return list(reports.result())
         finally:
+            claiming.cancel()
+            await asyncio.gather(claiming, return_exceptions=True)
             self.parse_queue.close()
             await asyncio.gather(*parsing, return_exceptions=True)
             self.write_queue.close()
-            await writing
+            try:
+                await writing
+            finally:
+                await asyncio.to_thread(self._end_of_run)
+
+    def _end_of_run(self) -> None:
+        """Give back whatever lease is still held (a write that did not commit), and
+        the host slots."""
+        try:
+            self.store.release_sources(None, owner=self.owner)
+        except StoreError as exc:  # they expire instead
+            log.warning("could not release the leases of %s: %s", self.owner, exc)
+        finally:
+            self.gate.close()
 
     # -- fetch ----------------------------------------------------------------------
 
@@ -163,6 +192,10 @@ class Run:
             rep = SourceReport(source=src.id, status="failed",
                                error=f"internal error: {type(exc).__name__}: {exc}")
         rep = replace(rep, duration=time.monotonic() - t0)
+        if src.id in self.released_by_write:
+            self.claims.finished(src.id)
+        elif src.id in self.claims.held:  # ended without a write that gave the lease back
+            await self.claims.release(src.id)
         self.in_flight.pop(src.id, None)
         self.done += 1
         if rep.status in ("failed", "rejected"):
@@ -171,6 +204,19 @@ class Run:
             flying = tuple(sorted(self.in_flight, key=self.in_flight.__getitem__))
             self.progress(Progress(self.done, len(self.sources), self.failed, flying, rep))
         return rep
+
+    async def _not_claimed(self, src: Source) -> SourceReport:
+        """The report of a source another worker holds, or has fetched meanwhile."""
+        store = self.store
+        state = await self.writer.call(lambda: store.source_state(src.id, src.url))
+        decider = self._decider(src)
+        skip = decider.before_fetch(state, expired=src.is_expired(decider.now.date()),
+                                    review_by=src.review_by, owner=src.owner)
+        self.unqueued -= 1
+        if skip is not None:
+            return skip.report
+        return SourceReport(source=src.id, status="leased",
+                            note="another worker holds its lease")
 
     def _decider(self, src: Source, started: dt.datetime | None = None) -> Decider:
         settings = self.config.effective(src)
@@ -184,6 +230,22 @@ class Run:
         return ParseSettings.from_settings(self.config.effective(src))
 
     async def _fetch_stage(self, src: Source, state: SourceState) -> SourceReport:
+        decider = self._decider(src)
+        skip = decider.before_fetch(state, expired=src.is_expired(decider.now.date()),
+                                    review_by=src.review_by, owner=src.owner)
+        if skip is not None:
+            self.unqueued -= 1
+            return skip.report
+        try:
+            claimed = await self.claims.take(src.id, src.url)
+        except BaseException:
+            self.unqueued -= 1
+            raise
+        if claimed is None:
+            return await self._not_claimed(src)
+        # The state as stored when the lease was taken: another worker may have
+        # fetched the source since the run read it.
+        state = claimed
         decider = self._decider(src)
         skip = decider.before_fetch(state, expired=src.is_expired(decider.now.date()),
                                     review_by=src.review_by, owner=src.owner)
@@ -289,16 +351,20 @@ class Run:
             report.set_result(decision.report)
             return report
         state, record, store = decision.state, decision.record, self.store
-        apply: Callable[[], Any]
+        write: Callable[[], Any]
         if decision.write == "save_attempt":
-            def apply() -> Any:
+            def write() -> Any:
                 return store.save_attempt(state, record)
         else:
             clock = self.clock
 
-            def apply() -> Any:
+            def write() -> Any:
                 return store.apply_response(state, rows, record, clock(),
                                             match_keys=match_keys)
+        apply = write
+        if state.source_id in self.claims.held:
+            apply = _releasing(write, store, state.source_id, self.owner)
+            self.released_by_write.add(state.source_id)
         written: asyncio.Future[Any] = loop.create_future()
 
         def settle(done: asyncio.Future[Any]) -> None:
@@ -310,6 +376,25 @@ class Run:
 
     async def _write(self, decision: Decision) -> SourceReport:
         return await self._queue_write(decision)
+
+
+def _releasing(write: Callable[[], Any], store: FeedStore, source_id: str,
+               owner: str) -> Callable[[], Any]:
+    """``write``, then the source's lease given back in the same transaction (the
+    writer's batch): the new next poll time and the end of the lease commit together,
+    so no other worker finds the source due in between. A failed write gives the lease
+    back too (its failure is the source's outcome for this interval)."""
+
+    def apply() -> Any:
+        try:
+            return write()
+        finally:
+            try:
+                store.release_sources([source_id], owner=owner)
+            except StoreError as exc:  # it expires instead; the response is stored
+                log.warning("could not release the lease on %s: %s", source_id, exc)
+
+    return apply
 
 
 def _report(report: asyncio.Future[SourceReport], decision: Decision,

@@ -65,6 +65,11 @@ class WriteStage:
         self.batches = 0  # commits made, for tests and benchmarks
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="signal-writer")
 
+    async def call(self, function: Callable[[], Any]) -> Any:
+        """Run ``function`` (a store call outside the batches: a claim, a read) on the
+        writer's thread, between two batches, and return what it returns."""
+        return await asyncio.get_running_loop().run_in_executor(self._thread, function)
+
     async def run(self) -> None:
         """Write batches until the queue is closed and drained.
 

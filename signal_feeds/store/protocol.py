@@ -35,6 +35,7 @@ from signal_feeds.records import (
     StoredVersion,
 )
 from signal_feeds.store.fulltext import DEFAULT_SEARCH_LIMIT
+from signal_feeds.store.leases import DEFAULT_LEASE_SECONDS, HostGate, Lease
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -140,6 +141,49 @@ class FeedStore(Protocol):
     def batch(self) -> AbstractContextManager[None]:
         """A context in which the writes commit together at its end, each write still
         atomic on its own."""
+        ...
+
+    # -- work sharing: several workers on one database (see store/leases.py) ---------
+
+    def claim_sources(self, urls: Mapping[str, str], *, owner: str, now: dt.datetime,
+                      limit: int, force: bool = False,
+                      lease_seconds: float = DEFAULT_LEASE_SECONDS
+                      ) -> dict[str, SourceState]:
+        """Lease at most ``limit`` of the sources in ``urls`` (id -> configured URL, in
+        the order to prefer) to the worker ``owner``, in one transaction, and return
+        their stored states by id (fresh ones for a source never stored or stored for
+        another URL).
+
+        A source is claimed only if no other worker's lease on it is active and it is
+        due by ``now`` (the worker's clock; ``force`` ignores the schedule, never a
+        pending ``Retry-After`` or a gone source): see
+        :func:`~signal_feeds.store.leases.choose_claims`. The lease expires
+        ``lease_seconds`` later by the database's clock. Sources another worker is
+        claiming at the same moment are skipped, never waited for.
+        """
+        ...
+
+    def release_sources(self, source_ids: Sequence[str] | None, *, owner: str) -> int:
+        """Give back ``owner``'s leases on ``source_ids`` (``None``: all it holds);
+        how many. Atomic; inside a :meth:`batch`, committed with it, so that the lease
+        and the response's new state (its next poll time) change together."""
+        ...
+
+    def renew_leases(self, *, owner: str,
+                     lease_seconds: float = DEFAULT_LEASE_SECONDS) -> int:
+        """Push every lease ``owner`` still holds to ``lease_seconds`` from now; how
+        many. A lease that expired and was taken by another worker is not ``owner``'s
+        any more and stays as it is."""
+        ...
+
+    def leases(self) -> dict[str, Lease]:
+        """Every lease on record, by source id (expired ones included: a dead
+        worker's, until another takes the source)."""
+        ...
+
+    def host_gate(self) -> HostGate:
+        """The per-host slots shared by every worker on this database (a new gate;
+        the caller closes it)."""
         ...
 
     # -- entries (the reading commands) ---------------------------------------------

@@ -17,7 +17,7 @@ from signal_feeds.store.sqlite.search import create_search_index
 __all__ = ["ENTRY_ORDER_EXPR", "SCHEMA_VERSION", "create_schema", "is_signal_database",
            "schema_version"]
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 
 def is_signal_database(path: Path) -> bool:
@@ -82,6 +82,7 @@ def create_schema(conn: sqlite3.Connection) -> None:
     _upgrade_to_v5(conn)
     _upgrade_to_v6(conn)
     _upgrade_to_v7(conn)
+    _upgrade_to_v8(conn)
     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
 
@@ -238,3 +239,16 @@ def _upgrade_to_v7(conn: sqlite3.Connection) -> None:
         "AND v.fingerprint = e.fingerprint "
         "AND v.content_fingerprint IS e.content_fingerprint "
         "ORDER BY e.first_seen_at, e.seq")
+
+
+# Version 8: leases, for several `signal fetch` processes sharing one file (see
+# signal_feeds/store/leases.py): who holds a source, since when, until when. NULL when
+# nobody does; the state upsert never touches them.
+_V8_LEASE_COLUMNS = ("lease_owner", "leased_at", "lease_expires")
+
+
+def _upgrade_to_v8(conn: sqlite3.Connection) -> None:
+    have = _columns(conn, "sources")
+    for column in _V8_LEASE_COLUMNS:
+        if column not in have:
+            conn.execute(f"ALTER TABLE sources ADD COLUMN {column} TEXT")

@@ -25,10 +25,14 @@ from signal_feeds.records import (
     StoredVersion,
 )
 from signal_feeds.store.fulltext import DEFAULT_SEARCH_LIMIT
+from signal_feeds.store.leases import DEFAULT_LEASE_SECONDS, Lease
 from signal_feeds.store.protocol import TABLES, DedupeReport, DuplicateLink, Table
 from signal_feeds.store.sqlite import change_log, dedupe, queries, search, writing
+from signal_feeds.store.sqlite import leases as lease_rows
 from signal_feeds.store.sqlite.connection import DEFAULT_BUSY_TIMEOUT, Connection
+from signal_feeds.store.sqlite.host_locks import FileHostGate
 from signal_feeds.store.sqlite.schema import SCHEMA_VERSION, create_schema, schema_version
+from signal_feeds.timeutil import utcnow
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -134,6 +138,41 @@ class Store:
         with self._db.errors("cannot reset source", source_id), \
                 self._db.transaction() as conn:
             return writing.reset_source(conn, source_id)
+
+    # -- work sharing ----------------------------------------------------------------
+
+    def claim_sources(self, urls: Mapping[str, str], *, owner: str, now: dt.datetime,
+                      limit: int, force: bool = False,
+                      lease_seconds: float = DEFAULT_LEASE_SECONDS
+                      ) -> dict[str, SourceState]:
+        """Lease due sources to ``owner`` (see the protocol). The processes sharing a
+        file share a host: lease times are its wall clock."""
+        with self._db.errors("cannot claim sources"), self._db.transaction() as conn:
+            return lease_rows.claim(conn, urls, owner=owner, now=now, lease_now=utcnow(),
+                                    lease_seconds=lease_seconds, limit=limit, force=force)
+
+    def release_sources(self, source_ids: Sequence[str] | None, *, owner: str) -> int:
+        """Give back ``owner``'s leases on ``source_ids`` (``None``: all)."""
+        only = source_ids[0] if source_ids is not None and len(source_ids) == 1 else None
+        with self._db.errors("cannot release leases", only), \
+                self._db.transaction() as conn:
+            return lease_rows.release(conn, source_ids, owner=owner)
+
+    def renew_leases(self, *, owner: str,
+                     lease_seconds: float = DEFAULT_LEASE_SECONDS) -> int:
+        """Extend every lease ``owner`` holds."""
+        with self._db.errors("cannot renew leases"), self._db.transaction() as conn:
+            return lease_rows.renew(conn, owner=owner, lease_now=utcnow(),
+                                    lease_seconds=lease_seconds)
+
+    def leases(self) -> dict[str, Lease]:
+        """Every lease on record, by source id."""
+        with self._db.errors("cannot read leases"):
+            return lease_rows.leases(self._db.conn)
+
+    def host_gate(self) -> FileHostGate:
+        """Host slots as byte-range locks on ``<database>-hosts``."""
+        return FileHostGate(self.path)
 
     # -- entries ---------------------------------------------------------------------
 

@@ -1,0 +1,148 @@
+"""Work sharing between ``signal fetch`` workers: leases on sources, and host slots.
+
+Several workers (processes, on one host or several) may run against one database with
+the same source list. Each claims the due sources it will fetch by writing a **lease**
+on the source's row: its worker id, when it took it, and when the lease expires. A source
+with a lease that has not expired is not claimed by anyone else. The worker gives the
+lease back in the transaction that stores the source's response (or its failure), the
+same transaction that moves the source's next poll forward: a worker that claims later
+finds it not due, so each due source is fetched by one worker per interval. A worker
+that dies holds its leases until they expire; then any worker's next run takes those
+sources.
+
+Which sources may be claimed is decided here, by :func:`choose_claims`, over plain data;
+each backend reads the candidate rows and writes the leases in one transaction (SQLite:
+``BEGIN IMMEDIATE``; PostgreSQL: ``SELECT … FOR UPDATE SKIP LOCKED``). Lease times come
+from the database's clock where it has one (PostgreSQL's ``now()``), so that workers on
+hosts with different clocks agree on whether a lease has expired; whether a source is
+due is judged with the worker's clock, the clock that wrote its next poll time.
+
+The per-host limit across workers goes through a :class:`HostGate`: ``per_host`` slots
+per host name that a process holds while its request is in flight and that die with the
+process (SQLite: byte-range locks on a file next to the database; PostgreSQL:
+session-level advisory locks on a connection of their own).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import os
+import socket
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from signal_feeds.config.source_list import DEFAULT_LEASE_SECONDS
+from signal_feeds.decide.schedule import check_due
+
+__all__ = [
+    "DEFAULT_LEASE_SECONDS",
+    "MAX_SLOTS_PER_HOST",
+    "Candidate",
+    "HostGate",
+    "Lease",
+    "choose_claims",
+    "host_key",
+    "may_claim",
+    "worker_id",
+]
+
+#: Slots a host can have in a :class:`HostGate` (a larger ``per_host`` is capped here).
+MAX_SLOTS_PER_HOST = 1024
+
+
+def worker_id(name: str = "") -> str:
+    """This process's worker id: ``name`` if given, else ``host:pid``.
+
+    A given name must be unique among the workers running at one time: a run gives
+    back every lease its worker id holds when it ends.
+    """
+    return name or f"{socket.gethostname()}:{os.getpid()}"
+
+
+@dataclass(frozen=True)
+class Lease:
+    """Who holds a source and since when (what ``signal sources`` shows)."""
+
+    owner: str
+    leased_at: dt.datetime
+    expires: dt.datetime
+
+    def active(self, now: dt.datetime) -> bool:
+        """True until the lease expires."""
+        return self.expires > now
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """What a claim needs to know of one source's stored row (``stored_url`` is
+    ``None`` when the source has no row yet)."""
+
+    source_id: str
+    stored_url: str | None = None
+    next_due_at: dt.datetime | None = None
+    retry_after: dt.datetime | None = None
+    gone: bool = False
+    lease: Lease | None = None
+
+
+def may_claim(candidate: Candidate, *, url: str, owner: str, now: dt.datetime,
+              lease_now: dt.datetime, force: bool) -> bool:
+    """Whether ``owner`` may claim this source (configured at ``url``).
+
+    Not while another worker's lease is active (by ``lease_now``, the database's clock);
+    then only if it is due by ``now`` (the worker's clock), as the run's decider would
+    judge it: a source never stored, or stored for another URL, is due; a gone source
+    and a pending ``Retry-After`` never are; ``force`` ignores the schedule.
+    """
+    lease = candidate.lease
+    if lease is not None and lease.owner != owner and lease.active(lease_now):
+        return False
+    if candidate.stored_url is None or candidate.stored_url != url:
+        return True
+    return check_due(now=now, gone=candidate.gone, next_due_at=candidate.next_due_at,
+                     retry_after=candidate.retry_after, force=force).status == "due"
+
+
+def choose_claims(candidates: Sequence[Candidate], urls: Mapping[str, str], *, owner: str,
+                  now: dt.datetime, lease_now: dt.datetime, force: bool,
+                  limit: int) -> list[str]:
+    """The ids of at most ``limit`` sources to claim, in the order of ``candidates``."""
+    chosen: list[str] = []
+    for candidate in candidates:
+        if len(chosen) >= limit:
+            break
+        url = urls.get(candidate.source_id)
+        if url is not None and may_claim(candidate, url=url, owner=owner, now=now,
+                                         lease_now=lease_now, force=force):
+            chosen.append(candidate.source_id)
+    return chosen
+
+
+def host_key(host: str) -> int:
+    """A stable 31-bit number for a host name (lower-cased): the same in every process
+    and on every machine, unlike ``hash()``."""
+    raw = hashlib.sha256(host.lower().encode("utf-8")).digest()
+    return int.from_bytes(raw[:4], "big") & 0x7FFF_FFFF
+
+
+class HostGate(Protocol):
+    """``per_host`` slots per host, shared by every worker on the database.
+
+    :meth:`take` never waits: it returns the slot it took, or ``None`` when every slot
+    is held (the caller waits and asks again). Slots are held by the process and die
+    with it. Thread-safe; the calls may block briefly on I/O.
+    """
+
+    def take(self, host: str, per_host: int) -> int | None:
+        """Take a free slot of ``host`` (one of ``per_host``), or ``None``."""
+        ...
+
+    def give_back(self, host: str, slot: int) -> None:
+        """Give back a slot :meth:`take` returned."""
+        ...
+
+    def close(self) -> None:
+        """Give back every slot and release the resources."""
+        ...

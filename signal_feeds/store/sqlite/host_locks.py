@@ -1,0 +1,86 @@
+"""The per-host limit across processes sharing one SQLite file: byte-range locks.
+
+A :class:`~signal_feeds.store.leases.HostGate` over one file next to the database
+(``<database>-hosts``, like SQLite's own ``-wal`` and ``-shm``). Slot ``n`` of a host
+is one byte of that file, at ``host_key(host) * MAX_SLOTS_PER_HOST + n``, locked with
+``fcntl.lockf``: the kernel counts the holders, and a process that dies (SIGKILL
+included) lets go of its bytes. Nothing is ever written to the file.
+
+POSIX locks belong to the process, not to a file descriptor or a thread: this process
+taking a byte it already holds would "succeed", so the gate remembers which slots it
+holds and never offers them twice. They also all go when the process closes *any*
+descriptor of the file, so one process should use one gate per file at a time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import threading
+from pathlib import Path
+
+from signal_feeds.errors import StoreError
+from signal_feeds.store.leases import MAX_SLOTS_PER_HOST, host_key
+
+__all__ = ["FileHostGate"]
+
+
+class FileHostGate:
+    """Host slots as byte-range locks on ``<database>-hosts`` (opened on first use)."""
+
+    def __init__(self, database: Path) -> None:
+        self.path = Path(f"{database}-hosts")
+        self._fd: int | None = None
+        self._held: set[tuple[str, int]] = set()
+        self._lock = threading.Lock()
+
+    def _file(self) -> int:
+        if self._fd is None:
+            try:
+                self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            except OSError as exc:
+                raise StoreError(f"cannot open the host slot file {self.path}: "
+                                 f"{exc.strerror}") from exc
+        return self._fd
+
+    @staticmethod
+    def _offset(host: str, slot: int) -> int:
+        return host_key(host) * MAX_SLOTS_PER_HOST + slot
+
+    def take(self, host: str, per_host: int) -> int | None:
+        """Lock a free slot of ``host``; ``None`` when all ``per_host`` are held."""
+        host = host.lower()
+        with self._lock:
+            fd = self._file()
+            for slot in range(min(per_host, MAX_SLOTS_PER_HOST)):
+                if (host, slot) in self._held:
+                    continue
+                try:
+                    fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1,
+                                self._offset(host, slot), os.SEEK_SET)
+                except OSError:  # another process holds it (EAGAIN / EACCES)
+                    continue
+                self._held.add((host, slot))
+                return slot
+        return None
+
+    def give_back(self, host: str, slot: int) -> None:
+        """Unlock a slot :meth:`take` returned."""
+        host = host.lower()
+        with self._lock:
+            if (host, slot) not in self._held or self._fd is None:
+                return
+            self._held.discard((host, slot))
+            with contextlib.suppress(OSError):
+                fcntl.lockf(self._fd, fcntl.LOCK_UN, 1, self._offset(host, slot),
+                            os.SEEK_SET)
+
+    def close(self) -> None:
+        """Close the file (which unlocks every slot this process holds)."""
+        with self._lock:
+            self._held.clear()
+            if self._fd is not None:
+                with contextlib.suppress(OSError):
+                    os.close(self._fd)
+                self._fd = None
