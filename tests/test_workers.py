@@ -1,0 +1,296 @@
+"""Several ``signal fetch`` workers on one database: real processes, a real HTTP server.
+
+The server (scenario_server) logs every request and counts the requests in flight, so
+"requested exactly once" and "never more than per_host at once" are read from what it
+saw, not from what the workers say they did.
+"""
+
+from __future__ import annotations
+
+import collections
+import datetime as dt
+import json
+import multiprocessing
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+from scenario_server import ScenarioServer, ScriptedResponse
+
+from signal_feeds.store import Store, open_store
+from signal_feeds.store.leases import Candidate, Lease, choose_claims, may_claim
+
+ENTRIES_PER_SOURCE = 3
+RSS_TYPE = ("Content-Type", "application/rss+xml; charset=utf-8")
+
+
+def feed(n: int) -> bytes:
+    """Source ``n``'s feed: entries whose ids, titles and links no other source has."""
+    items = "".join(
+        f"<item><guid>s{n}-e{k}</guid><title>Story {k} of source {n}</title>"
+        f"<link>https://example.org/{n}/{k}</link></item>"
+        for k in range(ENTRIES_PER_SOURCE))
+    return (f'<?xml version="1.0" encoding="utf-8"?><rss version="2.0"><channel>'
+            f"<title>Source {n}</title>{items}</channel></rss>").encode()
+
+
+def serve_sources(server: ScenarioServer, count: int, *, delay: float) -> dict[str, str]:
+    """``count`` feeds on the server, each answered after ``delay`` seconds: id -> URL."""
+    urls = {}
+    for n in range(count):
+        path = f"/w/{n}.xml"
+        server.script(path, [ScriptedResponse(200, (RSS_TYPE,), feed(n), delay=delay)])
+        urls[f"s{n:04d}"] = server.url(path)
+    return urls
+
+
+def write_config(folder: Path, urls: dict[str, str], **settings: object) -> Path:
+    """A source list with every source due at once and polled hourly."""
+    settings = {"min_interval": 3600, **settings}
+    lines = ["[settings]"]
+    lines += [f"{key} = {json.dumps(value)}" for key, value in settings.items()]
+    for sid, url in urls.items():
+        lines += ["", "[[sources]]", f'id = "{sid}"', f'url = "{url}"']
+    path = folder / "signal.toml"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.fixture(params=["sqlite"])
+def database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """The database the workers share (several processes on one SQLite file)."""
+    yield str(tmp_path / "shared.db")
+
+
+def start_worker(config: Path, database: str) -> subprocess.Popen[str]:
+    """``signal fetch --json`` in a process group of its own (its parser processes
+    included), so that a SIGKILL can take the whole worker down as a dying host would."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    return subprocess.Popen(
+        [sys.executable, "-m", "signal_feeds", "fetch", "--config", str(config),
+         "--db", database, "--json"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        start_new_session=True)
+
+
+def finish(worker: subprocess.Popen[str], timeout: float = 300) -> dict[str, object]:
+    out, err = worker.communicate(timeout=timeout)
+    assert worker.returncode == 0, err
+    report: dict[str, object] = json.loads(out)
+    return report
+
+
+def statuses(report: dict[str, object]) -> dict[str, str]:
+    sources = report["sources"]
+    assert isinstance(sources, list)
+    return {s["source"]: s["status"] for s in sources}
+
+
+def requests_per_source(server: ScenarioServer) -> collections.Counter[str]:
+    """How many requests the server saw for each source (by its feed's path)."""
+    counts: collections.Counter[str] = collections.Counter()
+    for record in server.requests:
+        path = urlsplit(record.path).path
+        if path.startswith("/w/"):
+            counts[f"s{int(path[3:].removesuffix('.xml')):04d}"] += 1
+    return counts
+
+
+def stored(database: str) -> tuple[dict[str, int], collections.Counter[str], int]:
+    """Row counts per table, entries per source, and changes logged as created."""
+    with open_store(database) as store:
+        counts = dict(store.table_counts())
+        per_source = collections.Counter(e.source_id for e in store.entries(
+            include_duplicates=True))
+        changes = store.changes(limit=1_000_000)
+    return counts, per_source, sum(1 for c in changes if c.kind == "created")
+
+
+def assert_each_stored_once(database: str, ids: Sequence[str]) -> None:
+    """Every source's entries stored once, from one stored response per source."""
+    counts, per_source, created = stored(database)
+    assert per_source == {sid: ENTRIES_PER_SOURCE for sid in ids}
+    total = len(ids) * ENTRIES_PER_SOURCE
+    assert counts["entries"] == counts["entry_versions"] == created == total
+    # A fetch row per stored response: each source has one (it has entries), so a
+    # second response stored for any source would show here.
+    assert counts["fetches"] == len(ids)
+
+
+def test_four_workers_started_at_once_request_each_source_once(
+        server: ScenarioServer, tmp_path: Path, database: str) -> None:
+    urls = serve_sources(server, 400, delay=0.05)
+    config = write_config(tmp_path, urls, concurrency=10, per_host=64)
+
+    workers = [start_worker(config, database) for _ in range(4)]
+    reports = [finish(w) for w in workers]
+
+    assert requests_per_source(server) == {sid: 1 for sid in urls}
+    assert_each_stored_once(database, list(urls))
+    fetched_by = collections.Counter(
+        sid for report in reports for sid, status in statuses(report).items()
+        if status == "fetched")
+    assert fetched_by == {sid: 1 for sid in urls}
+    # Each worker accounts for every source: fetched itself, or another worker's.
+    for report in reports:
+        assert set(statuses(report).values()) <= {"fetched", "not_due", "leased"}
+    with open_store(database) as store:
+        assert store.leases() == {}  # every lease given back
+
+
+def test_a_worker_killed_mid_run_loses_nothing(
+        server: ScenarioServer, tmp_path: Path, database: str) -> None:
+    urls = serve_sources(server, 40, delay=0.5)
+    lease_seconds = 10  # outlasts starting the second worker on a slow machine
+    config = write_config(tmp_path, urls, concurrency=4, per_host=64,
+                          lease_seconds=lease_seconds)
+
+    doomed = start_worker(config, database)
+    deadline = time.monotonic() + 120
+    while len(server.requests) < 10:  # some responses stored, some in flight
+        assert doomed.poll() is None and time.monotonic() < deadline
+        time.sleep(0.05)
+    os.killpg(doomed.pid, signal.SIGKILL)
+    doomed.communicate()
+    killed_at = time.monotonic()
+
+    with open_store(database) as store:
+        held = store.leases()
+    assert held, "the killed worker held no lease: it was not mid-run"
+    assert {lease.owner for lease in held.values()} == {f"{os.uname().nodename}:{doomed.pid}"}
+
+    # At once, the dead worker's sources are still leased: the next run leaves them.
+    second = statuses(finish(start_worker(config, database)))
+    assert {sid for sid, status in second.items() if status == "leased"} == set(held)
+
+    # Once the leases have expired, the next run completes them.
+    time.sleep(max(0.0, killed_at + lease_seconds + 0.5 - time.monotonic()))
+    third = statuses(finish(start_worker(config, database)))
+    assert {sid for sid, status in third.items() if status == "fetched"} == set(held)
+
+    assert_each_stored_once(database, list(urls))
+    requested = requests_per_source(server)
+    assert set(requested) == set(urls)
+    # Only what was in flight when the worker died was asked for twice.
+    assert {sid for sid, n in requested.items() if n > 1} <= set(held)
+    assert max(requested.values()) <= 2
+    with open_store(database) as store:
+        assert store.leases() == {}
+
+
+def test_per_host_holds_across_workers(
+        server: ScenarioServer, tmp_path: Path, database: str) -> None:
+    urls = serve_sources(server, 30, delay=0.3)
+    config = write_config(tmp_path, urls, concurrency=8, per_host=2)
+
+    workers = [start_worker(config, database) for _ in range(3)]
+    reports = [finish(w) for w in workers]
+
+    assert requests_per_source(server) == {sid: 1 for sid in urls}
+    busy = [r for r in reports if "fetched" in statuses(r).values()]
+    assert len(busy) >= 2, "one worker did everything: the limit was not shared"
+    # Every source is on one host (127.0.0.1): never more than per_host at once, in all.
+    assert 1 <= server.peak_in_flight <= 2
+
+
+# -- the pure decision and the SQLite host gate, without workers -------------------------
+
+NOW = dt.datetime(2026, 12, 4, 12, tzinfo=dt.UTC)
+URL = "https://example.org/feed"
+
+
+def lease(owner: str, expires_in: float) -> Lease:
+    return Lease(owner=owner, leased_at=NOW - dt.timedelta(seconds=60),
+                 expires=NOW + dt.timedelta(seconds=expires_in))
+
+
+@pytest.mark.parametrize(("candidate", "force", "claimable"), [
+    (Candidate("a"), False, True),  # never stored
+    (Candidate("a", URL, next_due_at=NOW + dt.timedelta(hours=1)), False, False),
+    (Candidate("a", URL, next_due_at=NOW + dt.timedelta(hours=1)), True, True),
+    (Candidate("a", "https://example.org/old", next_due_at=NOW + dt.timedelta(hours=1)),
+     False, True),  # stored for another URL: a fresh state, due
+    (Candidate("a", URL, next_due_at=NOW - dt.timedelta(seconds=1)), False, True),
+    (Candidate("a", URL, gone=True), True, False),
+    (Candidate("a", URL, retry_after=NOW + dt.timedelta(seconds=5)), True, False),
+    (Candidate("a", URL, lease=lease("other:1", 30)), False, False),
+    (Candidate("a", URL, lease=lease("other:1", 30)), True, False),
+    (Candidate("a", URL, lease=lease("other:1", -1)), False, True),  # expired
+    (Candidate("a", URL, lease=lease("me:1", 30)), False, True),  # its own
+])
+def test_may_claim(candidate: Candidate, force: bool, claimable: bool) -> None:
+    assert may_claim(candidate, url=URL, owner="me:1", now=NOW, lease_now=NOW,
+                     force=force) is claimable
+
+
+def test_choose_claims_keeps_the_order_and_the_limit() -> None:
+    taken = Candidate("b", URL, lease=lease("other:1", 30))
+    candidates = [Candidate("a"), taken, Candidate("c"), Candidate("d")]
+    urls = {c.source_id: URL for c in candidates}
+    assert choose_claims(candidates, urls, owner="me:1", now=NOW, lease_now=NOW,
+                         force=False, limit=2) == ["a", "c"]
+
+
+def test_the_lease_expiry_is_the_database_clock_not_the_workers() -> None:
+    held = Candidate("a", URL, lease=lease("other:1", 30))
+    # The worker's clock is far ahead; the database says the lease is still running.
+    assert not may_claim(held, url=URL, owner="me:1", now=NOW + dt.timedelta(days=1),
+                         lease_now=NOW, force=False)
+
+
+def test_claims_on_one_file_exclude_each_other(tmp_path: Path) -> None:
+    db = tmp_path / "one.db"
+    urls = {f"s{n}": f"{URL}/{n}" for n in range(10)}
+    with Store(db) as first, Store(db) as second:
+        mine = first.claim_sources(urls, owner="a:1", now=NOW, limit=4)
+        theirs = second.claim_sources(urls, owner="b:2", now=NOW, limit=100)
+        assert list(mine) == ["s0", "s1", "s2", "s3"]
+        assert set(theirs) == set(urls) - set(mine)
+        assert second.claim_sources(urls, owner="c:3", now=NOW, limit=100) == {}
+        assert {sid: lease.owner for sid, lease in first.leases().items()} == {
+            **{sid: "a:1" for sid in mine}, **{sid: "b:2" for sid in theirs}}
+        # Another worker's lease is never given back by someone else.
+        assert second.release_sources(list(mine), owner="b:2") == 0
+        assert first.release_sources(None, owner="a:1") == 4
+        assert set(second.claim_sources(urls, owner="c:3", now=NOW, limit=100)) == set(mine)
+        assert first.renew_leases(owner="b:2") == 6
+
+
+def _hold_slot(database: str, ready: Any, done: Any) -> None:
+    gate = Store(database).host_gate()
+    assert gate.take("Example.org", 2) == 0
+    ready.set()
+    done.wait(30)
+
+
+def test_the_file_gate_counts_slots_across_processes(tmp_path: Path) -> None:
+    db = tmp_path / "gate.db"
+    Store(db).close()
+    context = multiprocessing.get_context("spawn")
+    ready, done = context.Event(), context.Event()
+    holder = context.Process(target=_hold_slot, args=(str(db), ready, done))
+    holder.start()
+    try:
+        assert ready.wait(30)
+        with Store(db) as store:
+            gate = store.host_gate()
+            assert gate.take("example.org", 2) == 1  # slot 0 is the other process's
+            assert gate.take("example.org", 2) is None
+            assert gate.take("other.example", 2) == 0
+            gate.give_back("example.org", 1)
+            assert gate.take("example.org", 2) == 1
+            done.set()
+            holder.join(30)
+            # The holder exited without giving its slot back: the kernel did.
+            assert gate.take("example.org", 2) == 0
+            gate.close()
+    finally:
+        done.set()
+        holder.join(30)
