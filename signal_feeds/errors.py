@@ -11,6 +11,7 @@ __all__ = [
     "ConfigError",
     "ContradictionError",
     "CursorError",
+    "DatabaseUnavailableError",
     "FetchError",
     "ParseError",
     "QueryError",
@@ -102,3 +103,10 @@ class CursorError(StoreError):
     """A change-feed cursor that this database cannot resume from: malformed, issued by
     another database, or ahead of the change log (a database restored from an older
     copy). Resuming from a guess would skip or repeat changes silently."""
+
+
+class DatabaseUnavailableError(StoreError):
+    """The database server cannot be reached or refuses us: a malformed URL, a refused
+    connection, a wrong password, an unknown database, or a server that went away. A
+    problem of the setup rather than of one source (the command exits 2). The message
+    names the database without its password."""

@@ -17,8 +17,15 @@ FIXTURES = fixtures_dir()
 TABLES = ("sources", "entries", "entry_versions", "fetches")
 
 
-def dump(db: Path) -> dict[str, list[tuple[object, ...]]]:
-    """Every row of every table, sorted: equal dumps mean equal databases."""
+def dump(db: Path | str) -> dict[str, list[tuple[object, ...]]]:
+    """Every row of every table, sorted: equal dumps mean equal databases (a SQLite file
+    or a postgresql:// URL)."""
+    if isinstance(db, str) and db.startswith("postgresql://"):
+        import psycopg
+
+        with psycopg.connect(db) as pg:
+            return {t: sorted(pg.execute(f"SELECT * FROM {t}").fetchall(), key=repr)
+                    for t in TABLES}
     conn = sqlite3.connect(db)
     try:
         return {t: sorted(conn.execute(f"SELECT * FROM {t}").fetchall(), key=repr)
@@ -38,7 +45,21 @@ def db_path(tmp_path: Path) -> Path:
     return tmp_path / "signal.db"
 
 
-def make_config(db: Path, sources: dict[str, str], **settings: object) -> Config:
+#: The store backends every parametrized store and pipeline test runs on.
+BACKENDS = ("sqlite", "postgresql")
+
+
+@pytest.fixture(params=BACKENDS)
+def database(request: pytest.FixtureRequest, tmp_path: Path) -> Path | str:
+    """A new, empty database of each backend in turn: a SQLite file path, or a
+    postgresql:// URL of a fresh database on the throwaway server (see
+    postgres_cluster.py: skipped without a server, except under CI=true)."""
+    if request.param == "postgresql":
+        return str(request.getfixturevalue("postgres_url"))
+    return tmp_path / "signal.db"
+
+
+def make_config(db: Path | str, sources: dict[str, str], **settings: object) -> Config:
     """A config with the given {id: url} sources; min_interval 0 unless given."""
     settings.setdefault("min_interval", 0.0)
     return Config(sources=tuple(Source(id=k, url=v) for k, v in sources.items()),

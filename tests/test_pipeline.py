@@ -1,4 +1,5 @@
-"""The core pipeline end to end: real HTTP on 127.0.0.1, real SQLite files."""
+"""The core pipeline end to end: real HTTP on 127.0.0.1, on each store backend (a real
+SQLite file, a real PostgreSQL server)."""
 
 from __future__ import annotations
 
@@ -7,32 +8,33 @@ from pathlib import Path
 from conftest import FIXTURES, Clock, dump, make_config
 from scenario_server import ScenarioServer
 
-from signal_feeds import Store, digest, run_fetch
+from signal_feeds import digest, run_fetch
+from signal_feeds.store import open_store
 
 
-def demo_config(server: ScenarioServer, db: Path):  # type: ignore[no-untyped-def]
+def demo_config(server: ScenarioServer, db: Path | str):  # type: ignore[no-untyped-def]
     return make_config(db, {"demo-rss": server.url("/feeds/demo-rss.xml"),
                             "demo-atom": server.url("/feeds/demo-atom.xml")})
 
 
 def test_first_fetch_creates_then_304_rewrites_nothing(server: ScenarioServer,
-                                                       db_path: Path) -> None:
-    config = demo_config(server, db_path)
+                                                       database: Path | str) -> None:
+    config = demo_config(server, database)
     first = run_fetch(config, force=True)
     assert [(r.source, r.status, r.http_status) for r in first.sources] == [
         ("demo-rss", "fetched", 200), ("demo-atom", "fetched", 200)]
     assert first.totals["created"] == 5 and first.totals["updated"] == 0
-    entries_before = dump(db_path)["entries"]
+    entries_before = dump(database)["entries"]
 
     second = run_fetch(config, force=True)
     assert {r.status for r in second.sources} == {"not_modified"}
     assert {r.http_status for r in second.sources} == {304}
-    assert dump(db_path)["entries"] == entries_before  # last_seen_at included: no rewrite
+    assert dump(database)["entries"] == entries_before  # last_seen_at included: no rewrite
 
     # The validators went back byte for byte as the server sent them.
     for path in ("/feeds/demo-rss.xml", "/feeds/demo-atom.xml"):
         first_req, second_req = (r for r in server.requests_for(path))
-        with Store(db_path) as store:
+        with open_store(database) as store:
             state = next(s for s in store.source_states() if s.url.endswith(path))
         assert second_req.header("If-None-Match") == state.etag
         assert second_req.header("If-Modified-Since") == state.last_modified
@@ -41,12 +43,12 @@ def test_first_fetch_creates_then_304_rewrites_nothing(server: ScenarioServer,
 
 
 def test_corrected_title_updates_same_key_and_adds_version(server: ScenarioServer,
-                                                           db_path: Path) -> None:
-    config = demo_config(server, db_path)
+                                                           database: Path | str) -> None:
+    config = demo_config(server, database)
     clock = Clock()
     run_fetch(config, clock=clock, force=True)
     key = digest(["demo-rss", "release-1"])
-    with Store(db_path) as store:
+    with open_store(database) as store:
         before = store.entry(key)
     assert before is not None and before.title == "Заметки о выпуске"
 
@@ -56,7 +58,7 @@ def test_corrected_title_updates_same_key_and_adds_version(server: ScenarioServe
     report = run_fetch(config, clock=clock, force=True)
     rss = report.get("demo-rss")
     assert (rss.status, rss.created, rss.updated, rss.unchanged) == ("fetched", 0, 1, 2)
-    with Store(db_path) as store:
+    with open_store(database) as store:
         after = store.entry(key)
         versions = store.versions(key)
     assert after is not None
@@ -67,29 +69,29 @@ def test_corrected_title_updates_same_key_and_adds_version(server: ScenarioServe
     assert [v.title for v in versions] == ["Заметки о выпуске", "Заметки о выпуске 1.0"]
 
 
-def test_equal_titles_are_two_entries(server: ScenarioServer, db_path: Path) -> None:
-    run_fetch(demo_config(server, db_path), force=True, source_ids=["demo-rss"])
-    with Store(db_path) as store:
+def test_equal_titles_are_two_entries(server: ScenarioServer, database: Path | str) -> None:
+    run_fetch(demo_config(server, database), force=True, source_ids=["demo-rss"])
+    with open_store(database) as store:
         titled = [e for e in store.entries() if e.title == "Заметки о выпуске"]
     assert sorted(e.remote_id for e in titled) == ["release-1", "release-2"]
     assert len({e.key for e in titled}) == 2
 
 
-def test_identical_repeats_collapse(server: ScenarioServer, db_path: Path) -> None:
+def test_identical_repeats_collapse(server: ScenarioServer, database: Path | str) -> None:
     url = server.url("/feeds/variants/demo-rss-repeat.xml")
-    report = run_fetch(make_config(db_path, {"repeat": url}), force=True)
+    report = run_fetch(make_config(database, {"repeat": url}), force=True)
     assert report.get("repeat").created == 2
-    with Store(db_path) as store:
+    with open_store(database) as store:
         assert sorted(e.remote_id for e in store.entries()) == ["release-1", "release-2"]
 
 
 def test_contradiction_rejects_whole_response_and_advances_nothing(
-        server: ScenarioServer, db_path: Path) -> None:
+        server: ScenarioServer, database: Path | str) -> None:
     path = "/feeds/demo-rss.xml"
-    config = make_config(db_path, {"demo-rss": server.url(path)})
+    config = make_config(database, {"demo-rss": server.url(path)})
     run_fetch(config, force=True)
-    before = dump(db_path)
-    with Store(db_path) as store:
+    before = dump(database)
+    with open_store(database) as store:
         state_before = store.source_state("demo-rss", server.url(path))
 
     server.put(path, (FIXTURES / "variants" / "demo-rss-contradiction.xml").read_bytes())
@@ -97,10 +99,10 @@ def test_contradiction_rejects_whole_response_and_advances_nothing(
     rep = report.get("demo-rss")
     assert rep.status == "rejected" and not report.ok
     assert "release-1" in rep.error and digest(["demo-rss", "release-1"]) in rep.error
-    after = dump(db_path)
+    after = dump(database)
     assert after["entries"] == before["entries"]
     assert after["entry_versions"] == before["entry_versions"]
-    with Store(db_path) as store:
+    with open_store(database) as store:
         state = store.source_state("demo-rss", server.url(path))
     assert (state.etag, state.last_modified, state.body_digest) == (
         state_before.etag, state_before.last_modified, state_before.body_digest)
@@ -114,12 +116,12 @@ def test_contradiction_rejects_whole_response_and_advances_nothing(
 
 
 def test_same_remote_id_in_two_sources_gives_two_rows(server: ScenarioServer,
-                                                      db_path: Path) -> None:
-    config = make_config(db_path, {
+                                                      database: Path | str) -> None:
+    config = make_config(database, {
         "demo-rss": server.url("/feeds/demo-rss.xml"),
         "other": server.url("/feeds/variants/other-source-same-id.xml")})
     run_fetch(config, force=True)
-    with Store(db_path) as store:
+    with open_store(database) as store:
         rows = [e for e in store.entries() if e.remote_id == "release-1"]
     assert sorted(e.source_id for e in rows) == ["demo-rss", "other"]
     assert {e.key for e in rows} == {digest(["demo-rss", "release-1"]),
@@ -127,24 +129,24 @@ def test_same_remote_id_in_two_sources_gives_two_rows(server: ScenarioServer,
 
 
 def test_entry_without_id_or_link_is_skipped_and_counted(server: ScenarioServer,
-                                                         db_path: Path) -> None:
+                                                         database: Path | str) -> None:
     url = server.url("/feeds/variants/no-id-no-link.xml")
-    report = run_fetch(make_config(db_path, {"nolink": url}))
+    report = run_fetch(make_config(database, {"nolink": url}))
     rep = report.get("nolink")
     assert (rep.created, rep.skipped) == (1, 1)
     assert report.totals["skipped"] == 1
-    with Store(db_path) as store:
+    with open_store(database) as store:
         assert store.count("entries") == 1
         assert store.count("fetches") == 1
 
 
 def test_missing_dates_stay_empty_and_zones_become_utc(server: ScenarioServer,
-                                                       db_path: Path) -> None:
-    config = make_config(db_path, {
+                                                       database: Path | str) -> None:
+    config = make_config(database, {
         "nodates": server.url("/feeds/variants/no-dates.xml"),
         "zones": server.url("/feeds/variants/zones.xml")})
     run_fetch(config, force=True)
-    with Store(db_path) as store:
+    with open_store(database) as store:
         nodates = store.entries(source_id="nodates")
         zones = store.entries(source_id="zones")
     assert nodates and all(e.published == "" and e.updated == "" for e in nodates)
@@ -154,13 +156,13 @@ def test_missing_dates_stay_empty_and_zones_become_utc(server: ScenarioServer,
 
 
 def test_byte_identical_200_is_not_parsed_and_new_validators_are_stored(
-        server: ScenarioServer, db_path: Path) -> None:
+        server: ScenarioServer, database: Path | str) -> None:
     path = "/scenario/rotating-etag"
-    config = make_config(db_path, {"rot": server.url(path)})
+    config = make_config(database, {"rot": server.url(path)})
     first = run_fetch(config, force=True).get("rot")
-    with Store(db_path) as store:
+    with open_store(database) as store:
         etag1 = store.source_state("rot", server.url(path)).etag
-    entries_before = dump(db_path)["entries"]
+    entries_before = dump(database)["entries"]
 
     class NoParse:
         workers = 1
@@ -174,16 +176,16 @@ def test_byte_identical_200_is_not_parsed_and_new_validators_are_stored(
     second = run_fetch(config, parser=NoParse(), force=True).get("rot")  # type: ignore[arg-type]
     assert (second.status, second.http_status) == ("fetched", 200)
     assert (second.created, second.updated, second.unchanged) == (0, 0, first.created)
-    with Store(db_path) as store:
+    with open_store(database) as store:
         etag2 = store.source_state("rot", server.url(path)).etag
     assert etag2 and etag2 != etag1
-    assert dump(db_path)["entries"] == entries_before
+    assert dump(database)["entries"] == entries_before
 
 
-def test_validator_variants(server: ScenarioServer, db_path: Path) -> None:
+def test_validator_variants(server: ScenarioServer, database: Path | str) -> None:
     paths = {"etag-only": "/scenario/etag-only", "lm-only": "/scenario/last-modified-only",
              "none": "/scenario/no-validators", "rotating": "/scenario/rotating-etag"}
-    config = make_config(db_path, {k: server.url(v) for k, v in paths.items()})
+    config = make_config(database, {k: server.url(v) for k, v in paths.items()})
     run_fetch(config, force=True)
     server.clear_log()
     report = run_fetch(config, force=True)
@@ -201,8 +203,8 @@ def test_validator_variants(server: ScenarioServer, db_path: Path) -> None:
 
 
 def test_a_failing_source_does_not_stop_the_others(server: ScenarioServer,
-                                                   db_path: Path) -> None:
-    config = make_config(db_path, {
+                                                   database: Path | str) -> None:
+    config = make_config(database, {
         "broken": server.url("/feeds/variants/malformed.xml"),
         "missing": server.url("/feeds/nope.xml"),
         "demo-rss": server.url("/feeds/demo-rss.xml")})

@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, NoReturn
 import click
 
 from signal_feeds.config.source_list import DEFAULT_CONFIG_PATH, load_config
-from signal_feeds.errors import ConfigError, SignalError
+from signal_feeds.dsn import Database, is_postgres_url
+from signal_feeds.errors import ConfigError, DatabaseUnavailableError, SignalError
 
 if TYPE_CHECKING:
     from signal_feeds.config.source_list import Config
@@ -21,15 +22,18 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 config_option = click.option("--config", "config_path", default=None,
                              show_default=DEFAULT_CONFIG_PATH, type=click.Path(dir_okay=False),
                              help="The TOML source list.")
-db_option = click.option("--db", "db_path", default=None, type=click.Path(dir_okay=False),
-                         help="Database file (default: the config's [settings] database).")
+# A plain string: a SQLite file path or a postgresql:// URL (never shown with its password).
+db_option = click.option("--db", "db_path", default=None, metavar="PATH|URL",
+                         help="Database file, or a postgresql:// URL (default: the config's "
+                              "[settings] database).")
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 
 
 def fail(exc: SignalError) -> NoReturn:
     """Print a library error (every line of it) and exit with its code."""
     click.echo(f"signal: error: {exc}", err=True)
-    raise SystemExit(EXIT_USAGE if isinstance(exc, ConfigError) else EXIT_FAILED)
+    usage = isinstance(exc, ConfigError | DatabaseUnavailableError)
+    raise SystemExit(EXIT_USAGE if usage else EXIT_FAILED)
 
 
 def load(config_path: str | None) -> Config:
@@ -37,16 +41,21 @@ def load(config_path: str | None) -> Config:
     return load_config(config_path or DEFAULT_CONFIG_PATH)
 
 
-def database_path(config: Config | None, db_path: str | None) -> Path:
-    """The database a command opens: ``--db``, else the config's ``[settings] database``.
+def database_path(config: Config | None, db_path: str | None) -> Database:
+    """The database a command opens: ``--db``, else the config's ``[settings] database``:
+    a file path, or a ``postgresql://`` URL (returned as given).
 
     A missing folder is a configuration error naming the folder and where the path came
     from; SQLite would only say "unable to open database file".
     """
+    if is_postgres_url(db_path):
+        return str(db_path)
     if db_path is not None:
         path, origin, config_file = Path(db_path).expanduser(), f"--db {db_path}", None
     elif config is not None:
-        path, origin = config.settings.database, "[settings] database"
+        if is_postgres_url(config.settings.database):
+            return config.settings.database
+        path, origin = Path(config.settings.database), "[settings] database"
         config_file = str(config.path) if config.path else None
     else:
         raise ConfigError("no database given: pass --db PATH or --config PATH")
@@ -58,7 +67,7 @@ def database_path(config: Config | None, db_path: str | None) -> Path:
     return path
 
 
-def reading_database(config_path: str | None, db_path: str | None) -> Path:
+def reading_database(config_path: str | None, db_path: str | None) -> Database:
     """The database a reading command opens. Reading needs no source list: with ``--db``
     no config file is read at all; without it, the config's database is used."""
     if db_path is not None:

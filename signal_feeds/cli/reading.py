@@ -26,21 +26,21 @@ from signal_feeds.config.source_list import DEFAULT_CONFIG_PATH, Settings
 from signal_feeds.errors import ConfigError, SignalError
 
 if TYPE_CHECKING:  # the store (and through it the parser) loads only when a command runs
-    from signal_feeds.store import Store
+    from signal_feeds.store import FeedStore
 
 __all__ = ["dedupe", "entries", "entry_line", "export", "history", "import_opml", "lookup",
            "open_store", "parse_since", "selection_options"]
 
-def open_store(config_path: str | None, db_path: str | None) -> Store:
+def open_store(config_path: str | None, db_path: str | None) -> FeedStore:
     """The database to read: ``--db`` (no config file needed), else the config's; never
-    created by a read."""
-    from signal_feeds.store import Store
+    created by a read (a file; a PostgreSQL database is the server's)."""
+    from signal_feeds.store import open_store as open_database
 
     path = reading_database(config_path, db_path)
     settings = _settings(config_path, db_path)
-    if not path.exists():
+    if isinstance(path, Path) and not path.exists():
         raise ConfigError(f"no database at {path}; run 'signal fetch' first")
-    return Store(path, busy_timeout=settings.busy_timeout)
+    return open_database(path, busy_timeout=settings.busy_timeout)
 
 
 def _settings(config_path: str | None, db_path: str | None) -> Settings:

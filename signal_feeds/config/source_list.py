@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from signal_feeds import __version__
+from signal_feeds.dsn import Database, is_postgres_url
 from signal_feeds.errors import ConfigError
 from signal_feeds.urls import UrlRejected, canonical_source_url
 
@@ -101,7 +102,9 @@ _SLUG = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?$")
 class Settings:
     """Run-wide settings from the ``[settings]`` table (all optional)."""
 
-    database: Path = Path(DEFAULT_DATABASE)
+    #: A SQLite file (relative paths are taken from the config file's folder) or a
+    #: ``postgresql://`` URL, kept as the string given.
+    database: Database = Path(DEFAULT_DATABASE)
     user_agent: str = DEFAULT_USER_AGENT
     connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
     read_timeout: float = DEFAULT_READ_TIMEOUT
@@ -293,7 +296,9 @@ def _settings(table: object, problems: _Problems, base_dir: Path | None) -> Sett
         problems.add(where, f"proxy: must be an http:// or https:// URL (host and port) "
                             f"or 'direct', not {proxy!r}")
         del values["proxy"]
-    if "database" in values:
+    if "database" in values and is_postgres_url(values["database"]):
+        pass  # a server, not a file: no folder to resolve it against
+    elif "database" in values:
         db = Path(values["database"]).expanduser()
         values["database"] = db if db.is_absolute() or base_dir is None else base_dir / db
     elif base_dir is not None:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from signal_feeds.config.source_list import Config, Source
 from signal_feeds.decide.report import RunReport
+from signal_feeds.dsn import as_database, display_database
 from signal_feeds.errors import ConfigError
 from signal_feeds.http.clients import Clients, SharedClient, TransportPool, new_client
 from signal_feeds.http.fetch import Resolver
@@ -92,7 +93,7 @@ async def fetch_sources(
     name resolution for Signal's clients. ``clock`` is injectable for tests.
     """
     sources = _select(config, source_ids)
-    db_path = Path(database) if database is not None else config.settings.database
+    db_path = as_database(database) if database is not None else config.settings.database
     started_at = clock()
     t0 = time.monotonic()
     clients = _clients(config, client=client, transport=transport, resolver=resolver,
@@ -116,7 +117,8 @@ async def fetch_sources(
         if own_parser:
             pool.close()
     report = RunReport(sources=tuple(reports), started_at=started_at,
-                       duration=time.monotonic() - t0, database=str(db_path))
+                       duration=time.monotonic() - t0,
+                       database=display_database(db_path))
     log.info("run finished at %s: %s", format_time(clock()), report.totals)
     return report
 

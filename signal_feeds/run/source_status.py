@@ -6,8 +6,9 @@ from pathlib import Path
 from typing import Any
 
 from signal_feeds.config.source_list import Config
+from signal_feeds.dsn import as_database
 from signal_feeds.errors import ConfigError
-from signal_feeds.store import Store
+from signal_feeds.store import open_store
 from signal_feeds.timeutil import format_time, utcnow
 
 __all__ = ["reset_source", "source_table"]
@@ -16,10 +17,10 @@ __all__ = ["reset_source", "source_table"]
 def source_table(config: Config, *, database: str | Path | None = None) -> list[dict[str, Any]]:
     """One row per configured source: status, last fetch, HTTP status, next due time,
     consecutive errors, and where it moved or that it is gone or expired."""
-    db = Path(database) if database is not None else config.settings.database
+    db = as_database(database) if database is not None else config.settings.database
     today = utcnow().date()
     rows: list[dict[str, Any]] = []
-    with Store(db, busy_timeout=config.settings.busy_timeout) as store:
+    with open_store(db, busy_timeout=config.settings.busy_timeout) as store:
         for src in config.sources:
             st = store.source_state(src.id, src.url)
             note = ""
@@ -46,8 +47,8 @@ def source_table(config: Config, *, database: str | Path | None = None) -> list[
 def reset_source(config: Config, source_id: str, *, database: str | Path | None = None) -> None:
     """Clear a source's gone, moved, backoff and schedule state."""
     config.source(source_id)  # raises ConfigError for an unknown id
-    db = Path(database) if database is not None else config.settings.database
-    with Store(db, busy_timeout=config.settings.busy_timeout) as store:
+    db = as_database(database) if database is not None else config.settings.database
+    with open_store(db, busy_timeout=config.settings.busy_timeout) as store:
         if not store.reset_source(source_id):
             raise ConfigError(f"source {source_id!r} has never been fetched; nothing to reset",
                               path=str(config.path) if config.path else None)

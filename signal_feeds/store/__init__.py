@@ -17,6 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from signal_feeds.dsn import is_postgres_url
 from signal_feeds.records import (
     ApplyCounts,
     FetchRecord,
@@ -46,9 +47,17 @@ __all__ = [
 
 def open_store(database: str | Path, *, busy_timeout: float | None = None,
                check_writable: bool = False) -> FeedStore:
-    """Open the store at ``database`` (a SQLite file path; the one place a second
-    backend will be chosen). ``busy_timeout`` in seconds (``None``: the default)."""
+    """Open the store at ``database``: a ``postgresql://`` (or ``postgres://``) URL opens
+    the PostgreSQL store (the ``postgres`` extra), anything else is a SQLite file path.
+    ``busy_timeout`` in seconds (``None``: the default) bounds waiting for locks."""
     from signal_feeds.store.sqlite.connection import DEFAULT_BUSY_TIMEOUT
+
+    if is_postgres_url(database):
+        # Imported only here: psycopg loads when a PostgreSQL URL is used, never before.
+        from signal_feeds.store.postgres.store import PostgresStore
+
+        return PostgresStore(str(database), busy_timeout=busy_timeout,
+                             check_writable=check_writable)
     from signal_feeds.store.sqlite.store import Store
 
     timeout = DEFAULT_BUSY_TIMEOUT if busy_timeout is None else busy_timeout

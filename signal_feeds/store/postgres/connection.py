@@ -1,0 +1,121 @@
+"""One PostgreSQL connection: opening it, transactions, and error translation.
+
+psycopg is imported here, when a store is opened with a ``postgresql://`` URL, and
+nowhere else outside this package. Every psycopg error passes through
+:meth:`Connection.errors` and becomes a :class:`~signal_feeds.errors.StoreError`
+naming the database without its password; a server that cannot be reached, refuses
+the login or went away becomes a :class:`~signal_feeds.errors.DatabaseUnavailableError`.
+
+Transactions are psycopg's: :meth:`Connection.transaction` is a transaction, or inside
+:meth:`Connection.batch` a savepoint, so a failing write is undone alone and the batch's
+other writes commit together at its end.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, NoReturn
+
+from signal_feeds.dsn import display_database, redact
+from signal_feeds.errors import DatabaseUnavailableError, StoreError
+
+if TYPE_CHECKING:
+    import psycopg
+
+__all__ = ["DEFAULT_CONNECT_TIMEOUT", "INSTALL_HINT", "Connection", "import_psycopg"]
+
+log = logging.getLogger("signal_feeds")
+
+#: Seconds to wait for the server to accept a connection.
+DEFAULT_CONNECT_TIMEOUT = 10
+INSTALL_HINT = "pip install 'signal-feeds[postgres]'"
+
+
+def import_psycopg() -> Any:
+    """The psycopg module, or a clear error saying how to install it."""
+    try:
+        import psycopg
+    except ImportError as exc:
+        raise DatabaseUnavailableError(
+            "a postgresql:// database needs the PostgreSQL driver, which is not installed: "
+            f"{INSTALL_HINT}") from exc
+    return psycopg
+
+
+class Connection:
+    """The store's connection to one PostgreSQL database (autocommit; transactions
+    explicit). ``url`` is kept for connecting; only :attr:`name` is ever shown."""
+
+    def __init__(self, url: str, *, busy_timeout: float) -> None:
+        self.url = url
+        #: The database as messages name it: the URL without its password.
+        self.name = display_database(url)
+        self.busy_timeout = busy_timeout
+        self._psycopg = import_psycopg()
+        self._batch_depth = 0
+        try:
+            self.conn: psycopg.Connection[Any] = self._psycopg.connect(
+                url, autocommit=True, connect_timeout=DEFAULT_CONNECT_TIMEOUT,
+                application_name="signal")
+        except self._psycopg.Error as exc:
+            self._raise("cannot connect to", exc)
+        except ValueError as exc:  # a URL libpq cannot even parse may surface as this
+            self._raise("cannot connect to", exc)
+        with self.errors("cannot configure the connection to"):
+            # A lock another writer holds is waited for at most busy_timeout, as in SQLite.
+            self.conn.execute(f"SET lock_timeout = {max(int(busy_timeout * 1000), 1)}")
+            self.conn.execute("SET TIME ZONE 'UTC'")
+
+    def _raise(self, what: str, exc: BaseException, source_id: str | None = None) -> NoReturn:
+        detail = redact(" ".join(str(exc).split()), self.url) or type(exc).__name__
+        unavailable = self._is_unavailable(exc)
+        cls = DatabaseUnavailableError if unavailable else StoreError
+        raise cls(f"{what} {self.name}: {detail}" if what.endswith(" to")
+                  else f"{what} in {self.name}: {detail}", source_id=source_id) from exc
+
+    def _is_unavailable(self, exc: BaseException) -> bool:
+        errors = self._psycopg.errors
+        if isinstance(exc, errors.QueryCanceled | errors.LockNotAvailable):
+            return False  # a lock wait that ran out: the server is there
+        if isinstance(exc, self._psycopg.OperationalError | self._psycopg.InterfaceError
+                      | ValueError):
+            return True
+        return getattr(self, "conn", None) is not None and bool(self.conn.closed)
+
+    @contextmanager
+    def errors(self, what: str, source_id: str | None = None) -> Iterator[None]:
+        """Translate psycopg errors raised inside into StoreError (``what`` says what
+        failed; the database is named after it, without its password)."""
+        try:
+            yield
+        except StoreError:
+            raise
+        except self._psycopg.Error as exc:
+            self._raise(what, exc, source_id)
+
+    @contextmanager
+    def transaction(self) -> Iterator[psycopg.Connection[Any]]:
+        """A transaction committed on exit, or inside :meth:`batch` a savepoint released
+        on exit; either is undone on an error."""
+        if self.conn.closed:
+            raise DatabaseUnavailableError(f"the connection to {self.name} is closed")
+        with self.conn.transaction():
+            yield self.conn
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """One transaction around the writes made inside, each under its own savepoint."""
+        with self.transaction():
+            self._batch_depth += 1
+            try:
+                yield
+            finally:
+                self._batch_depth -= 1
+
+    def close(self) -> None:
+        """Close the connection (a closed or broken one is fine)."""
+        if not self.conn.closed:
+            with self.errors("cannot close the connection to"):
+                self.conn.close()

@@ -1,0 +1,254 @@
+"""Duplicate markers in PostgreSQL: the same clusters as the SQLite store, in SQL of its own.
+
+The decisions (what matches, which row is canonical) are the pure functions of
+:mod:`signal_feeds.identity.matching`, shared with SQLite; this module only finds the
+candidates (by ``match_url``, ``norm_title`` and the ``dedupe_text`` token table) and
+writes each channel's marker column and the derived ``duplicate_of``. Lists of keys go
+to the server as one array parameter (``= ANY(%s)``), never one statement per key.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Collection, Iterable, Sequence
+from dataclasses import replace
+from typing import Any
+
+from signal_feeds.identity.matching import (
+    CHANNELS,
+    MATCHERS,
+    UNLISTED_RANK,
+    DedupeRow,
+    clusters,
+    markers_for,
+    match_keys,
+    pack_tokens,
+    posted_tokens,
+    shingles,
+    unpack_tokens,
+)
+from signal_feeds.store.protocol import DedupeReport
+from signal_feeds.store.sqlite.dedupe import MAX_POSTINGS, TOKEN_SHARE, CommonTokens
+
+__all__ = ["mark_new_entries", "recompute", "refresh_match_keys"]
+
+_ROW_SQL = ("SELECT id, source_id, first_seen_at, "
+            "coalesce(nullif(published, ''), nullif(updated, ''), first_seen_at), "
+            "match_url, norm_title, dup_link, dup_title, dup_text, text_tokens, seq, "
+            "(SELECT position FROM source_order AS o WHERE o.source_id = entries.source_id) "
+            "FROM entries WHERE id = ANY(%s)")
+
+
+class _Rows:
+    """The dedupe view of the rows one pass touches, loaded on first use."""
+
+    def __init__(self, conn: Any, given: Iterable[DedupeRow] = ()) -> None:
+        self.conn = conn
+        self.cache: dict[str, DedupeRow] = {}
+        self.texts: dict[str, frozenset[int]] = {}
+        for row in given:
+            self.cache[row.key] = row
+            if row.shingles:
+                self.texts[row.key] = row.shingles
+
+    def load(self, keys: Iterable[str]) -> None:
+        missing = sorted({k for k in keys if k not in self.cache})
+        if not missing:
+            return
+        for r in self.conn.execute(_ROW_SQL, (missing,)):
+            self.cache[r[0]] = DedupeRow(
+                key=r[0], source_id=r[1], first_seen_at=r[2], moment=r[3],
+                match_url=r[4], norm_title=r[5],
+                markers={"link": r[6], "title": r[7], "text": r[8]},
+                tokens=unpack_tokens(bytes(r[9]) if r[9] is not None else None),
+                seq=r[10] or 0, rank=UNLISTED_RANK if r[11] is None else r[11])
+
+    def get(self, key: str) -> DedupeRow:
+        if key not in self.cache:
+            self.load([key])
+        return self.cache[key]
+
+    def exists(self, key: str) -> bool:
+        self.load([key])
+        return key in self.cache
+
+    def with_text(self, keys: Sequence[str]) -> list[DedupeRow]:
+        """The rows with their shingles filled in."""
+        missing = sorted({k for k in keys if k not in self.texts})
+        if missing:
+            for key, title, summary in self.conn.execute(
+                    "SELECT id, title, summary FROM entries WHERE id = ANY(%s)", (missing,)):
+                self.texts[key] = shingles(title or "", summary or "")
+        return [replace(self.get(k), shingles=self.texts.get(k, frozenset())) for k in keys]
+
+
+# Each lookup keeps its own LIMIT, so one very common key costs at most MAX_POSTINGS + 1
+# rows; one statement per row (link, title and every token together).
+_CANDIDATES = """
+SELECT -2, id::text FROM (SELECT id FROM entries WHERE match_url = %(url)s AND id != %(key)s
+                          LIMIT %(limit)s) AS l
+UNION ALL
+SELECT -1, id::text FROM (SELECT id FROM entries WHERE norm_title = %(title)s
+                          AND id != %(key)s LIMIT %(limit)s) AS t
+UNION ALL
+SELECT t.i::int - 1, d.entry::text FROM unnest(%(tokens)s::bigint[]) WITH ORDINALITY AS t(token, i)
+CROSS JOIN LATERAL (SELECT entry FROM dedupe_text WHERE token = t.token AND entry != %(seq)s
+                    LIMIT %(limit)s) AS d
+"""
+_LINK, _TITLE = -2, -1
+
+
+def _candidates(conn: Any, row: DedupeRow, common: CommonTokens) -> dict[str, list[str]]:
+    """Rows that share a match key with ``row``, by channel (``row`` itself excluded)."""
+    tokens = [token for token in posted_tokens(row.tokens) if token not in common]
+    hits: dict[int, list[str]] = {}
+    for label, found in conn.execute(_CANDIDATES, {
+            "url": row.match_url or None, "key": row.key, "limit": MAX_POSTINGS + 1,
+            "title": row.norm_title or None, "tokens": tokens, "seq": row.seq}):
+        hits.setdefault(label, []).append(found)
+
+    def posted(label: int) -> list[str]:
+        found = hits.get(label, [])
+        return [] if len(found) > MAX_POSTINGS else found
+
+    seqs: set[int] = set()
+    for label, token in enumerate(tokens):
+        if len(hits.get(label, ())) > MAX_POSTINGS:
+            common.add(token)
+        seqs.update(int(s) for s in posted(label))
+    need = max(1, math.ceil(len(row.tokens) * TOKEN_SHARE))
+    mine = set(row.tokens)
+    texts = []
+    if seqs:
+        for key, stored in conn.execute(
+                "SELECT id, text_tokens FROM entries WHERE seq = ANY(%s) ORDER BY seq",
+                (sorted(seqs),)):
+            if len(mine.intersection(unpack_tokens(bytes(stored) if stored else None))) >= need:
+                texts.append(key)
+    found = {"link": posted(_LINK), "title": posted(_TITLE), "text": texts}
+    return {channel: list(dict.fromkeys(keys)) for channel, keys in found.items()}
+
+
+def _old_cluster(conn: Any, column: str, row: DedupeRow, channel: str) -> list[str]:
+    """Members of the cluster the row belonged to before this pass."""
+    canon = row.markers.get(channel) or row.key
+    members = [r[0] for r in conn.execute(
+        f"SELECT id FROM entries WHERE {column} = %s AND {column} != ''", (canon,))]
+    return [canon, *members]
+
+
+def _mark(conn: Any, rows: _Rows, keys: Sequence[str], *, created: Collection[str],
+          everything: bool, common: CommonTokens | None = None) -> DedupeReport:
+    known = CommonTokens() if common is None else common
+    found: dict[str, dict[str, list[str]]] = {}
+
+    def candidates(key: str, channel: str) -> list[str]:
+        if key not in found:
+            found[key] = _candidates(conn, rows.get(key), known)
+        return found[key][channel]
+
+    changed: dict[str, int] = {}
+    touched: set[str] = set()
+    for channel, column in CHANNELS.items():
+        match = MATCHERS[channel]
+        seeds: list[str] = list(keys)
+        if not everything:
+            # Rows that shared a cluster with a changed row may fall apart or join another.
+            for key in keys:
+                if key not in created and rows.exists(key):
+                    seeds.extend(_old_cluster(conn, column, rows.get(key), channel))
+        rows.load(seeds)
+        seeds = [k for k in dict.fromkeys(seeds) if k in rows.cache]
+
+        def neighbours(key: str, channel: str = channel,
+                       match: Callable[[DedupeRow, DedupeRow], bool] = match) -> list[str]:
+            others = candidates(key, channel)
+            rows.load(others)
+            source = rows.get(key).source_id
+            others = [k for k in others if k in rows.cache and rows.cache[k].source_id != source]
+            if not others:
+                return []
+            if channel == "text":
+                row, *compared = rows.with_text([key, *others])
+            else:
+                row, compared = rows.get(key), [rows.get(k) for k in others]
+            return [other.key for other in compared if match(row, other)]
+
+        updates: list[tuple[str, str]] = []
+        for group in clusters(seeds, neighbours):
+            if len(group) == 1 and not rows.get(next(iter(group))).markers.get(channel):
+                continue
+            for key, marker in markers_for(rows.get(k) for k in group).items():
+                if rows.get(key).markers.get(channel, "") != marker:
+                    updates.append((marker, key))
+                    touched.add(key)
+        if updates:
+            with conn.cursor() as cur:
+                cur.executemany(f"UPDATE entries SET {column} = %s WHERE id = %s", updates)
+        changed[channel] = len(updates)
+    _derive_duplicate_of(conn, sorted(touched))
+    duplicates = None
+    if everything:
+        duplicates = int(conn.execute(
+            "SELECT count(*) FROM entries WHERE duplicate_of != ''").fetchone()[0])
+    return DedupeReport(rows=len(keys), changed=changed, duplicates=duplicates)
+
+
+_DERIVED = " ".join(f"WHEN {col} != '' THEN {col}" for col in list(CHANNELS.values())[:-1])
+_DUPLICATE_OF = f"CASE {_DERIVED} ELSE {list(CHANNELS.values())[-1]} END"
+
+
+def _derive_duplicate_of(conn: Any, keys: Sequence[str]) -> None:
+    if keys:
+        conn.execute(f"UPDATE entries SET duplicate_of = {_DUPLICATE_OF} "
+                     f"WHERE id = ANY(%s) AND duplicate_of != {_DUPLICATE_OF}", (list(keys),))
+
+
+def mark_new_entries(conn: Any, rows: Sequence[DedupeRow], *, created: Collection[str] = (),
+                     common: CommonTokens | None = None) -> DedupeReport:
+    """Mark the duplicates among the clusters touched by ``rows`` (entries just created
+    or updated, as written), inside the caller's open transaction."""
+    given = list({r.key: r for r in rows}.values())
+    return _mark(conn, _Rows(conn, given), [r.key for r in given],
+                 created=frozenset(created), everything=False, common=common)
+
+
+_REFRESH_BATCH = 1000
+
+
+def refresh_match_keys(conn: Any) -> None:
+    """Recompute every entry's match keys and text tokens from its stored fields and
+    rebuild ``dedupe_text`` (inside the caller's transaction), a batch at a time."""
+    conn.execute("DELETE FROM dedupe_text")
+    last = ""
+    while True:
+        batch = conn.execute(
+            "SELECT id, url, title, summary, match_url, norm_title, text_tokens, seq "
+            "FROM entries WHERE id > %s ORDER BY id LIMIT %s", (last, _REFRESH_BATCH)).fetchall()
+        if not batch:
+            return
+        updates: list[tuple[str, str, bytes, str]] = []
+        tokens: list[tuple[int, int]] = []
+        for key, url, title, summary, old_url, old_title, old_tokens, seq in batch:
+            keys = match_keys(url or "", title or "", summary or "")
+            packed = pack_tokens(keys.tokens)
+            if (keys.match_url, keys.norm_title, packed) != (
+                    old_url, old_title, bytes(old_tokens or b"")):
+                updates.append((keys.match_url, keys.norm_title, packed, key))
+            tokens.extend((token, seq) for token in posted_tokens(keys.tokens))
+        with conn.cursor() as cur:
+            cur.executemany("UPDATE entries SET match_url = %s, norm_title = %s, "
+                            "text_tokens = %s WHERE id = %s", updates)
+        if tokens:
+            conn.execute("INSERT INTO dedupe_text (token, entry) SELECT * FROM "
+                         "unnest(%s::bigint[], %s::bigint[]) ON CONFLICT DO NOTHING",
+                         ([t for t, _ in tokens], [s for _, s in tokens]))
+        last = batch[-1][0]
+
+
+def recompute(conn: Any) -> DedupeReport:
+    """Recompute every match key and every cluster (``signal dedupe``), inside the
+    caller's transaction. Running it again changes nothing."""
+    refresh_match_keys(conn)
+    keys = [r[0] for r in conn.execute("SELECT id FROM entries ORDER BY id")]
+    return _mark(conn, _Rows(conn), keys, created=(), everything=True)

@@ -1,0 +1,315 @@
+"""Full-text search in PostgreSQL: SQLite FTS5's query syntax on a ``tsvector``.
+
+Signal builds each entry's vector itself, as a ``tsvector`` literal, instead of running
+a text-search configuration over the text: words are split and folded exactly as FTS5's
+``unicode61 remove_diacritics 2`` tokenizer does (runs of letters and digits, lower
+case, no diacritics), and the query's words go through the same function, so both
+backends find the same entries. Title words carry weight A, summary B, content C; a
+column filter is a weight restriction, and ``ts_rank`` weighs a title match
+:data:`TITLE_WEIGHT` times a match in the text. Fields are placed
+:data:`_FIELD_GAP` positions apart so that a phrase never spans two of them.
+
+The query is parsed here (:func:`to_tsquery`): words (implicit AND), ``"phrases"``,
+``AND``/``OR``/``NOT`` (NOT binds tightest, then AND, then OR, as in FTS5), parentheses,
+``prefix*``, ``a + b`` (a phrase), ``NEAR(a b, N)`` (here: all of the words anywhere,
+a superset of FTS5's hits) and column filters ``title:``, ``{title summary}:``, ``-title:``.
+Snippets are cut from the stored text in Python, as FTS5's ``snippet()`` shows them.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import NoReturn
+
+from signal_feeds.errors import QueryError
+from signal_feeds.store.fulltext import (
+    SNIPPET_CLOSE,
+    SNIPPET_ELLIPSIS,
+    SNIPPET_OPEN,
+    SNIPPET_TOKENS,
+    searchable_text,
+)
+
+__all__ = ["COLUMNS", "RANK_WEIGHTS", "TITLE_WEIGHT", "Query", "search_vector", "snippet",
+           "to_tsquery", "words"]
+
+#: ts_rank weight of the title relative to summary and content (as SQLite's bm25 weights).
+TITLE_WEIGHT = 4.0
+#: ts_rank's weights array, in its order {D, C, B, A}: content C, summary B, title A.
+RANK_WEIGHTS = [0.25, 0.25, 0.25, 0.25 * TITLE_WEIGHT]
+#: Column name -> tsvector weight.
+COLUMNS = {"title": "A", "summary": "B", "content": "C"}
+_FIELD_GAP = 64
+_MAX_POSITION = 16383  # PostgreSQL's largest position
+_MAX_POSITIONS_PER_WORD = 256  # PostgreSQL keeps at most this many per lexeme
+_WORD = re.compile(r"[^\W_]+")
+
+
+def _fold(word: str) -> str:
+    decomposed = unicodedata.normalize("NFKD", word.lower())
+    return "".join(c for c in decomposed if not unicodedata.combining(c))
+
+
+def words(text: str) -> list[str]:
+    """The folded words of ``text``, in order (FTS5 unicode61 with diacritics removed)."""
+    text = unicodedata.normalize("NFC", text)
+    return [w for w in (_fold(m.group()) for m in _WORD.finditer(text)) if w]
+
+
+def _quote(lexeme: str) -> str:
+    return "'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'"
+
+
+def search_vector(title: str | None, summary: str | None, content: str | None) -> str:
+    """The ``tsvector`` literal of an entry (summary and content are stored HTML)."""
+    positions: dict[str, list[str]] = {}
+    at = 1
+    for weight, text in (("A", title or ""), ("B", searchable_text(summary or "")),
+                         ("C", searchable_text(content or ""))):
+        for word in words(text):
+            spots = positions.setdefault(word, [])
+            if len(spots) < _MAX_POSITIONS_PER_WORD:
+                spots.append(f"{min(at, _MAX_POSITION)}{weight}")
+            at += 1
+        at += _FIELD_GAP
+    return " ".join(f"{_quote(w)}:{','.join(dict.fromkeys(p))}" for w, p in positions.items())
+
+
+# -- the query -------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Query:
+    """A translated query: the ``tsquery`` text (``None``: matches nothing, e.g. only
+    punctuation in quotes) and the words to highlight in snippets (prefixes end in *)."""
+
+    tsquery: str | None
+    terms: tuple[str, ...]
+
+
+_TOKEN = re.compile(r'\s*(?:(")|([():,{}*+^-])|([A-Za-z0-9_\x1a\x80-\U0010ffff]+))')
+
+
+class _Parser:
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.tokens: list[tuple[str, str]] = []
+        self.terms: list[str] = []
+        pos = 0
+        while pos < len(text):
+            if text[pos:].strip() == "":
+                break
+            found = _TOKEN.match(text, pos)
+            if found is None:
+                self._error(f'syntax error near "{text[pos:].strip()[:1]}"')
+            if found.group(1):
+                end = text.find('"', found.end())
+                while end != -1 and text[end + 1:end + 2] == '"':  # "" is a literal quote
+                    end = text.find('"', end + 2)
+                if end == -1:
+                    self._error("unterminated string")
+                self.tokens.append(("string", text[found.end():end].replace('""', '"')))
+                pos = end + 1
+                continue
+            if found.group(2):
+                self.tokens.append(("punct", found.group(2)))
+            else:
+                self.tokens.append(("word", found.group(3)))
+            pos = found.end()
+        self.at = 0
+
+    def _error(self, detail: str) -> NoReturn:
+        raise QueryError(f"search query {self.text!r} is not valid FTS5 syntax: {detail} "
+                         "(put words that hold punctuation in double quotes)",
+                         query=self.text)
+
+    def peek(self, offset: int = 0) -> tuple[str, str] | None:
+        i = self.at + offset
+        return self.tokens[i] if i < len(self.tokens) else None
+
+    def take(self) -> tuple[str, str]:
+        token = self.peek()
+        if token is None:
+            self._error("syntax error near end of query")
+        self.at += 1
+        return token
+
+    def is_op(self, name: str) -> bool:
+        return self.peek() == ("word", name)
+
+    def parse(self) -> str | None:
+        if not self.tokens:
+            raise QueryError("empty search query: give one or more words", query=self.text)
+        result = self.or_expr(None)
+        if self.peek() is not None:
+            self._error(f'syntax error near "{self.peek()[1]}"')  # type: ignore[index]
+        return result
+
+    def or_expr(self, weights: str | None) -> str | None:
+        parts = [self.and_expr(weights)]
+        while self.is_op("OR"):
+            self.take()
+            parts.append(self.and_expr(weights))
+        kept = [p for p in parts if p is not None]
+        return None if not kept else kept[0] if len(kept) == 1 else \
+            "(" + " | ".join(kept) + ")"
+
+    def _starts_operand(self) -> bool:
+        token = self.peek()
+        if token is None or token in (("punct", ")"), ("word", "OR"), ("word", "AND"),
+                                      ("word", "NOT")):
+            return False
+        return token[0] != "punct" or token[1] in "({-"
+
+    def and_expr(self, weights: str | None) -> str | None:
+        parts = [self.not_expr(weights)]
+        while self.is_op("AND") or self._starts_operand():
+            if self.is_op("AND"):
+                self.take()
+            parts.append(self.not_expr(weights))
+        if any(p is None for p in parts):
+            return None  # a phrase with no words matches nothing, so neither does AND
+        return parts[0] if len(parts) == 1 else "(" + " & ".join(parts) + ")"  # type: ignore[arg-type]
+
+    def not_expr(self, weights: str | None) -> str | None:
+        left = self.unary(weights)
+        while self.is_op("NOT"):
+            self.take()
+            right = self.unary(weights)
+            if left is not None and right is not None:
+                left = f"({left} & !{right})"
+        return left
+
+    def unary(self, weights: str | None) -> str | None:
+        weights = self.column_filter(weights)
+        token = self.peek()
+        if token == ("punct", "("):
+            self.take()
+            inner = self.or_expr(weights)
+            if self.take() != ("punct", ")"):
+                self._error("syntax error: ')' expected")
+            return inner
+        if token == ("word", "NEAR") and self.peek(1) == ("punct", "("):
+            return self.near(weights)
+        return self.phrase(weights)
+
+    def column_filter(self, weights: str | None) -> str | None:
+        token, after = self.peek(), self.peek(1)
+        exclude = token == ("punct", "-")
+        if exclude:
+            self.take()
+            token, after = self.peek(), self.peek(1)
+        names: list[str] = []
+        if token == ("punct", "{"):
+            self.take()
+            while (item := self.take()) != ("punct", "}"):
+                if item[0] != "word":
+                    self._error(f'syntax error near "{item[1]}"')
+                names.append(item[1])
+        elif token is not None and token[0] == "word" and after == ("punct", ":"):
+            self.take()
+            names.append(token[1])
+        elif exclude:
+            self._error('syntax error near "-"')
+        else:
+            return weights
+        if self.take() != ("punct", ":"):
+            self._error("syntax error: ':' expected after the column list")
+        for name in names:
+            if name.lower() not in COLUMNS:
+                self._error(f"no such column: {name}")
+        chosen = {COLUMNS[n.lower()] for n in names}
+        if exclude:
+            chosen = set(COLUMNS.values()) - chosen
+        if weights is not None:
+            chosen &= set(weights)
+        return "".join(sorted(chosen))
+
+    def phrase(self, weights: str | None) -> str | None:
+        lexemes: list[str] = []
+        while True:
+            if self.peek() == ("punct", "^"):
+                self.take()  # "first token of the column": not kept in a tsvector
+            kind, value = self.take()
+            if kind not in ("word", "string"):
+                self._error(f'syntax error near "{value}"')
+            found = words(value)
+            prefix = self.peek() == ("punct", "*")
+            if prefix:
+                self.take()
+            for i, word in enumerate(found):
+                star = prefix and i == len(found) - 1
+                self.terms.append(word + ("*" if star else ""))
+                suffix = ("*" if star else "") + (weights or "")
+                lexemes.append(_quote(word) + (":" + suffix if suffix else ""))
+            if self.peek() != ("punct", "+"):
+                break
+            self.take()
+        if not lexemes or weights == "":
+            return None
+        return lexemes[0] if len(lexemes) == 1 else "(" + " <-> ".join(lexemes) + ")"
+
+    def near(self, weights: str | None) -> str | None:
+        self.take()
+        self.take()
+        parts: list[str | None] = []
+        while self.peek() not in (("punct", ")"), ("punct", ","), None):
+            parts.append(self.phrase(weights))
+        if self.peek() == ("punct", ","):
+            self.take()
+            kind, value = self.take()
+            if kind != "word" or not value.isdigit():
+                self._error(f'syntax error near "{value}"')
+        if self.take() != ("punct", ")") or not parts:
+            self._error("syntax error in NEAR(...)")
+        if any(p is None for p in parts):
+            return None
+        return "(" + " & ".join(p for p in parts if p is not None) + ")"
+
+
+def to_tsquery(text: str) -> Query:
+    """Translate an FTS5 query; :class:`QueryError` for an empty or invalid one."""
+    if not text.strip():
+        raise QueryError("empty search query: give one or more words", query=text)
+    parser = _Parser(text)
+    tsquery = parser.parse()
+    return Query(tsquery=tsquery, terms=tuple(dict.fromkeys(parser.terms)))
+
+
+# -- snippets --------------------------------------------------------------------------
+
+def _matches(word: str, terms: Sequence[str]) -> bool:
+    return any(word.startswith(t[:-1]) if t.endswith("*") else word == t for t in terms)
+
+
+def snippet(fields: Iterable[str], terms: Sequence[str]) -> str:
+    """Up to SNIPPET_TOKENS words of the field with the most matched terms, every match
+    between SNIPPET_OPEN and SNIPPET_CLOSE, SNIPPET_ELLIPSIS where the text is cut."""
+    best: tuple[int, str, list[re.Match[str]], list[bool]] | None = None
+    for text in fields:
+        text = unicodedata.normalize("NFC", text)
+        spans = list(_WORD.finditer(text))
+        hit = [_matches(_fold(m.group()), terms) for m in spans]
+        score = sum(hit)
+        if score and (best is None or score > best[0]):
+            best = (score, text, spans, hit)
+    if best is None:
+        return ""
+    _score, text, spans, hit = best
+    size = min(SNIPPET_TOKENS, len(spans))
+    start = max(range(len(spans) - size + 1), key=lambda s: (sum(hit[s:s + size]), -s))
+    end = start + size
+    out = [] if start == 0 else [SNIPPET_ELLIPSIS]
+    cursor = 0 if start == 0 else spans[start].start()
+    for i in range(start, end):
+        m = spans[i]
+        out.append(text[cursor:m.start()])
+        out.append(f"{SNIPPET_OPEN}{m.group()}{SNIPPET_CLOSE}" if hit[i] else m.group())
+        cursor = m.end()
+    if end == len(spans):
+        out.append(text[cursor:])
+    else:
+        out.append(SNIPPET_ELLIPSIS)
+    return "".join(out)

@@ -1,0 +1,245 @@
+"""The PostgreSQL store: :class:`~signal_feeds.store.protocol.FeedStore` on a server.
+
+The same behaviour as the SQLite store, method for method: every response is applied in
+one transaction (or one savepoint of a :meth:`PostgresStore.batch`), validators with
+the entries, all or nothing. Every public method raises only
+:class:`~signal_feeds.errors.StoreError` (its subclass
+:class:`~signal_feeds.errors.DatabaseUnavailableError` when the server cannot be reached
+or went away), naming the database without its password.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+from signal_feeds.records import (
+    ApplyCounts,
+    Change,
+    FetchRecord,
+    SourceState,
+    StoredEntry,
+    StoredVersion,
+)
+from signal_feeds.store.fulltext import DEFAULT_SEARCH_LIMIT
+from signal_feeds.store.postgres import change_log, dedupe, queries, writing
+from signal_feeds.store.postgres.connection import Connection
+from signal_feeds.store.postgres.schema import (
+    SCHEMA_VERSION,
+    check_version,
+    create_schema,
+    schema_version,
+)
+from signal_feeds.store.postgres.search import search_vector
+from signal_feeds.store.protocol import TABLES, DedupeReport, DuplicateLink, Table
+from signal_feeds.store.sqlite.connection import DEFAULT_BUSY_TIMEOUT
+from signal_feeds.store.sqlite.dedupe import CommonTokens
+from signal_feeds.store.sqlite.queries import state_for_url
+
+if TYPE_CHECKING:
+    from types import TracebackType
+
+    from signal_feeds.identity.keys import EntryRow
+    from signal_feeds.identity.matching import MatchKeys
+    from signal_feeds.store.views import EntryView, SearchHit
+
+__all__ = ["PostgresStore"]
+
+_REBUILD_BATCH = 1000
+
+
+class PostgresStore:
+    """A Signal database on a PostgreSQL server. Use as a context manager or call close().
+
+    ``url`` is a ``postgresql://`` URL; the password may be in it or come from libpq
+    (``PGPASSWORD``, ``~/.pgpass``). ``busy_timeout`` (seconds) bounds each wait for a
+    lock another writer holds. The schema is created or upgraded on opening; a database
+    built by a newer Signal is refused.
+    """
+
+    def __init__(self, url: str, *, busy_timeout: float | None = None,
+                 check_writable: bool = False) -> None:
+        self.busy_timeout = DEFAULT_BUSY_TIMEOUT if busy_timeout is None else busy_timeout
+        self._db = Connection(url, busy_timeout=self.busy_timeout)
+        #: The database as messages name it (the URL without its password).
+        self.path = self._db.name
+        self._common_tokens = CommonTokens()
+        try:
+            with self._db.errors("cannot use database"):
+                found = schema_version(self._db.conn)
+                check_version(found, self.path)
+                if check_writable or found < SCHEMA_VERSION:
+                    with self._db.transaction() as conn:
+                        create_schema(conn, self.path)
+        except BaseException:
+            self._db.close()
+            raise
+
+    def close(self) -> None:
+        """Close the connection."""
+        self._db.close()
+
+    def __enter__(self) -> PostgresStore:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"PostgresStore({self.path!r})"
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """Group the writes made inside into one transaction, committed at the end; each
+        write keeps its own savepoint, so a failing one is undone alone."""
+        with self._db.errors("cannot commit the batch"), self._db.batch():
+            yield
+
+    # -- sources ---------------------------------------------------------------------
+
+    def source_state(self, source_id: str, url: str) -> SourceState:
+        """The stored state of a source (a fresh one if never fetched or its URL changed)."""
+        with self._db.errors("cannot read source state", source_id):
+            stored = queries.stored_source_state(self._db.conn, source_id)
+        return state_for_url(stored, source_id, url)
+
+    def source_states_for(self, urls: Mapping[str, str]) -> dict[str, SourceState]:
+        """:meth:`source_state` of many sources (source id -> configured url) at once."""
+        stored = {state.source_id: state for state in self.source_states()}
+        return {sid: state_for_url(stored.get(sid), sid, url) for sid, url in urls.items()}
+
+    def source_states(self) -> list[SourceState]:
+        """Every stored source state, ordered by id."""
+        with self._db.errors("cannot read sources"):
+            return queries.source_states(self._db.conn)
+
+    def set_source_order(self, source_ids: Sequence[str]) -> bool:
+        """Remember the config's order of the sources; True if it changed."""
+        with self._db.errors("cannot save the source order"), \
+                self._db.transaction() as conn:
+            return writing.set_source_order(conn, source_ids)
+
+    def save_attempt(self, state: SourceState, fetch: FetchRecord) -> None:
+        """Store a source's new state and the fetch row of a response without entries."""
+        with self._db.errors("cannot save fetch state", state.source_id), \
+                self._db.transaction() as conn:
+            writing.save_attempt(conn, state, fetch)
+
+    def reset_source(self, source_id: str) -> bool:
+        """Clear gone, moved, backoff and schedule state; True if the source was known."""
+        with self._db.errors("cannot reset source", source_id), \
+                self._db.transaction() as conn:
+            return writing.reset_source(conn, source_id)
+
+    # -- entries ---------------------------------------------------------------------
+
+    def apply_response(self, state: SourceState, rows: Sequence[EntryRow],
+                       fetch: FetchRecord, now: dt.datetime, *,
+                       match_keys: Mapping[str, MatchKeys] | None = None) -> ApplyCounts:
+        """Store one response's entries, versions, the source's new state and the fetch
+        row in one transaction; mark cross-source duplicates of what changed."""
+        with self._db.errors("cannot store response", state.source_id), \
+                self._db.transaction() as conn:
+            return writing.apply_response(conn, state, rows, fetch, now,
+                                          given=match_keys or {}, common=self._common_tokens)
+
+    def entries(self, *, source_id: str | None = None, limit: int | None = None,
+                include_duplicates: bool = False) -> list[StoredEntry]:
+        """Stored entries, newest first (see the protocol)."""
+        with self._db.errors("cannot read entries", source_id):
+            return queries.entries(self._db.conn, source_id=source_id, limit=limit,
+                                   include_duplicates=include_duplicates)
+
+    def entry(self, key: str) -> StoredEntry | None:
+        """The entry with this key, if stored."""
+        with self._db.errors("cannot read entry"):
+            return queries.entry(self._db.conn, key)
+
+    def versions(self, key: str) -> list[StoredVersion]:
+        """Every version an entry has had, oldest first."""
+        with self._db.errors("cannot read versions"):
+            return queries.versions(self._db.conn, key)
+
+    def entry_views(self, *, source_id: str | None, since: str | None,
+                    limit: int | None, include_duplicates: bool) -> list[EntryView]:
+        """Entries newest first, as readers see them (see the protocol)."""
+        with self._db.errors("cannot read entries", source_id):
+            return queries.entry_views(self._db.conn, source_id=source_id, since=since,
+                                       limit=limit, include_duplicates=include_duplicates)
+
+    def search(self, query: str, *, source_id: str | None = None,
+               since: str | None = None, limit: int = DEFAULT_SEARCH_LIMIT,
+               include_duplicates: bool = False) -> list[SearchHit]:
+        """Entries matching an FTS5-syntax ``query``, best first (see the protocol)."""
+        with self._db.errors("cannot search entries", source_id):
+            return queries.search(self._db.conn, query, source_id=source_id, since=since,
+                                  limit=limit, include_duplicates=include_duplicates)
+
+    def rebuild_search_index(self) -> int:
+        """Index every entry again (one transaction); the number indexed."""
+        with self._db.errors("cannot rebuild the search index"), \
+                self._db.transaction() as conn:
+            done, last = 0, -1
+            while True:
+                batch = conn.execute(
+                    "SELECT seq, title, summary, content FROM entries WHERE seq > %s "
+                    "ORDER BY seq LIMIT %s", (last, _REBUILD_BATCH)).fetchall()
+                if not batch:
+                    return done
+                conn.execute(
+                    "UPDATE entries AS e SET search_vector = v.vector::tsvector "
+                    "FROM unnest(%s::bigint[], %s::text[]) AS v(seq, vector) "
+                    "WHERE e.seq = v.seq",
+                    ([r[0] for r in batch], [search_vector(r[1], r[2], r[3]) for r in batch]))
+                done += len(batch)
+                last = batch[-1][0]
+
+    def entry_view(self, key: str) -> EntryView | None:
+        """One entry as readers see it."""
+        with self._db.errors("cannot read entry"):
+            return queries.entry_view(self._db.conn, key)
+
+    def duplicates_of(self, keys: Sequence[str]) -> list[DuplicateLink]:
+        """The rows whose ``duplicate_of`` is one of ``keys``."""
+        with self._db.errors("cannot read duplicates"):
+            return queries.duplicates_of(self._db.conn, keys)
+
+    def keys_starting_with(self, prefix: str, *, limit: int) -> list[str]:
+        """At most ``limit`` entry keys that start with ``prefix``, in order."""
+        with self._db.errors("cannot read entry keys"):
+            return queries.keys_starting_with(self._db.conn, prefix, limit=limit)
+
+    def entries_with_link(self, match_url: str, url: str) -> list[EntryView]:
+        """Entries with this match URL (when not empty) or exactly this link."""
+        with self._db.errors("cannot look up link"):
+            return queries.entries_with_link(self._db.conn, match_url, url)
+
+    # -- the change log --------------------------------------------------------------
+
+    def changes(self, *, after: str | None = None, limit: int,
+                source_id: str | None = None) -> list[Change]:
+        """At most ``limit`` changes after the cursor ``after``, oldest first."""
+        with self._db.errors("cannot read changes", source_id):
+            return change_log.changes(self._db.conn, after=after, limit=limit,
+                                      source_id=source_id, where=self.path)
+
+    # -- maintenance -----------------------------------------------------------------
+
+    def recompute_duplicates(self) -> DedupeReport:
+        """Recompute every match key and every cluster in one transaction."""
+        with self._db.errors("cannot recompute duplicates"), \
+                self._db.transaction() as conn:
+            return dedupe.recompute(conn)
+
+    def count(self, table: Table) -> int:
+        """Number of rows in one of the store's tables."""
+        with self._db.errors(f"cannot count {table}"):
+            return queries.count(self._db.conn, table)
+
+    def table_counts(self) -> dict[Table, int]:
+        """Number of rows in each of the store's tables."""
+        with self._db.errors("cannot count rows"):
+            return {table: queries.count(self._db.conn, table) for table in TABLES}
