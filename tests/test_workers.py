@@ -16,7 +16,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -63,19 +63,13 @@ def write_config(folder: Path, urls: dict[str, str], **settings: object) -> Path
     return path
 
 
-@pytest.fixture(params=["sqlite"])
-def database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """The database the workers share (several processes on one SQLite file)."""
-    yield str(tmp_path / "shared.db")
-
-
-def start_worker(config: Path, database: str) -> subprocess.Popen[str]:
+def start_worker(config: Path, database: Path | str) -> subprocess.Popen[str]:
     """``signal fetch --json`` in a process group of its own (its parser processes
     included), so that a SIGKILL can take the whole worker down as a dying host would."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     return subprocess.Popen(
         [sys.executable, "-m", "signal_feeds", "fetch", "--config", str(config),
-         "--db", database, "--json"],
+         "--db", str(database), "--json"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
         start_new_session=True)
 
@@ -103,7 +97,7 @@ def requests_per_source(server: ScenarioServer) -> collections.Counter[str]:
     return counts
 
 
-def stored(database: str) -> tuple[dict[str, int], collections.Counter[str], int]:
+def stored(database: Path | str) -> tuple[dict[str, int], collections.Counter[str], int]:
     """Row counts per table, entries per source, and changes logged as created."""
     with open_store(database) as store:
         counts = dict(store.table_counts())
@@ -113,7 +107,7 @@ def stored(database: str) -> tuple[dict[str, int], collections.Counter[str], int
     return counts, per_source, sum(1 for c in changes if c.kind == "created")
 
 
-def assert_each_stored_once(database: str, ids: Sequence[str]) -> None:
+def assert_each_stored_once(database: Path | str, ids: Sequence[str]) -> None:
     """Every source's entries stored once, from one stored response per source."""
     counts, per_source, created = stored(database)
     assert per_source == {sid: ENTRIES_PER_SOURCE for sid in ids}
@@ -125,7 +119,7 @@ def assert_each_stored_once(database: str, ids: Sequence[str]) -> None:
 
 
 def test_four_workers_started_at_once_request_each_source_once(
-        server: ScenarioServer, tmp_path: Path, database: str) -> None:
+        server: ScenarioServer, tmp_path: Path, database: Path | str) -> None:
     urls = serve_sources(server, 400, delay=0.05)
     config = write_config(tmp_path, urls, concurrency=10, per_host=64)
 
@@ -146,7 +140,7 @@ def test_four_workers_started_at_once_request_each_source_once(
 
 
 def test_a_worker_killed_mid_run_loses_nothing(
-        server: ScenarioServer, tmp_path: Path, database: str) -> None:
+        server: ScenarioServer, tmp_path: Path, database: Path | str) -> None:
     urls = serve_sources(server, 40, delay=0.5)
     lease_seconds = 10  # outlasts starting the second worker on a slow machine
     config = write_config(tmp_path, urls, concurrency=4, per_host=64,
@@ -186,7 +180,7 @@ def test_a_worker_killed_mid_run_loses_nothing(
 
 
 def test_per_host_holds_across_workers(
-        server: ScenarioServer, tmp_path: Path, database: str) -> None:
+        server: ScenarioServer, tmp_path: Path, database: Path | str) -> None:
     urls = serve_sources(server, 30, delay=0.3)
     config = write_config(tmp_path, urls, concurrency=8, per_host=2)
 
@@ -245,10 +239,9 @@ def test_the_lease_expiry_is_the_database_clock_not_the_workers() -> None:
                          lease_now=NOW, force=False)
 
 
-def test_claims_on_one_file_exclude_each_other(tmp_path: Path) -> None:
-    db = tmp_path / "one.db"
+def test_claims_on_one_database_exclude_each_other(database: Path | str) -> None:
     urls = {f"s{n}": f"{URL}/{n}" for n in range(10)}
-    with Store(db) as first, Store(db) as second:
+    with open_store(database) as first, open_store(database) as second:
         mine = first.claim_sources(urls, owner="a:1", now=NOW, limit=4)
         theirs = second.claim_sources(urls, owner="b:2", now=NOW, limit=100)
         assert list(mine) == ["s0", "s1", "s2", "s3"]
@@ -294,3 +287,20 @@ def test_the_file_gate_counts_slots_across_processes(tmp_path: Path) -> None:
     finally:
         done.set()
         holder.join(30)
+
+
+def test_the_advisory_gate_counts_slots_across_connections(postgres_url: str) -> None:
+    with open_store(postgres_url) as store:
+        mine, theirs = store.host_gate(), store.host_gate()
+        try:
+            assert theirs.take("example.org", 2) == 0
+            assert mine.take("Example.org", 2) == 1
+            assert mine.take("example.org", 2) is None
+            assert theirs.take("example.org", 2) is None
+            mine.give_back("example.org", 1)
+            assert theirs.take("example.org", 2) == 1
+            theirs.close()  # a connection that ends (a dead worker's) frees its slots
+            assert mine.take("example.org", 2) == 0
+        finally:
+            mine.close()
+            theirs.close()

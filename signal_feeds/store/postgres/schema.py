@@ -113,7 +113,12 @@ SCHEMA_VERSION = len(MIGRATIONS)
 
 def schema_version(conn: Any) -> int:
     """The version a database was built or last upgraded to (0 for an empty one)."""
-    if conn.execute("SELECT to_regclass('schema_version')").fetchone()[0] is None:
+    # A query on the catalog, not to_regclass(): a name lookup may answer from this
+    # session's cache, which taking an advisory lock does not refresh, so a worker that
+    # waited for another to build the schema would still see no table and build it again.
+    if not conn.execute("SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_tables WHERE "
+                        "schemaname = current_schema() AND tablename = 'schema_version')"
+                        ).fetchone()[0]:
         return 0
     row = conn.execute("SELECT version FROM schema_version").fetchone()
     return int(row[0]) if row else 0

@@ -24,7 +24,9 @@ from signal_feeds.records import (
     StoredVersion,
 )
 from signal_feeds.store.fulltext import DEFAULT_SEARCH_LIMIT
+from signal_feeds.store.leases import DEFAULT_LEASE_SECONDS, Lease
 from signal_feeds.store.postgres import change_log, dedupe, queries, writing
+from signal_feeds.store.postgres import leases as lease_rows
 from signal_feeds.store.postgres.connection import Connection
 from signal_feeds.store.postgres.schema import (
     SCHEMA_VERSION,
@@ -145,6 +147,39 @@ class PostgresStore:
                 self._db.transaction() as conn:
             return writing.apply_response(conn, state, rows, fetch, now,
                                           given=match_keys or {}, common=self._common_tokens)
+
+    # -- work sharing (store/postgres/leases.py) ---------------------------------------
+
+    def claim_sources(self, urls: Mapping[str, str], *, owner: str, now: dt.datetime,
+                      limit: int, force: bool = False,
+                      lease_seconds: float = DEFAULT_LEASE_SECONDS
+                      ) -> dict[str, SourceState]:
+        """Lease due sources to ``owner``, by the server's clock (see the protocol)."""
+        with self._db.errors("cannot claim sources"), self._db.transaction() as conn:
+            return lease_rows.claim(conn, urls, owner=owner, now=now,
+                                    lease_seconds=lease_seconds, limit=limit, force=force)
+
+    def release_sources(self, source_ids: Sequence[str] | None, *, owner: str) -> int:
+        """Give back ``owner``'s leases on ``source_ids`` (``None``: all)."""
+        only = source_ids[0] if source_ids is not None and len(source_ids) == 1 else None
+        with self._db.errors("cannot release leases", only), \
+                self._db.transaction() as conn:
+            return lease_rows.release(conn, source_ids, owner=owner)
+
+    def renew_leases(self, *, owner: str,
+                     lease_seconds: float = DEFAULT_LEASE_SECONDS) -> int:
+        """Extend every lease ``owner`` holds."""
+        with self._db.errors("cannot renew leases"), self._db.transaction() as conn:
+            return lease_rows.renew(conn, owner=owner, lease_seconds=lease_seconds)
+
+    def leases(self) -> dict[str, Lease]:
+        """Every lease on record, by source id."""
+        with self._db.errors("cannot read leases"):
+            return lease_rows.leases(self._db.conn)
+
+    def host_gate(self) -> lease_rows.AdvisoryHostGate:
+        """Host slots as advisory locks on a connection of their own."""
+        return lease_rows.AdvisoryHostGate(self._db.url, busy_timeout=self.busy_timeout)
 
     def entries(self, *, source_id: str | None = None, limit: int | None = None,
                 include_duplicates: bool = False) -> list[StoredEntry]:

@@ -1,0 +1,177 @@
+"""Leases on sources and host slots on a PostgreSQL server: workers on many hosts.
+
+Claims (see :mod:`signal_feeds.store.leases` for the protocol) run inside the caller's
+transaction. The candidate rows are read ``FOR UPDATE SKIP LOCKED``: a row another
+worker is claiming or writing right now is skipped, never waited for, and counts as
+not claimable. The choice is :func:`~signal_feeds.store.leases.choose_claims`; the
+leases are written by an ``UPDATE … RETURNING`` that checks the lease again, so a
+source that had no row yet and that two workers chose at once goes to one of them. Lease
+times are the server's ``now()``, the one clock every worker host shares.
+
+:class:`AdvisoryHostGate` holds host slots as session-level advisory locks
+(``pg_try_advisory_lock(host key, slot)``) on a connection of its own: the server drops
+them when the connection ends, also when the worker dies without closing it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from signal_feeds.records import SourceState
+from signal_feeds.store.leases import (
+    MAX_SLOTS_PER_HOST,
+    Candidate,
+    Lease,
+    choose_claims,
+    host_key,
+)
+from signal_feeds.store.postgres.connection import Connection
+from signal_feeds.store.postgres.queries import stored_source_state
+from signal_feeds.store.sqlite.queries import state_for_url
+
+__all__ = ["CLAIM_ROUNDS", "AdvisoryHostGate", "claim", "leases", "release", "renew"]
+
+#: A claim that lost sources to another worker's simultaneous claim looks again (the
+#: winner's leases are visible then) at most this many times.
+CLAIM_ROUNDS = 3
+
+_CLEAR = "lease_owner = NULL, leased_at = NULL, lease_expires = NULL"
+_CANDIDATES = ("SELECT id, url, next_due_at, retry_after, gone, lease_owner, leased_at, "
+               "lease_expires FROM sources WHERE id = ANY(%s) FOR UPDATE SKIP LOCKED")
+_INSERT_NEW = ("INSERT INTO sources (id, url) SELECT * FROM unnest(%s::text[], %s::text[]) "
+               "ON CONFLICT (id) DO NOTHING")
+_TAKE = ("UPDATE sources SET lease_owner = %(owner)s, leased_at = now(), "
+         "lease_expires = now() + make_interval(secs => %(seconds)s) "
+         "WHERE id = ANY(%(ids)s) AND (lease_owner IS NULL OR lease_owner = %(owner)s "
+         "OR lease_expires <= now()) RETURNING id")
+
+
+def _lease(owner: str | None, since: dt.datetime | None,
+           until: dt.datetime | None) -> Lease | None:
+    if not owner or since is None or until is None:
+        return None
+    return Lease(owner=owner, leased_at=since, expires=until)
+
+
+def _candidates(conn: Any, ids: Sequence[str]) -> list[Candidate]:
+    """The candidates nobody else is busy with: rows locked by another transaction are
+    left out (absent, not "never stored")."""
+    existing = {r[0] for r in conn.execute("SELECT id FROM sources WHERE id = ANY(%s)",
+                                           (list(ids),))}
+    unlocked = {r[0]: Candidate(source_id=r[0], stored_url=r[1], next_due_at=r[2],
+                                retry_after=r[3], gone=bool(r[4]),
+                                lease=_lease(r[5], r[6], r[7]))
+                for r in conn.execute(_CANDIDATES, (list(ids),))}
+    return [unlocked[sid] if sid in unlocked else Candidate(source_id=sid)
+            for sid in ids if sid in unlocked or sid not in existing]
+
+
+def claim(conn: Any, urls: Mapping[str, str], *, owner: str, now: dt.datetime,
+          lease_seconds: float, limit: int, force: bool) -> dict[str, SourceState]:
+    """Lease at most ``limit`` of ``urls`` (id -> configured URL) to ``owner``; their
+    stored states by id, in the order of ``urls``."""
+    lease_now: dt.datetime = conn.execute("SELECT now()").fetchone()[0]
+    claimed: set[str] = set()
+    waiting = list(urls)
+    for _round in range(CLAIM_ROUNDS):
+        chosen = choose_claims(_candidates(conn, waiting), urls, owner=owner, now=now,
+                               lease_now=lease_now, force=force,
+                               limit=limit - len(claimed))
+        if not chosen:
+            break
+        new = sorted(chosen)  # one order for every worker: inserts never deadlock
+        conn.execute(_INSERT_NEW, (new, [urls[sid] for sid in new]))
+        got = {r[0] for r in conn.execute(
+            _TAKE, {"owner": owner, "seconds": lease_seconds, "ids": chosen})}
+        claimed |= got
+        if len(got) == len(chosen) or len(claimed) >= limit:
+            break
+        waiting = [sid for sid in waiting if sid not in claimed]
+    return {sid: state_for_url(stored_source_state(conn, sid), sid, urls[sid])
+            for sid in urls if sid in claimed}
+
+
+def release(conn: Any, source_ids: Sequence[str] | None, *, owner: str) -> int:
+    """Give back ``owner``'s leases on ``source_ids`` (``None``: all of them)."""
+    if source_ids is None:
+        cur = conn.execute(f"UPDATE sources SET {_CLEAR} WHERE lease_owner = %s", (owner,))
+    else:
+        cur = conn.execute(f"UPDATE sources SET {_CLEAR} WHERE lease_owner = %s "
+                           "AND id = ANY(%s)", (owner, list(source_ids)))
+    return int(cur.rowcount)
+
+
+def renew(conn: Any, *, owner: str, lease_seconds: float) -> int:
+    """Extend every lease ``owner`` holds to ``lease_seconds`` from the server's now."""
+    cur = conn.execute("UPDATE sources SET lease_expires = now() + make_interval(secs => %s) "
+                       "WHERE lease_owner = %s", (lease_seconds, owner))
+    return int(cur.rowcount)
+
+
+def leases(conn: Any) -> dict[str, Lease]:
+    """Every lease on record (expired ones included), by source id."""
+    found: dict[str, Lease] = {}
+    for sid, owner, since, until in conn.execute(
+            "SELECT id, lease_owner, leased_at, lease_expires FROM sources "
+            "WHERE lease_owner IS NOT NULL"):
+        lease = _lease(owner, since, until)
+        if lease is not None:
+            found[sid] = lease
+    return found
+
+
+class AdvisoryHostGate:
+    """Host slots as session-level advisory locks, keyed (host key, slot), on a
+    connection of its own, opened on first use."""
+
+    def __init__(self, url: str, *, busy_timeout: float) -> None:
+        self._url = url
+        self._busy_timeout = busy_timeout
+        self._db: Connection | None = None
+        self._held: set[tuple[str, int]] = set()
+        self._lock = threading.Lock()
+
+    def _conn(self) -> Connection:
+        if self._db is None:
+            self._db = Connection(self._url, busy_timeout=self._busy_timeout)
+        return self._db
+
+    def take(self, host: str, per_host: int) -> int | None:
+        """Lock a free slot of ``host``; ``None`` when all ``per_host`` are held."""
+        host, key = host.lower(), host_key(host)
+        with self._lock:
+            db = self._conn()
+            # Session locks are reentrant: a slot this session holds is never asked for
+            # again, or two of this process's requests would share it.
+            for slot in range(min(per_host, MAX_SLOTS_PER_HOST)):
+                if (host, slot) in self._held:
+                    continue
+                with db.errors("cannot take a host slot on"):
+                    row = db.conn.execute("SELECT pg_try_advisory_lock(%s, %s)",
+                                          (key, slot)).fetchone()
+                if row is not None and row[0]:
+                    self._held.add((host, slot))
+                    return slot
+        return None
+
+    def give_back(self, host: str, slot: int) -> None:
+        """Unlock a slot :meth:`take` returned."""
+        host = host.lower()
+        with self._lock:
+            if self._db is None or (host, slot) not in self._held:
+                return
+            self._held.discard((host, slot))
+            with self._db.errors("cannot give back a host slot on"):
+                self._db.conn.execute("SELECT pg_advisory_unlock(%s, %s)",
+                                      (host_key(host), slot))
+
+    def close(self) -> None:
+        """Close the connection: the server drops every slot it held."""
+        with self._lock:
+            self._held.clear()
+            if self._db is not None:
+                self._db.close()
+                self._db = None
