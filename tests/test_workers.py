@@ -159,6 +159,15 @@ def test_a_worker_killed_mid_run_loses_nothing(
         held = store.leases()
     assert held, "the killed worker held no lease: it was not mid-run"
     assert {lease.owner for lease in held.values()} == {f"{os.uname().nodename}:{doomed.pid}"}
+    # `signal sources` says who holds them, and since when.
+    shown = subprocess.run(
+        [sys.executable, "-m", "signal_feeds", "sources", "--config", str(config),
+         "--db", str(database), "--json"], capture_output=True, text=True, check=True)
+    rows = {r["id"]: r for r in json.loads(shown.stdout)["sources"]}
+    assert {sid for sid, r in rows.items() if r["leased_by"]} == set(held)
+    for sid, lease in held.items():
+        assert rows[sid]["leased_by"] == lease.owner
+        assert dt.datetime.fromisoformat(rows[sid]["leased_at"]) == lease.leased_at
 
     # At once, the dead worker's sources are still leased: the next run leaves them.
     second = statuses(finish(start_worker(config, database)))

@@ -187,10 +187,12 @@ def sources(ctx: click.Context, config_path: str | None, db_path: str | None,
     if as_json:
         click.echo(json.dumps({"sources": rows}, ensure_ascii=False))
         return
-    headers = ["id", "status", "last fetch", "http", "next due", "errors", "note"]
+    headers = ["id", "status", "last fetch", "http", "next due", "errors", "leased by",
+               "since", "note"]
     table = [[str(r["id"]), str(r["status"]), (r["last_fetch_at"] or "-")[:19],
               str(r["http_status"] or "-"), (r["next_due_at"] or "-")[:19],
-              str(r["error_count"]), r["note"]] for r in rows]
+              str(r["error_count"]), r["leased_by"] or "-", (r["leased_at"] or "-")[:19],
+              r["note"]] for r in rows]
     widths = [max(len(h), *(len(row[i]) for row in table)) if table else len(h)
               for i, h in enumerate(headers)]
     for row in [headers, *table]:

@@ -9,6 +9,7 @@ from signal_feeds.config.source_list import Config
 from signal_feeds.dsn import as_database
 from signal_feeds.errors import ConfigError
 from signal_feeds.store import open_store
+from signal_feeds.store.leases import Lease
 from signal_feeds.timeutil import format_time, utcnow
 
 __all__ = ["reset_source", "source_table"]
@@ -16,11 +17,14 @@ __all__ = ["reset_source", "source_table"]
 
 def source_table(config: Config, *, database: str | Path | None = None) -> list[dict[str, Any]]:
     """One row per configured source: status, last fetch, HTTP status, next due time,
-    consecutive errors, and where it moved or that it is gone or expired."""
+    consecutive errors, where it moved or that it is gone or expired, and which worker
+    holds its lease since when (``leased_by``/``leased_at``/``lease_expires``, ``None``
+    when no worker does; an expired lease is a dead worker's, until another takes it)."""
     db = as_database(database) if database is not None else config.settings.database
     today = utcnow().date()
     rows: list[dict[str, Any]] = []
     with open_store(db, busy_timeout=config.settings.busy_timeout) as store:
+        leases = store.leases()
         for src in config.sources:
             st = store.source_state(src.id, src.url)
             note = ""
@@ -40,8 +44,16 @@ def source_table(config: Config, *, database: str | Path | None = None) -> list[
                 "retry_after": format_time(st.retry_after) if st.retry_after else None,
                 "error_count": st.error_count, "moved_to": st.moved_to or None,
                 "gone": st.gone, "expired": src.is_expired(today), "note": note,
+                **_lease_columns(leases.get(src.id)),
             })
     return rows
+
+
+def _lease_columns(lease: Lease | None) -> dict[str, str | None]:
+    if lease is None:
+        return {"leased_by": None, "leased_at": None, "lease_expires": None}
+    return {"leased_by": lease.owner, "leased_at": format_time(lease.leased_at),
+            "lease_expires": format_time(lease.expires)}
 
 
 def reset_source(config: Config, source_id: str, *, database: str | Path | None = None) -> None:
