@@ -22,8 +22,11 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
+from conftest import make_config
 from scenario_server import ScenarioServer, ScriptedResponse
 
+from signal_feeds import run_fetch
+from signal_feeds.run import pipeline
 from signal_feeds.store import Store, open_store
 from signal_feeds.store.leases import Candidate, Lease, choose_claims, may_claim
 
@@ -313,3 +316,25 @@ def test_the_advisory_gate_counts_slots_across_connections(postgres_url: str) ->
         finally:
             mine.close()
             theirs.close()
+
+
+def test_a_run_claims_in_chunks_and_never_hoards(
+        server: ScenarioServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    urls = serve_sources(server, 30, delay=0.0)
+    held: list[int] = []
+    limits: list[int] = []
+
+    class Recording(Store):
+        def claim_sources(self, urls: Any, **kwargs: Any) -> Any:
+            held.append(len(self.leases()))
+            limits.append(kwargs["limit"])
+            return super().claim_sources(urls, **kwargs)
+
+    monkeypatch.setattr(pipeline, "open_store", Recording)
+    config = make_config(tmp_path / "one.db", urls, min_interval=3600.0, concurrency=3)
+    report = run_fetch(config)
+    assert {r.status for r in report.sources} == {"fetched"}
+    assert set(limits) == {3} and len(limits) >= 10  # 30 sources, 3 at a time
+    assert max(held) <= 2 * 3  # never more than two chunks held at once
+    with open_store(tmp_path / "one.db") as store:
+        assert store.leases() == {}
