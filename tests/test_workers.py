@@ -16,7 +16,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -66,15 +66,30 @@ def write_config(folder: Path, urls: dict[str, str], **settings: object) -> Path
     return path
 
 
+_STARTED: list[subprocess.Popen[str]] = []
+
+
+@pytest.fixture(autouse=True)
+def _no_worker_outlives_its_test() -> Iterator[None]:
+    yield
+    while _STARTED:
+        worker = _STARTED.pop()
+        if worker.poll() is None:
+            os.killpg(worker.pid, signal.SIGKILL)
+            worker.communicate()
+
+
 def start_worker(config: Path, database: Path | str) -> subprocess.Popen[str]:
     """``signal fetch --json`` in a process group of its own (its parser processes
     included), so that a SIGKILL can take the whole worker down as a dying host would."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    return subprocess.Popen(
+    worker = subprocess.Popen(
         [sys.executable, "-m", "signal_feeds", "fetch", "--config", str(config),
          "--db", str(database), "--json"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
         start_new_session=True)
+    _STARTED.append(worker)
+    return worker
 
 
 def finish(worker: subprocess.Popen[str], timeout: float = 300) -> dict[str, object]:
@@ -338,3 +353,27 @@ def test_a_run_claims_in_chunks_and_never_hoards(
     assert max(held) <= 2 * 3  # never more than two chunks held at once
     with open_store(tmp_path / "one.db") as store:
         assert store.leases() == {}
+
+
+def test_a_database_that_goes_away_mid_run_ends_the_worker(
+        server: ScenarioServer, tmp_path: Path, postgres_cluster: Any,
+        postgres_url: str) -> None:
+    # A host slot given back on a dead connection once leaked the process's own slot
+    # of that host, and every later request to it waited for ever.
+    urls = serve_sources(server, 40, delay=0.5)
+    config = write_config(tmp_path, urls, concurrency=4, per_host=2)
+    worker = start_worker(config, postgres_url)
+    try:
+        deadline = time.monotonic() + 120
+        while len(server.requests) < 6:
+            assert worker.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+        postgres_cluster.kill()
+        out, err = worker.communicate(timeout=120)
+    finally:
+        if worker.poll() is None:
+            os.killpg(worker.pid, signal.SIGKILL)
+            worker.communicate()
+        postgres_cluster.ensure_running()
+    assert worker.returncode in (1, 2), err
+    assert "Traceback" not in err

@@ -27,7 +27,8 @@ GATE_POLL_SECONDS = 0.05
 
 class SlotGate(Protocol):
     """Host slots shared with other processes (the store's host gate): ``take`` never
-    waits and returns a slot number or ``None``; both calls may block briefly."""
+    waits and returns a slot number or ``None``; both calls may block briefly, and
+    ``give_back`` never raises."""
 
     def take(self, host: str, per_host: int) -> int | None: ...
 
@@ -98,12 +99,16 @@ class HostHold:
 
     async def _release(self) -> None:
         gate, slot = self._slots.gate, self._gate_slot
-        if gate is not None and slot is not None:
-            self._gate_slot = None
-            await asyncio.to_thread(gate.give_back, self._host, slot)
-        if self._held is not None:
-            self._held.release()
-            self._held = None
+        try:
+            if gate is not None and slot is not None:
+                self._gate_slot = None
+                await asyncio.to_thread(gate.give_back, self._host, slot)
+        finally:
+            # Whatever the gate did, this process's slot is free again: a leaked one
+            # would leave every later request to the host waiting for ever.
+            if self._held is not None:
+                self._held.release()
+                self._held = None
 
 
 async def _take(gate: SlotGate, host: str, per_host: int) -> int | None:

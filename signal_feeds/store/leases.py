@@ -140,7 +140,7 @@ class HostGate(Protocol):
         ...
 
     def give_back(self, host: str, slot: int) -> None:
-        """Give back a slot :meth:`take` returned."""
+        """Give back a slot :meth:`take` returned; never raises."""
         ...
 
     def close(self) -> None:

@@ -15,11 +15,14 @@ them when the connection ends, also when the worker dies without closing it.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import logging
 import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from signal_feeds.errors import StoreError
 from signal_feeds.records import SourceState
 from signal_feeds.store.leases import (
     MAX_SLOTS_PER_HOST,
@@ -33,6 +36,8 @@ from signal_feeds.store.postgres.queries import stored_source_state
 from signal_feeds.store.sqlite.queries import state_for_url
 
 __all__ = ["CLAIM_ROUNDS", "AdvisoryHostGate", "claim", "leases", "release", "renew"]
+
+log = logging.getLogger("signal_feeds")
 
 #: A claim that lost sources to another worker's simultaneous claim looks again (the
 #: winner's leases are visible then) at most this many times.
@@ -158,15 +163,24 @@ class AdvisoryHostGate:
         return None
 
     def give_back(self, host: str, slot: int) -> None:
-        """Unlock a slot :meth:`take` returned."""
+        """Unlock a slot :meth:`take` returned (never raises: on an error the
+        connection is closed, which unlocks every slot it held)."""
         host = host.lower()
         with self._lock:
             if self._db is None or (host, slot) not in self._held:
                 return
             self._held.discard((host, slot))
-            with self._db.errors("cannot give back a host slot on"):
-                self._db.conn.execute("SELECT pg_advisory_unlock(%s, %s)",
-                                      (host_key(host), slot))
+            try:
+                with self._db.errors("cannot give back a host slot on"):
+                    self._db.conn.execute("SELECT pg_advisory_unlock(%s, %s)",
+                                          (host_key(host), slot))
+            except StoreError as exc:
+                # The server lost the session or will drop it: its locks go with it.
+                log.warning("%s; closing the host slot connection", exc)
+                self._held.clear()
+                with contextlib.suppress(StoreError):
+                    self._db.close()
+                self._db = None
 
     def close(self) -> None:
         """Close the connection: the server drops every slot it held."""
