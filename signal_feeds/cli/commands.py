@@ -215,3 +215,7 @@ cli.add_command(search)
 from signal_feeds.cli.changes import changes  # noqa: E402
 
 cli.add_command(changes)
+
+from signal_feeds.cli.copy import copy  # noqa: E402  (issue 17: SQLite -> PostgreSQL)
+
+cli.add_command(copy)
