@@ -289,3 +289,26 @@ def test_copy_round_trips_the_demo_database(tmp_path: Path, postgres_url: str,
     with open_store(demo) as a, open_store(back) as b:
         for table in ("sources", "entries", "entry_versions", "fetches", "changes"):
             assert table_digest(a, table) == table_digest(b, table), table
+
+
+def test_signal_sources_shows_the_same_view_on_both_backends(
+        server: ScenarioServer, tmp_path: Path, postgres_url: str) -> None:
+    from conftest import Clock
+
+    from signal_feeds.run.source_status import source_table
+
+    feeds = {"demo-rss": server.url("/feeds/demo-rss.xml"),
+             "demo-atom": server.url("/feeds/demo-atom.xml"),
+             "missing": server.url("/no-such-feed.xml")}
+    tables = []
+    for database in (tmp_path / "signal.db", postgres_url):
+        config = make_config(database, feeds)
+        clock = Clock()
+        run_fetch(config, force=True, clock=clock)
+        clock.advance(60)
+        run_fetch(config, force=True, clock=clock)
+        # (A failed source's next poll has random jitter: compared apart.)
+        tables.append([{**row, "next_due_at": row["next_due_at"] if row["error_count"] == 0
+                        else "jittered"} for row in source_table(config, database=database)])
+    assert tables[0] == tables[1]
+    assert [row["status"] for row in tables[0]] == ["ok", "ok", "failed"]
