@@ -312,3 +312,12 @@ def test_signal_sources_shows_the_same_view_on_both_backends(
                         else "jittered"} for row in source_table(config, database=database)])
     assert tables[0] == tables[1]
     assert [row["status"] for row in tables[0]] == ["ok", "ok", "failed"]
+
+
+def test_the_demo_runs_on_an_empty_postgresql_database(postgres_url: str) -> None:
+    result = invoke("demo", "--db", postgres_url)
+    assert result.exit_code == 0, result.output
+    assert "postgresql://signal:***@" in result.output
+    assert _password(postgres_url) not in result.output
+    again = invoke("demo", "--db", postgres_url)  # never empties a server's database
+    assert again.exit_code == 2 and "not empty" in again.output

@@ -149,7 +149,8 @@ def parse(files: tuple[str, ...], source_id: str, config_path: str | None) -> No
 
 @cli.command(short_help="Fetch the demo feeds from a local server.")
 @click.option("--db", "db_path", default="signal-demo.db", show_default=True,
-              type=click.Path(dir_okay=False), help="Where to write the demo database.")
+              metavar="PATH|URL",
+              help="Where to write the demo database (a file, or an empty postgresql:// one).")
 def demo(db_path: str) -> None:
     """Fetch the embedded demo feeds from a local teaching server, twice."""
     from signal_feeds.demo.walkthrough import run_demo
