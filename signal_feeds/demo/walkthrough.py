@@ -97,8 +97,8 @@ def run_demo(database: str | Path = DEFAULT_DEMO_DATABASE, *,
                     echo(f"     {version.first_seen_at}  {version.title}"
                          f"  fingerprint {version.fingerprint[:12]}…")
         totals = store.table_counts()
-    echo(f"Database: {display_database(db)} ({totals['entries']} entries, {totals['entry_versions']} versions, "
-         f"{totals['fetches']} fetches)")
+    echo(f"Database: {display_database(db)} ({totals['entries']} entries, "
+         f"{totals['entry_versions']} versions, {totals['fetches']} fetches)")
     # Commands that work exactly as printed, from any folder: the path is absolute and
     # no source list is needed to read.
     path = shlex.quote(display_database(db))
