@@ -321,3 +321,31 @@ def test_the_demo_runs_on_an_empty_postgresql_database(postgres_url: str) -> Non
     assert _password(postgres_url) not in result.output
     again = invoke("demo", "--db", postgres_url)  # never empties a server's database
     assert again.exit_code == 2 and "not empty" in again.output
+
+
+# -- the FTS5 query syntax on tsquery --------------------------------------------------------
+
+@pytest.mark.parametrize(("query", "tsquery"), [
+    ("harvest", "'harvest'"),
+    ("Café  CRÈME", "('cafe' & 'creme')"),  # implicit AND; case and accents folded
+    ("a OR b c", "('a' | ('b' & 'c'))"),  # AND binds tighter than OR, as in FTS5
+    ("a NOT b OR c", "(('a' & !'b') | 'c')"),  # NOT tightest
+    ('"harvest fair"', "('harvest' <-> 'fair')"),
+    ("harv*", "'harv':*"),
+    ("title:harvest", "'harvest':A"),
+    ("{title summary}: harvest", "'harvest':AB"),
+    ("-title: harvest", "'harvest':BC"),
+    ("title:(a OR b)", "('a':A | 'b':A)"),
+    ("a + b", "('a' <-> 'b')"),
+    ("NEAR(a b, 5)", "('a' & 'b')"),  # all the words, anywhere: a superset of FTS5's hits
+    ("release-notes", None),  # invalid FTS5 too: punctuation outside quotes
+])
+def test_fts5_queries_translate_to_tsquery(query: str, tsquery: str | None) -> None:
+    from signal_feeds.errors import QueryError
+    from signal_feeds.store.postgres.search import to_tsquery
+
+    if tsquery is None:
+        with pytest.raises(QueryError, match="not valid FTS5 syntax"):
+            to_tsquery(query)
+    else:
+        assert to_tsquery(query).tsquery == tsquery
