@@ -61,6 +61,7 @@ class PostgresBulk:
 
     @_guarded
     def read(self, table: str, after: Any, limit: int) -> list[tuple[Any, ...]]:
+        """Rows of ``table`` above the key ``after``, in key order (neutral values)."""
         spec = COPIED[table]
         sql = f"SELECT {', '.join(spec.columns)} FROM {table}"
         args: list[Any] = []
@@ -79,6 +80,7 @@ class PostgresBulk:
 
     @_guarded
     def write(self, table: str, rows: Sequence[tuple[Any, ...]]) -> None:
+        """Insert neutral rows into ``table``."""
         spec = COPIED[table]
         with self.conn.cursor() as cur, cur.copy(
                 f"COPY {table} ({', '.join(spec.columns)}) FROM STDIN") as copy:
@@ -87,6 +89,7 @@ class PostgresBulk:
 
     @_guarded
     def identity(self) -> tuple[str, int]:
+        """The change log's database id and last position issued."""
         row = self.conn.execute(
             "SELECT database_id, last_position FROM change_log WHERE id = 1").fetchone()
         if row is None:
@@ -95,15 +98,18 @@ class PostgresBulk:
 
     @_guarded
     def set_identity(self, database_id: str, last_position: int) -> None:
+        """Take over another database's change-log identity."""
         self.conn.execute("UPDATE change_log SET database_id = %s, last_position = %s "
                           "WHERE id = 1", (database_id, last_position))
 
     @_guarded
     def clear(self) -> None:
+        """Delete every row of every copied table (and the derived indexes)."""
         self.conn.execute(f"TRUNCATE {', '.join(COPIED)}, dedupe_text")
 
     @_guarded
     def finish(self) -> None:
+        """Number new rows after the copied keys; rebuild dedupe postings and search."""
         self.conn.execute("SELECT setval('entries_seq', "
                           "greatest((SELECT max(seq) FROM entries), 1))")
         for table, column in _IDENTITIES:
@@ -115,5 +121,6 @@ class PostgresBulk:
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
+        """One transaction around the copy's writes (errors become StoreError)."""
         with self.db.errors("cannot copy rows"), self.db.transaction():
             yield

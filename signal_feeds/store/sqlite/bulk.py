@@ -41,6 +41,7 @@ class SqliteBulk:
 
     @_guarded
     def read(self, table: str, after: Any, limit: int) -> list[tuple[Any, ...]]:
+        """Rows of ``table`` above the key ``after``, in key order (neutral values)."""
         spec = COPIED[table]
         sql = f"SELECT {', '.join(spec.columns)} FROM {table}"
         args: list[Any] = []
@@ -64,6 +65,7 @@ class SqliteBulk:
 
     @_guarded
     def write(self, table: str, rows: Sequence[tuple[Any, ...]]) -> None:
+        """Insert neutral rows into ``table``."""
         spec = COPIED[table]
 
         def stored(value: Any) -> Any:
@@ -78,6 +80,7 @@ class SqliteBulk:
 
     @_guarded
     def identity(self) -> tuple[str, int]:
+        """The change log's database id and last position issued."""
         database_id = self.conn.execute("SELECT database_id FROM change_log").fetchone()[0]
         last = self.conn.execute(
             "SELECT seq FROM sqlite_sequence WHERE name = 'changes'").fetchone()
@@ -85,6 +88,7 @@ class SqliteBulk:
 
     @_guarded
     def set_identity(self, database_id: str, last_position: int) -> None:
+        """Take over another database's change-log identity."""
         self.conn.execute("UPDATE change_log SET database_id = ?", (database_id,))
         if not self.conn.execute("UPDATE sqlite_sequence SET seq = ? WHERE name = 'changes'",
                                  (last_position,)).rowcount:
@@ -93,15 +97,18 @@ class SqliteBulk:
 
     @_guarded
     def clear(self) -> None:
+        """Delete every row of every copied table (and the derived indexes)."""
         for table in [*reversed(COPIED), "dedupe_text", search.FTS_TABLE]:
             self.conn.execute(f"DELETE FROM {table}")
 
     @_guarded
     def finish(self) -> None:
+        """Number new rows after the copied keys; rebuild dedupe postings and search."""
         dedupe.refresh_match_keys(self.conn)
         search.rebuild_search_index(self.conn)
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
+        """One transaction around the copy's writes (errors become StoreError)."""
         with self.db.errors("cannot copy rows"), self.db.transaction():
             yield
