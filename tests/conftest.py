@@ -50,6 +50,24 @@ def query(db: Path | str, sql: str) -> list[tuple[Any, ...]]:
         conn.close()
 
 
+def execute(db: Path | str, *statements: str) -> None:
+    """Run statements (plain SQL both backends accept) and commit."""
+    if isinstance(db, str) and db.startswith("postgresql://"):
+        import psycopg
+
+        with psycopg.connect(db) as pg:
+            for statement in statements:
+                pg.execute(statement)  # type: ignore[arg-type]
+        return
+    conn = sqlite3.connect(db)
+    try:
+        with conn:
+            for statement in statements:
+                conn.execute(statement)
+    finally:
+        conn.close()
+
+
 @pytest.fixture
 def server() -> Iterator[ScenarioServer]:
     with ScenarioServer() as srv:
