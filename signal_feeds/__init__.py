@@ -22,7 +22,8 @@ __version__ = "0.1.0"
 
 _EXPORTS = {
     "config.source_list": ["Config", "Settings", "Source", "load_config", "parse_config"],
-    "errors": ["ConfigError", "ContradictionError", "CursorError", "FetchError",
+    "errors": ["ConfigError", "ContradictionError", "CursorError",
+               "DatabaseUnavailableError", "FetchError",
                "ParseError", "QueryError", "SignalError", "StoreError"],
     "identity.keys": ["EntryRow", "Identified", "digest", "entry_key", "identify",
                  "metadata_fingerprint"],
@@ -50,6 +51,7 @@ __all__ = [
     "ConfigError",
     "ContradictionError",
     "CursorError",
+    "DatabaseUnavailableError",
     "DedupeReport",
     "EntryHistory",
     "EntryRow",

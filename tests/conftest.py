@@ -6,6 +6,7 @@ import datetime as dt
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from scenario_server import ScenarioServer
@@ -30,6 +31,39 @@ def dump(db: Path | str) -> dict[str, list[tuple[object, ...]]]:
     try:
         return {t: sorted(conn.execute(f"SELECT * FROM {t}").fetchall(), key=repr)
                 for t in TABLES}
+    finally:
+        conn.close()
+
+
+def query(db: Path | str, sql: str) -> list[tuple[Any, ...]]:
+    """The rows of one SQL query (plain SQL both backends accept) on a SQLite file or a
+    postgresql:// URL."""
+    if isinstance(db, str) and db.startswith("postgresql://"):
+        import psycopg
+
+        with psycopg.connect(db) as pg:
+            return pg.execute(sql).fetchall()  # type: ignore[arg-type]
+    conn = sqlite3.connect(db)
+    try:
+        return conn.execute(sql).fetchall()
+    finally:
+        conn.close()
+
+
+def execute(db: Path | str, *statements: str) -> None:
+    """Run statements (plain SQL both backends accept) and commit."""
+    if isinstance(db, str) and db.startswith("postgresql://"):
+        import psycopg
+
+        with psycopg.connect(db) as pg:
+            for statement in statements:
+                pg.execute(statement)  # type: ignore[arg-type]
+        return
+    conn = sqlite3.connect(db)
+    try:
+        with conn:
+            for statement in statements:
+                conn.execute(statement)
     finally:
         conn.close()
 

@@ -15,7 +15,7 @@ from xml.sax.saxutils import escape
 
 import pytest
 from click.testing import CliRunner
-from conftest import make_config
+from conftest import execute, make_config, query
 from scenario_server import ScenarioServer
 
 from signal_feeds import Store, digest, run_fetch
@@ -39,6 +39,7 @@ from signal_feeds.identity.matching import (
     unpack_tokens,
 )
 from signal_feeds.parse.processes import ParserPool
+from signal_feeds.store import open_store
 from signal_feeds.store.sqlite.schema import _V2_INDEXES, SCHEMA_VERSION
 
 STORY = ("Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor "
@@ -74,12 +75,12 @@ def parser() -> Iterator[ParserPool]:
 
 
 @pytest.fixture
-def fetch(server: ScenarioServer, db_path: Path, parser: ParserPool) -> Fetch:
-    """Serve a body as a source's feed and fetch that one source into ``db_path``."""
+def fetch(server: ScenarioServer, database: Path | str, parser: ParserPool) -> Fetch:
+    """Serve a body as a source's feed and fetch that one source into ``database``."""
 
     def run(source_id: str, body: bytes) -> None:
         server.put(f"/{source_id}.xml", body)
-        report = run_fetch(make_config(db_path, {source_id: server.url(f"/{source_id}.xml")}),
+        report = run_fetch(make_config(database, {source_id: server.url(f"/{source_id}.xml")}),
                            force=True, parser=parser)
         assert report.sources[0].status == "fetched", report.sources[0]
 
@@ -96,10 +97,9 @@ def own_connection(db: Path) -> Iterator[sqlite3.Connection]:
         conn.close()
 
 
-def markers(db: Path) -> dict[str, tuple[str, str, str, str]]:
-    with sqlite3.connect(db) as conn:
-        return {k: (a, b, c, d) for k, a, b, c, d in conn.execute(
-            "SELECT id, dup_link, dup_title, dup_text, duplicate_of FROM entries")}
+def markers(db: Path | str) -> dict[str, tuple[str, str, str, str]]:
+    return {k: (a, b, c, d) for k, a, b, c, d in query(
+        db, "SELECT id, dup_link, dup_title, dup_text, duplicate_of FROM entries")}
 
 
 def run_cli(*args: str) -> Any:
@@ -184,6 +184,7 @@ def test_posted_tokens_still_meet_for_near_identical_texts() -> None:
             assert len(mine) <= POSTED_TOKENS and set(mine) & set(theirs)
 
 
+@pytest.mark.parametrize("database", ["sqlite"], indirect=True)  # SQLite's own tables
 def test_an_entry_posts_only_its_first_tokens(fetch: Fetch, db_path: Path) -> None:
     story = " ".join(f"{STORY} part {n}" for n in range(20))  # about 400 shingles
     fetch("s", rss(*({"guid": f"g{i}", "title": f"Headline number {i} for the test",
@@ -199,6 +200,7 @@ def test_an_entry_posts_only_its_first_tokens(fetch: Fetch, db_path: Path) -> No
         assert postings == {seq: list(tokens[:POSTED_TOKENS]) for seq, tokens in stored.items()}
 
 
+@pytest.mark.parametrize("database", ["sqlite"], indirect=True)  # SQLite's own tables
 def test_an_update_drops_the_postings_of_an_entry_written_before_the_cap(
         fetch: Fetch, db_path: Path) -> None:
     story = " ".join(f"{STORY} part {n}" for n in range(20))
@@ -273,30 +275,30 @@ def three_sources(fetch: Fetch) -> tuple[str, str, str]:
 
 
 def test_one_story_in_three_sources_is_three_rows_shown_once(fetch: Fetch,
-                                                            db_path: Path) -> None:
+                                                            database: Path | str) -> None:
     publisher, mirror, planet = three_sources(fetch)
-    with Store(db_path) as store:
+    with open_store(database) as store:
         assert store.count("entries") == 3  # nothing merged, nothing deleted
 
-    marks = markers(db_path)
+    marks = markers(database)
     assert marks[publisher] == ("", "", "", "")
     assert marks[mirror] == (publisher, publisher, publisher, publisher)
     # The planet's link differs: its title and text channels found it.
     assert marks[planet] == ("", publisher, publisher, publisher)
 
-    shown = run_cli("entries", "--db", str(db_path), "--json")["entries"]
+    shown = run_cli("entries", "--db", str(database), "--json")["entries"]
     assert [e["id"] for e in shown] == [publisher]
     assert shown[0]["also_in"] == ["mirror", "planet"]
     assert sorted(shown[0]["duplicates"]) == sorted([mirror, planet])
 
-    every = run_cli("entries", "--db", str(db_path), "--all", "--json")["entries"]
+    every = run_cli("entries", "--db", str(database), "--all", "--json")["entries"]
     assert sorted(e["id"] for e in every) == sorted([publisher, mirror, planet])
     assert {e["id"]: e["duplicate_of"] for e in every} == {
         publisher: "", mirror: publisher, planet: publisher}
 
 
 def test_the_original_post_is_canonical_even_when_seen_after_the_report(
-        fetch: Fetch, db_path: Path) -> None:
+        fetch: Fetch, database: Path | str) -> None:
     # The report ("planet") is fetched first; the original ("blog") arrives later but is
     # dated a day earlier: the original becomes canonical and the report's marker moves.
     item = {"title": "Release of version seven", "link": "https://proj.example/v7",
@@ -304,14 +306,14 @@ def test_the_original_post_is_canonical_even_when_seen_after_the_report(
     fetch("planet", rss({**item, "guid": "p", "date": "Tue, 03 Mar 2026 10:00:00 GMT"}))
     fetch("blog", rss({**item, "guid": "b", "date": "Mon, 02 Mar 2026 10:00:00 GMT"}))
     report, original = digest(["planet", "p"]), digest(["blog", "b"])
-    assert markers(db_path)[original] == ("", "", "", "")
-    assert markers(db_path)[report] == (original, original, original, original)
+    assert markers(database)[original] == ("", "", "", "")
+    assert markers(database)[report] == (original, original, original, original)
     # The report is edited: still a duplicate of the original.
     fetch("planet", rss({**item, "guid": "p", "title": "Release of version seven (mirror)",
                          "date": "Tue, 03 Mar 2026 10:00:00 GMT"}))
-    assert markers(db_path)[report][0] == original  # same link
-    assert markers(db_path)[original] == ("", "", "", "")
-    with Store(db_path) as store:
+    assert markers(database)[report][0] == original  # same link
+    assert markers(database)[original] == ("", "", "", "")
+    with open_store(database) as store:
         assert store.recompute_duplicates().total_changed == 0
 
 
@@ -349,46 +351,45 @@ def test_two_runs_in_opposite_orders_choose_the_same_canonical_rows(
 
 
 def test_dedupe_recomputes_the_same_markers_and_twice_changes_nothing(
-        fetch: Fetch, db_path: Path) -> None:
+        fetch: Fetch, database: Path | str) -> None:
     three_sources(fetch)
     fetch("other", rss({"guid": "o", "title": "Unrelated news item here",
                                          "link": "https://other.example/o"}))
-    incremental = markers(db_path)
-    with sqlite3.connect(db_path) as conn:  # forget every marker
-        conn.execute("UPDATE entries SET dup_link = '', dup_title = '', dup_text = '', "
-                     "duplicate_of = '', match_url = '', norm_title = '', "
-                     "text_tokens = NULL")
-        conn.execute("DELETE FROM dedupe_text")
+    incremental = markers(database)
+    execute(database,  # forget every marker
+            "UPDATE entries SET dup_link = '', dup_title = '', dup_text = '', "
+            "duplicate_of = '', match_url = '', norm_title = '', text_tokens = NULL",
+            "DELETE FROM dedupe_text")
 
-    first = run_cli("dedupe", "--db", str(db_path), "--json")
+    first = run_cli("dedupe", "--db", str(database), "--json")
     assert first["total_changed"] == 5 and first["duplicates"] == 2
-    assert markers(db_path) == incremental  # the same result as marking on write
-    second = run_cli("dedupe", "--db", str(db_path), "--json")
+    assert markers(database) == incremental  # the same result as marking on write
+    second = run_cli("dedupe", "--db", str(database), "--json")
     assert second["total_changed"] == 0 and second["changed"] == {
         "link": 0, "title": 0, "text": 0}
-    assert markers(db_path) == incremental
+    assert markers(database) == incremental
 
 
-def test_a_channel_only_clears_its_own_marker(fetch: Fetch, db_path: Path) -> None:
+def test_a_channel_only_clears_its_own_marker(fetch: Fetch, database: Path | str) -> None:
     publisher, mirror, _ = three_sources(fetch)
     # The mirror now links elsewhere: the link channel lets go, title and text remain.
     fetch("mirror", rss({"guid": "m-1", "title": "The big story of the week",
                                           "link": "https://mirror.example/copy",
                                           "description": STORY}))
-    assert markers(db_path)[mirror] == ("", publisher, publisher, publisher)
+    assert markers(database)[mirror] == ("", publisher, publisher, publisher)
     # Now it tells another story altogether: every channel lets go; it is shown again.
     fetch("mirror", rss({"guid": "m-1", "title": "Gardening in winter time",
                                           "link": "https://mirror.example/copy",
                                           "description": "Cover the roses and wait."}))
-    assert markers(db_path)[mirror] == ("", "", "", "")
-    shown = run_cli("entries", "--db", str(db_path), "--json")["entries"]
+    assert markers(database)[mirror] == ("", "", "", "")
+    shown = run_cli("entries", "--db", str(database), "--json")["entries"]
     assert sorted(e["id"] for e in shown) == sorted([publisher, mirror])
-    with Store(db_path) as store:
+    with open_store(database) as store:
         assert store.recompute_duplicates().total_changed == 0  # incremental kept up with the split
 
 
 def test_merging_clusters_points_every_row_at_the_oldest(fetch: Fetch,
-                                                         db_path: Path) -> None:
+                                                         database: Path | str) -> None:
     # A third source's entry has the first one's link and the second one's title: it
     # joins one cluster per channel, and duplicate_of follows the channel priority.
     fetch("one", rss({"guid": "1", "title": "First headline of the day",
@@ -398,16 +399,16 @@ def test_merging_clusters_points_every_row_at_the_oldest(fetch: Fetch,
     fetch("three", rss({"guid": "3", "title": "Second headline of the day",
                                          "link": "https://a.example/x?utm_source=t"}))
     one, two, three = (digest([s, g]) for s, g in (("one", "1"), ("two", "2"), ("three", "3")))
-    marks = markers(db_path)
+    marks = markers(database)
     assert marks[three][:2] == (one, two)
     assert marks[three][3] == one  # link has priority over title
     assert marks[one][3] == "" and marks[two][3] == ""
-    with Store(db_path) as store:
+    with open_store(database) as store:
         assert store.recompute_duplicates().total_changed == 0
 
 
 def test_a_marking_failure_stores_the_entry_unmarked(fetch: Fetch, server: ScenarioServer,
-                                                     db_path: Path,
+                                                     database: Path | str,
                                                      monkeypatch: pytest.MonkeyPatch,
                                                      caplog: pytest.LogCaptureFixture) -> None:
     fetch("publisher", rss({"guid": "p-1", "title": "The big story of the",
@@ -416,19 +417,20 @@ def test_a_marking_failure_stores_the_entry_unmarked(fetch: Fetch, server: Scena
     def broken(*args: object, **kwargs: object) -> None:
         raise RuntimeError("marking exploded")
 
-    monkeypatch.setattr("signal_feeds.store.sqlite.dedupe.mark_new_entries", broken)
+    backend = "sqlite" if isinstance(database, Path) else "postgres"
+    monkeypatch.setattr(f"signal_feeds.store.{backend}.dedupe.mark_new_entries", broken)
     with caplog.at_level(logging.WARNING, logger="signal_feeds"):
         fetch("mirror", rss({"guid": "m-1", "title": "The big story of the",
                                               "link": "https://news.example/s"}))
     assert "marking exploded" in caplog.text
     mirror = digest(["mirror", "m-1"])
-    assert markers(db_path)[mirror] == ("", "", "", "")  # stored, unmarked
-    with Store(db_path) as store:
+    assert markers(database)[mirror] == ("", "", "", "")  # stored, unmarked
+    with open_store(database) as store:
         assert store.entry(mirror) is not None
         assert store.source_state("mirror", server.url("/mirror.xml")).etag  # state committed
     monkeypatch.undo()
-    run_cli("dedupe", "--db", str(db_path), "--json")
-    assert markers(db_path)[mirror][3] == digest(["publisher", "p-1"])
+    run_cli("dedupe", "--db", str(database), "--json")
+    assert markers(database)[mirror][3] == digest(["publisher", "p-1"])
 
 
 def test_a_version_1_database_is_upgraded_in_place(tmp_path: Path) -> None:
@@ -457,6 +459,7 @@ def test_a_version_1_database_is_upgraded_in_place(tmp_path: Path) -> None:
         assert conn.execute("SELECT duplicate_of FROM entries").fetchone()[0] == ""
 
 
+@pytest.mark.parametrize("database", ["sqlite"], indirect=True)  # SQLite's own tables
 def test_a_version_4_database_keeps_its_tokens_and_renames_its_versions(
         fetch: Fetch, db_path: Path) -> None:
     fetch("s", rss({"guid": "a", "title": "A headline long enough to match on",
@@ -523,7 +526,7 @@ def test_the_reads_use_indexes(db_path: Path) -> None:
         assert "sqlite_autoindex_entries_1" in versions_plan
 
 
-def test_a_split_cluster_leaves_no_stale_marker(fetch: Fetch, db_path: Path) -> None:
+def test_a_split_cluster_leaves_no_stale_marker(fetch: Fetch, database: Path | str) -> None:
     # The publisher has two entries for one page (a repost under a new guid). Rows of
     # one source never match each other, but both match the aggregator's copy, which
     # joins them into one cluster. When the copy moves away, the cluster falls apart.
@@ -533,12 +536,12 @@ def test_a_split_cluster_leaves_no_stale_marker(fetch: Fetch, db_path: Path) -> 
     fetch("agg", rss({"guid": "b", "title": "Aggregated copy of it", "link": link}))
     a1, a2, b = digest(["pub", "a1"]), digest(["pub", "a2"]), digest(["agg", "b"])
     canon, other = sorted([a1, a2])  # same first seen: the smaller key
-    assert markers(db_path)[other][3] == canon and markers(db_path)[b][3] == canon
+    assert markers(database)[other][3] == canon and markers(database)[b][3] == canon
     fetch("agg", rss({"guid": "b", "title": "Aggregated copy of it",
                       "link": "https://agg.example/elsewhere"}))
-    assert markers(db_path)[other] == ("", "", "", "")
-    assert markers(db_path)[b] == ("", "", "", "")
-    with Store(db_path) as store:
+    assert markers(database)[other] == ("", "", "", "")
+    assert markers(database)[b] == ("", "", "", "")
+    with open_store(database) as store:
         assert store.recompute_duplicates().total_changed == 0
 
 

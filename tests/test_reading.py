@@ -1,11 +1,11 @@
-"""Reading the aggregate: entries, history, lookup and export (real HTTP, real SQLite)."""
+"""Reading the aggregate: entries, history, lookup and export (real HTTP; each store
+backend: a real SQLite file, a real PostgreSQL server)."""
 
 from __future__ import annotations
 
 import dataclasses
 import datetime as dt
 import json
-import sqlite3
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -15,7 +15,7 @@ from xml.sax.saxutils import escape
 import feedparser
 import pytest
 from click.testing import CliRunner, Result
-from conftest import Clock, make_config
+from conftest import Clock, make_config, query
 from scenario_server import ScenarioServer
 
 from signal_feeds import Store, digest, run_fetch
@@ -24,6 +24,7 @@ from signal_feeds.config.opml import parse_opml
 from signal_feeds.errors import QueryError
 from signal_feeds.parse.processes import ParserPool
 from signal_feeds.records import FetchRecord
+from signal_feeds.store import open_store
 from signal_feeds.store.reading import (
     entry_history,
     entry_urn,
@@ -67,11 +68,11 @@ def clock() -> Clock:
 
 
 @pytest.fixture
-def fetch(server: ScenarioServer, db_path: Path, parser: ParserPool, clock: Clock) -> Fetch:
+def fetch(server: ScenarioServer, database: Path | str, parser: ParserPool, clock: Clock) -> Fetch:
     def run(source_id: str, body: bytes) -> None:
         clock.advance(60)  # each fetch a minute after the last: first seen is ordered
         server.put(f"/{source_id}.xml", body)
-        report = run_fetch(make_config(db_path, {source_id: server.url(f"/{source_id}.xml")}),
+        report = run_fetch(make_config(database, {source_id: server.url(f"/{source_id}.xml")}),
                            force=True, parser=parser, clock=clock)
         assert report.sources[0].status == "fetched", report.sources[0]
 
@@ -111,8 +112,8 @@ def aggregate(fetch: Fetch) -> dict[str, str]:
 
 
 def test_entries_newest_first_collapsed_filtered_and_limited(aggregate: dict[str, str],
-                                                             db_path: Path) -> None:
-    db = ("--db", str(db_path))
+                                                             database: Path | str) -> None:
+    db = ("--db", str(database))
     shown = [e["id"] for e in as_json("entries", *db)["entries"]]
     assert shown == [aggregate["meta"], aggregate["publisher"], aggregate["quiet"]]
     every = as_json("entries", *db, "--all")["entries"]
@@ -131,11 +132,11 @@ def test_entries_newest_first_collapsed_filtered_and_limited(aggregate: dict[str
 
 
 def test_history_lists_every_version_with_when_it_was_seen(fetch: Fetch,
-                                                           db_path: Path) -> None:
+                                                           database: Path | str) -> None:
     fetch("publisher", rss(PUB))
     fetch("publisher", rss({**PUB, "title": "The big story of the week (corrected)"}))
     key = digest(["publisher", "p-1"])
-    found = as_json("history", key[:10], "--db", str(db_path))
+    found = as_json("history", key[:10], "--db", str(database))
     assert found["entry"]["id"] == key
     assert found["entry"]["title"] == "The big story of the week (corrected)"
     versions = found["versions"]
@@ -143,9 +144,9 @@ def test_history_lists_every_version_with_when_it_was_seen(fetch: Fetch,
                                               "The big story of the week (corrected)"]
     assert versions[0]["first_seen_at"] < versions[1]["first_seen_at"]
     assert all(v["last_seen_at"] >= v["first_seen_at"] for v in versions)
-    missing = invoke("history", "0" * 64, "--db", str(db_path))
+    missing = invoke("history", "0" * 64, "--db", str(database))
     assert missing.exit_code == 1 and "no entry" in missing.output
-    with Store(db_path) as store:
+    with open_store(database) as store:
         with pytest.raises(QueryError, match="at least 4 hex digits"):
             resolve_key(store, key[:3])
         history = entry_history(store, key)
@@ -153,33 +154,33 @@ def test_history_lists_every_version_with_when_it_was_seen(fetch: Fetch,
 
 
 def test_lookup_of_a_duplicates_link_answers_the_canonical_entry(
-        aggregate: dict[str, str], db_path: Path) -> None:
+        aggregate: dict[str, str], database: Path | str) -> None:
     # The planet's own link matches only the planet's row, a marked duplicate.
-    found = as_json("lookup", "https://planet.example/p/1", "--db", str(db_path))
+    found = as_json("lookup", "https://planet.example/p/1", "--db", str(database))
     assert found["found"] is True
     assert found["canonical"]["id"] == aggregate["publisher"]
     assert [m["id"] for m in found["matches"]] == [aggregate["planet"]]
     # The mirror's spelling with other tracking parameters matches publisher and mirror.
     found = as_json("lookup", "http://news.example/2026/big-story?fbclid=abc",
-                    "--db", str(db_path))
+                    "--db", str(database))
     assert found["canonical"]["id"] == aggregate["publisher"]
     assert {m["id"] for m in found["matches"]} == {aggregate["publisher"], aggregate["mirror"]}
-    unknown = invoke("lookup", "https://nowhere.example/", "--db", str(db_path), "--json")
+    unknown = invoke("lookup", "https://nowhere.example/", "--db", str(database), "--json")
     assert unknown.exit_code == 1 and json.loads(unknown.output)["found"] is False
-    with Store(db_path) as store:
+    with open_store(database) as store:
         result = lookup(store, "https://planet.example/p/1/")
         assert result is not None and result.canonical.also_in == ("mirror", "planet")
 
 
 def test_exported_atom_round_trips_through_feedparser(aggregate: dict[str, str],
-                                                      db_path: Path, tmp_path: Path) -> None:
+                                                      database: Path | str, tmp_path: Path) -> None:
     out = tmp_path / "export.atom"
-    result = invoke("export", "--db", str(db_path), "--format", "atom", "--output", str(out))
+    result = invoke("export", "--db", str(database), "--format", "atom", "--output", str(out))
     assert result.exit_code == 0, result.output
     ET.fromstring(out.read_bytes())  # well-formed XML
     parsed = feedparser.parse(out.read_bytes())
     assert parsed.bozo == 0 and parsed.version == "atom10"
-    with Store(db_path) as store:
+    with open_store(database) as store:
         shown = list_entries(store, limit=None)
     assert len(shown) == 3
     assert [e.id for e in parsed.entries] == [entry_urn(v.key) for v in shown]
@@ -189,7 +190,7 @@ def test_exported_atom_round_trips_through_feedparser(aggregate: dict[str, str],
     assert story.published.startswith("2026-03-02T10:00:00")
     assert "Lorem ipsum" in story.summary
 
-    every = feedparser.parse(invoke("export", "--db", str(db_path), "--format", "atom",
+    every = feedparser.parse(invoke("export", "--db", str(database), "--format", "atom",
                                     "--all").output.encode())
     assert {e.id for e in every.entries} == {entry_urn(k) for k in aggregate.values()}
     assert {e.link for e in every.entries} >= {"https://planet.example/p/1",
@@ -197,12 +198,12 @@ def test_exported_atom_round_trips_through_feedparser(aggregate: dict[str, str],
 
 
 def test_export_json_is_the_collapsed_selection(aggregate: dict[str, str],
-                                                db_path: Path) -> None:
-    data = json.loads(invoke("export", "--db", str(db_path)).output)
+                                                database: Path | str) -> None:
+    data = json.loads(invoke("export", "--db", str(database)).output)
     assert data["collapsed"] is True
     assert [e["id"] for e in data["entries"]] == [aggregate["meta"], aggregate["publisher"],
                                                   aggregate["quiet"]]
-    with Store(db_path) as store:
+    with open_store(database) as store:
         text = export_entries(store, format="json", include_duplicates=True, source_id="planet")
     assert {e["id"] for e in json.loads(text)["entries"]} == {aggregate["planet"],
                                                               aggregate["meta"]}
@@ -241,7 +242,7 @@ def atom(*entries: dict[str, str]) -> bytes:
 
 
 def test_an_entry_with_only_updated_is_listed_and_shown_by_that_date(
-        fetch: Fetch, db_path: Path) -> None:
+        fetch: Fetch, database: Path | str) -> None:
     # Fetched in December 2026: "old" has only <updated> (January), "new" a <published>
     # in February. Listed by first seen, "old" would come first and pass --since.
     fetch("notes", atom({"id": "urn:x:old", "title": "Only updated",
@@ -249,7 +250,7 @@ def test_an_entry_with_only_updated_is_listed_and_shown_by_that_date(
                         {"id": "urn:x:new", "title": "Published",
                          "published": "2026-02-10T08:00:00Z", "link": "https://n.example/new"}))
     old, new = digest(["notes", "urn:x:old"]), digest(["notes", "urn:x:new"])
-    db = ("--db", str(db_path))
+    db = ("--db", str(database))
     listed = as_json("entries", *db)["entries"]
     assert [e["id"] for e in listed] == [new, old]
     assert [e["date"] for e in listed] == ["2026-02-10T08:00:00Z", "2026-01-10T08:00:00Z"]
@@ -257,16 +258,15 @@ def test_an_entry_with_only_updated_is_listed_and_shown_by_that_date(
     assert text[1].startswith(f"{old[:12]}  2026-01-10 08:00  notes  Only updated")
     assert [e["id"] for e in as_json("entries", *db, "--since", "2026-02-01")["entries"]] == [
         new]
-    with Store(db_path) as store:
+    with open_store(database) as store:
         assert [e.key for e in store.entries()] == [new, old]
 
 
-def test_the_fetch_row_keeps_why_entries_were_skipped(fetch: Fetch, db_path: Path) -> None:
+def test_the_fetch_row_keeps_why_entries_were_skipped(fetch: Fetch, database: Path | str) -> None:
     fetch("blog", rss({"guid": "kept", "title": "Kept", "link": "https://b.example/1"},
                       {"title": "No id, a script link", "link": "javascript:alert(1)"}))
-    with sqlite3.connect(db_path) as conn:
-        skipped, reasons = conn.execute(
-            "SELECT skipped, skip_reasons FROM fetches ORDER BY id DESC").fetchone()
+    skipped, reasons = query(database,
+                             "SELECT skipped, skip_reasons FROM fetches ORDER BY id DESC")[0]
     assert skipped == 1
     assert json.loads(reasons) == [
         "no id and no usable link (scheme javascript: is not http or https)"]
@@ -285,12 +285,12 @@ def _two_keys_with_one_prefix(source: str) -> tuple[str, str, str]:
 
 
 def test_any_unique_prefix_of_four_hex_digits_finds_the_entry(
-        fetch: Fetch, db_path: Path) -> None:
+        fetch: Fetch, database: Path | str) -> None:
     first, second, shared = _two_keys_with_one_prefix("blog")
     fetch("blog", rss({"guid": first, "title": "One", "link": "https://b.example/1"},
                       {"guid": second, "title": "Two", "link": "https://b.example/2"}))
     key = digest(["blog", first])
-    db = ("--db", str(db_path))
+    db = ("--db", str(database))
     unique = next(n for n in range(4, 65) if key[:n] != digest(["blog", second])[:n])
     for prefix in (key[:unique], key[:unique].upper(), key):
         found = invoke("history", prefix, *db, "--json")
@@ -308,12 +308,12 @@ def test_any_unique_prefix_of_four_hex_digits_finds_the_entry(
 
 
 def test_store_entries_and_signal_entries_share_one_default(
-        aggregate: dict[str, str], db_path: Path) -> None:
-    with Store(db_path) as store:
+        aggregate: dict[str, str], database: Path | str) -> None:
+    with open_store(database) as store:
         library = [e.key for e in store.entries()]
         library_all = sorted(e.key for e in store.entries(include_duplicates=True))
-    cli_default = [e["id"] for e in as_json("entries", "--db", str(db_path))["entries"]]
-    cli_all = sorted(e["id"] for e in as_json("entries", "--db", str(db_path), "--all")
+    cli_default = [e["id"] for e in as_json("entries", "--db", str(database))["entries"]]
+    cli_all = sorted(e["id"] for e in as_json("entries", "--db", str(database), "--all")
                      ["entries"])
     assert library == cli_default == [aggregate["meta"], aggregate["publisher"],
                                       aggregate["quiet"]]

@@ -1,4 +1,5 @@
-"""Full-text search (issue 18, point 13): real HTTP on 127.0.0.1, real SQLite files."""
+"""Full-text search (issue 18, point 13): real HTTP on 127.0.0.1, on each store backend
+(SQLite FTS5; PostgreSQL tsvector with the same query syntax)."""
 
 from __future__ import annotations
 
@@ -15,10 +16,11 @@ from click.testing import CliRunner, Result
 from conftest import Clock, make_config
 from scenario_server import ScenarioServer
 
-from signal_feeds import Store, digest, run_fetch
+from signal_feeds import digest, run_fetch
 from signal_feeds.cli.commands import cli
 from signal_feeds.errors import QueryError
 from signal_feeds.parse.processes import ParserPool
+from signal_feeds.store import open_store
 from signal_feeds.store.fulltext import searchable_text
 from signal_feeds.store.reading import search_entries
 from signal_feeds.store.sqlite.schema import ENTRY_ORDER_EXPR, SCHEMA_VERSION
@@ -53,13 +55,13 @@ def parser() -> Iterator[ParserPool]:
 
 
 @pytest.fixture
-def fetch(server: ScenarioServer, db_path: Path, parser: ParserPool) -> Fetch:
+def fetch(server: ScenarioServer, database: Path | str, parser: ParserPool) -> Fetch:
     clock = Clock()
 
     def run(source_id: str, body: bytes) -> None:
         clock.advance(60)
         server.put(f"/{source_id}.xml", body)
-        report = run_fetch(make_config(db_path, {source_id: server.url(f"/{source_id}.xml")}),
+        report = run_fetch(make_config(database, {source_id: server.url(f"/{source_id}.xml")}),
                            force=True, parser=parser, clock=clock)
         assert report.sources[0].status == "fetched", report.sources[0]
 
@@ -70,7 +72,7 @@ def invoke(*args: str) -> Result:
     return CliRunner().invoke(cli, list(args))
 
 
-def search_json(db: Path, *args: str) -> Any:
+def search_json(db: Path | str, *args: str) -> Any:
     result = invoke("search", *args, "--db", str(db), "--json")
     assert result.exit_code in (0, 1), result.output
     found = json.loads(result.output)
@@ -87,7 +89,7 @@ def test_the_text_of_html_is_indexed_not_its_markup() -> None:
 
 
 def test_title_summary_and_content_are_searched_best_first_with_snippets(
-        fetch: Fetch, db_path: Path) -> None:
+        fetch: Fetch, database: Path | str) -> None:
     fetch("blog", rss(
         {"guid": "t", "title": "Harvest festival in the valley", "link": "https://b.example/t",
          "description": STORY},
@@ -98,7 +100,7 @@ def test_title_summary_and_content_are_searched_best_first_with_snippets(
          "content": "<p>Pictures of the caf&eacute; near the harvest fair.</p>"},
         {"guid": "n", "title": "Unrelated", "link": "https://b.example/n",
          "description": '<p>See <a href="https://b.example/harvest">this</a>.</p>'}))
-    hits = search_json(db_path, "harvest")["hits"]
+    hits = search_json(database, "harvest")["hits"]
     keys = [h["id"] for h in hits]
     # The title match ranks first; a word only in a link's address is not text.
     assert keys[0] == digest(["blog", "t"])
@@ -108,94 +110,96 @@ def test_title_summary_and_content_are_searched_best_first_with_snippets(
     assert "the [harvest] market" in snippets[digest(["blog", "s"])]
     assert "<" not in "".join(snippets.values())
     # Accents and case are ignored; the text line shows the snippet under the entry.
-    assert [h["id"] for h in search_json(db_path, "CAFE")["hits"]] == [digest(["blog", "c"])]
-    text = invoke("search", "harvest market", "--db", str(db_path))
+    assert [h["id"] for h in search_json(database, "CAFE")["hits"]] == [digest(["blog", "c"])]
+    text = invoke("search", "harvest market", "--db", str(database))
     assert text.exit_code == 0
     assert text.output.splitlines()[1].strip().startswith("We went to the [harvest] [market]")
     # FTS5 syntax: phrases, column filters, prefixes, NOT.
-    assert [h["id"] for h in search_json(db_path, '"harvest fair"')["hits"]] == [
+    assert [h["id"] for h in search_json(database, '"harvest fair"')["hits"]] == [
         digest(["blog", "c"])]
-    assert [h["id"] for h in search_json(db_path, "title:harvest")["hits"]] == [
+    assert [h["id"] for h in search_json(database, "title:harvest")["hits"]] == [
         digest(["blog", "t"])]
-    assert len(search_json(db_path, "harv*")["hits"]) == 3
-    assert len(search_json(db_path, "harvest NOT market")["hits"]) == 2
-    nothing = invoke("search", "zeppelin", "--db", str(db_path))
+    assert len(search_json(database, "harv*")["hits"]) == 3
+    assert len(search_json(database, "harvest NOT market")["hits"]) == 2
+    nothing = invoke("search", "zeppelin", "--db", str(database))
     assert nothing.exit_code == 1 and nothing.output == ""
 
 
-def test_duplicates_are_collapsed_as_in_signal_entries(fetch: Fetch, db_path: Path) -> None:
+def test_duplicates_are_collapsed_as_in_signal_entries(fetch: Fetch, database: Path | str) -> None:
     story = {"title": "Release of version seven", "link": "https://proj.example/v7",
              "description": STORY, "date": "Mon, 02 Mar 2026 10:00:00 GMT"}
     fetch("publisher", rss({**story, "guid": "p"}))
     fetch("planet", rss({**story, "guid": "x", "link": "https://planet.example/1"}))
-    hits = search_json(db_path, "version seven")["hits"]
+    hits = search_json(database, "version seven")["hits"]
     assert [h["id"] for h in hits] == [digest(["publisher", "p"])]
     assert hits[0]["also_in"] == ["planet"]
-    every = search_json(db_path, "version seven", "--all")["hits"]
+    every = search_json(database, "version seven", "--all")["hits"]
     assert {h["id"] for h in every} == {digest(["publisher", "p"]), digest(["planet", "x"])}
     # --source shows that source's own copy, as `signal entries --source` does.
-    own = search_json(db_path, "version", "--source", "planet")["hits"]
+    own = search_json(database, "version", "--source", "planet")["hits"]
     assert [h["id"] for h in own] == [digest(["planet", "x"])]
 
 
-def test_source_since_and_limit_select_the_hits(fetch: Fetch, db_path: Path) -> None:
+def test_source_since_and_limit_select_the_hits(fetch: Fetch, database: Path | str) -> None:
     fetch("a", rss(*({"guid": f"a{n}", "title": f"Garden diary day {n}",
                       "link": f"https://a.example/{n}",
                       "date": f"Mon, {n + 1:02d} Mar 2026 10:00:00 GMT"} for n in range(5))))
     fetch("b", rss({"guid": "b", "title": "Garden tools", "link": "https://b.example/1",
                     "date": "Sun, 01 Feb 2026 10:00:00 GMT"}))
-    assert len(search_json(db_path, "garden")["hits"]) == 6
-    assert {h["source_id"] for h in search_json(db_path, "garden", "--source", "b")["hits"]
+    assert len(search_json(database, "garden")["hits"]) == 6
+    assert {h["source_id"] for h in search_json(database, "garden", "--source", "b")["hits"]
             } == {"b"}
-    assert len(search_json(db_path, "garden", "--since", "2026-03-03")["hits"]) == 3
-    assert len(search_json(db_path, "garden", "--limit", "2")["hits"]) == 2
-    with Store(db_path) as store:
+    assert len(search_json(database, "garden", "--since", "2026-03-03")["hits"]) == 3
+    assert len(search_json(database, "garden", "--limit", "2")["hits"]) == 2
+    with open_store(database) as store:
         assert len(search_entries(store, "garden", source_id="a", limit=4)) == 4
 
 
 def test_the_index_follows_every_write_and_rebuilds_to_the_same(
-        fetch: Fetch, db_path: Path) -> None:
+        fetch: Fetch, database: Path | str) -> None:
     fetch("blog", rss({"guid": "1", "title": "Bridge over the river",
                        "link": "https://b.example/1", "description": STORY}))
-    assert len(search_json(db_path, "bridge")["hits"]) == 1
+    assert len(search_json(database, "bridge")["hits"]) == 1
     # The publisher corrects the title: the old word is gone from the index at once.
     fetch("blog", rss({"guid": "1", "title": "Tunnel under the river",
                        "link": "https://b.example/1", "description": STORY}))
-    assert search_json(db_path, "bridge")["hits"] == []
-    assert [h["title"] for h in search_json(db_path, "tunnel")["hits"]] == [
+    assert search_json(database, "bridge")["hits"] == []
+    assert [h["title"] for h in search_json(database, "tunnel")["hits"]] == [
         "Tunnel under the river"]
-    with sqlite3.connect(db_path) as conn:
-        assert conn.execute("SELECT count(*) FROM entries_fts").fetchone()[0] == 1
-    before = search_json(db_path, "river OR lorem")["hits"]
-    rebuilt = search_json(db_path, "river", "--rebuild")
+    if isinstance(database, Path):  # SQLite's index is a table of its own
+        with sqlite3.connect(database) as conn:
+            assert conn.execute("SELECT count(*) FROM entries_fts").fetchone()[0] == 1
+    before = search_json(database, "river OR lorem")["hits"]
+    rebuilt = search_json(database, "river", "--rebuild")
     assert rebuilt["indexed"] == 1
-    again = invoke("search", "--rebuild", "--db", str(db_path))
+    again = invoke("search", "--rebuild", "--db", str(database))
     assert again.exit_code == 0 and "rebuilt: 1 entries" in again.output
-    assert search_json(db_path, "river OR lorem")["hits"] == before
+    assert search_json(database, "river OR lorem")["hits"] == before
 
 
 def test_bad_query_syntax_is_a_usage_error_naming_the_query(fetch: Fetch,
-                                                            db_path: Path) -> None:
+                                                            database: Path | str) -> None:
     fetch("blog", rss({"guid": "1", "title": "Anything", "link": "https://b.example/1"}))
     for query in ('"unbalanced', "AND AND", "nosuchcolumn:word", "(open", "   "):
-        result = invoke("search", query, "--db", str(db_path))
+        result = invoke("search", query, "--db", str(database))
         assert result.exit_code == 2, (query, result.output)
         assert "Traceback" not in result.output and result.exception is not None
         assert isinstance(result.exception, SystemExit)
         if query.strip():
             assert repr(query) in result.output
-    with Store(db_path) as store, pytest.raises(QueryError) as caught:
+    with open_store(database) as store, pytest.raises(QueryError) as caught:
         store.search('"unbalanced')
     assert caught.value.query == '"unbalanced'
-    assert invoke("search", "--db", str(db_path)).exit_code == 2  # no query, no --rebuild
+    assert invoke("search", "--db", str(database)).exit_code == 2  # no query, no --rebuild
 
 
+@pytest.mark.parametrize("database", ["sqlite"], indirect=True)  # SQLite's own files
 def test_a_version_5_database_gets_the_index_and_the_new_columns(
-        fetch: Fetch, db_path: Path) -> None:
+        fetch: Fetch, database: Path | str) -> None:
     fetch("blog", rss({"guid": "1", "title": "Museum night", "link": "https://b.example/1",
                        "description": "<p>Doors open at <b>nine</b>.</p>"}))
     old_order = "COALESCE(NULLIF(published, ''), first_seen_at)"
-    with sqlite3.connect(db_path) as conn:  # turn it back into what version 5 wrote
+    with sqlite3.connect(database) as conn:  # turn it back into what version 5 wrote
         conn.execute("DROP TABLE entries_fts")
         conn.execute("DROP TABLE source_order")
         conn.execute("ALTER TABLE fetches DROP COLUMN skip_reasons")
@@ -206,9 +210,9 @@ def test_a_version_5_database_gets_the_index_and_the_new_columns(
             conn.execute(f"DROP INDEX {name}")
             conn.execute(f"CREATE INDEX {name} ON entries ({columns})")
         conn.execute("PRAGMA user_version = 5")
-    with Store(db_path) as store:
+    with open_store(database) as store:
         assert [h.entry.title for h in store.search("nine")] == ["Museum night"]
-    with sqlite3.connect(db_path) as conn:
+    with sqlite3.connect(database) as conn:
         assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 8
         indexes = dict(conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'index'"))
         assert all(ENTRY_ORDER_EXPR in indexes[n] for n in
@@ -221,11 +225,11 @@ def test_a_version_5_database_gets_the_index_and_the_new_columns(
         assert "entries_shown_order" in plan and "TEMP B-TREE" not in plan
     # A later fetch writes to the new columns; opening again changes nothing.
     fetch("blog", rss({"guid": "2", "title": "Museum day", "link": "https://b.example/2"}))
-    with Store(db_path) as store:
+    with open_store(database) as store:
         assert len(store.search("museum")) == 2
 
 
-def test_the_readme_search_examples_run_as_printed(fetch: Fetch, db_path: Path) -> None:
+def test_the_readme_search_examples_run_as_printed(fetch: Fetch, database: Path | str) -> None:
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
     section = readme.split("\n## Searching\n", 1)[1].split("\n## ", 1)[0]
     commands = [line.split("  #", 1)[0] for line in section.splitlines()
@@ -236,5 +240,5 @@ def test_the_readme_search_examples_run_as_printed(fetch: Fetch, db_path: Path) 
                        "date": "Mon, 02 Mar 2026 10:00:00 GMT"}))
     for command in commands:
         args = shlex.split(command)[1:]
-        result = invoke(*args, "--db", str(db_path))
+        result = invoke(*args, "--db", str(database))
         assert result.exit_code == 0, (command, result.output)

@@ -149,7 +149,8 @@ def parse(files: tuple[str, ...], source_id: str, config_path: str | None) -> No
 
 @cli.command(short_help="Fetch the demo feeds from a local server.")
 @click.option("--db", "db_path", default="signal-demo.db", show_default=True,
-              type=click.Path(dir_okay=False), help="Where to write the demo database.")
+              metavar="PATH|URL",
+              help="Where to write the demo database (a file, or an empty postgresql:// one).")
 def demo(db_path: str) -> None:
     """Fetch the embedded demo feeds from a local teaching server, twice."""
     from signal_feeds.demo.walkthrough import run_demo
@@ -217,3 +218,7 @@ cli.add_command(search)
 from signal_feeds.cli.changes import changes  # noqa: E402
 
 cli.add_command(changes)
+
+from signal_feeds.cli.copy import copy  # noqa: E402  (issue 17: SQLite -> PostgreSQL)
+
+cli.add_command(copy)

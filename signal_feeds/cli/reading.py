@@ -29,7 +29,7 @@ if TYPE_CHECKING:  # the store (and through it the parser) loads only when a com
     from signal_feeds.store import FeedStore
 
 __all__ = ["dedupe", "entries", "entry_line", "export", "history", "import_opml", "lookup",
-           "open_store", "parse_since", "selection_options"]
+           "open_store", "parse_since", "reading_settings", "selection_options"]
 
 def open_store(config_path: str | None, db_path: str | None) -> FeedStore:
     """The database to read: ``--db`` (no config file needed), else the config's; never
@@ -37,13 +37,13 @@ def open_store(config_path: str | None, db_path: str | None) -> FeedStore:
     from signal_feeds.store import open_store as open_database
 
     path = reading_database(config_path, db_path)
-    settings = _settings(config_path, db_path)
+    settings = reading_settings(config_path, db_path)
     if isinstance(path, Path) and not path.exists():
         raise ConfigError(f"no database at {path}; run 'signal fetch' first")
     return open_database(path, busy_timeout=settings.busy_timeout)
 
 
-def _settings(config_path: str | None, db_path: str | None) -> Settings:
+def reading_settings(config_path: str | None, db_path: str | None) -> Settings:
     """The config's settings (for ``busy_timeout``); with ``--db`` and no config file,
     the defaults."""
     if db_path is not None and not Path(config_path or DEFAULT_CONFIG_PATH).exists():

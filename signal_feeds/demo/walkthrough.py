@@ -14,9 +14,10 @@ from pathlib import Path
 from signal_feeds.config.source_list import Config, Settings, Source
 from signal_feeds.decide.report import RunReport
 from signal_feeds.demo.teaching_server import TeachingServer, fixtures_dir
-from signal_feeds.errors import StoreError
+from signal_feeds.dsn import Database, display_database, is_postgres_url
+from signal_feeds.errors import ConfigError, StoreError
 from signal_feeds.run.pipeline import run_fetch
-from signal_feeds.store import Store
+from signal_feeds.store import open_store
 from signal_feeds.store.sqlite.schema import is_signal_database
 
 __all__ = ["DEFAULT_DEMO_DATABASE", "run_demo"]
@@ -35,6 +36,15 @@ def _fresh_database(path: Path) -> None:
         Path(f"{path}{suffix}").unlink(missing_ok=True)
 
 
+def _empty_server_database(url: str) -> None:
+    """A PostgreSQL database is never emptied by the demo: it must hold nothing yet."""
+    with open_store(url) as store:
+        held = {table: n for table, n in store.table_counts().items() if n}
+    if held:
+        raise ConfigError(f"{display_database(url)} is not empty; the demo writes only to an "
+                          "empty database (or give it a file path)")
+
+
 def _lines(title: str, report: RunReport) -> Iterator[str]:
     yield title
     for line in report.lines():
@@ -42,10 +52,16 @@ def _lines(title: str, report: RunReport) -> Iterator[str]:
 
 
 def run_demo(database: str | Path = DEFAULT_DEMO_DATABASE, *,
-             echo: Callable[[str], None]) -> Path:
-    """Run the demo, telling ``echo`` what happens (the CLI prints it); return the database."""
-    db = Path(database).resolve()
-    _fresh_database(db)
+             echo: Callable[[str], None]) -> Database:
+    """Run the demo, telling ``echo`` what happens (the CLI prints it); return the database
+    (a file, replaced if it was an earlier demo's; or an empty ``postgresql://`` one)."""
+    db: Database
+    if is_postgres_url(database):
+        db = str(database)
+        _empty_server_database(db)
+    else:
+        db = Path(database).resolve()
+        _fresh_database(db)
     feeds = fixtures_dir()
     with TeachingServer(feeds) as server:
         config = Config(
@@ -71,7 +87,7 @@ def run_demo(database: str | Path = DEFAULT_DEMO_DATABASE, *,
                            third):
             echo(line)
     corrected_key = ""
-    with Store(db) as store:
+    with open_store(db) as store:
         for entry in store.entries(source_id="demo-rss"):
             versions = store.versions(entry.key)
             if len(versions) > 1:
@@ -81,14 +97,15 @@ def run_demo(database: str | Path = DEFAULT_DEMO_DATABASE, *,
                     echo(f"     {version.first_seen_at}  {version.title}"
                          f"  fingerprint {version.fingerprint[:12]}…")
         totals = store.table_counts()
-    echo(f"Database: {db} ({totals['entries']} entries, {totals['entry_versions']} versions, "
-         f"{totals['fetches']} fetches)")
+    echo(f"Database: {display_database(db)} ({totals['entries']} entries, "
+         f"{totals['entry_versions']} versions, {totals['fetches']} fetches)")
     # Commands that work exactly as printed, from any folder: the path is absolute and
     # no source list is needed to read.
-    path = shlex.quote(str(db))
+    path = shlex.quote(display_database(db))
     echo("Read it:")
     echo(f"  signal entries --db {path}")
     if corrected_key:
         echo(f"  signal history {corrected_key[:12]} --db {path}")
-    echo(f"  sqlite-utils rows {path} entries --table")
+    if isinstance(db, Path):
+        echo(f"  sqlite-utils rows {path} entries --table")
     return db

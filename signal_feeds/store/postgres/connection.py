@@ -82,7 +82,12 @@ class Connection:
         if isinstance(exc, self._psycopg.OperationalError | self._psycopg.InterfaceError
                       | ValueError):
             return True
-        return getattr(self, "conn", None) is not None and bool(self.conn.closed)
+        return getattr(self, "conn", None) is not None and self.gone
+
+    @property
+    def gone(self) -> bool:
+        """True once the connection is closed or was lost (the server went away)."""
+        return bool(self.conn.closed or self.conn.broken)
 
     @contextmanager
     def errors(self, what: str, source_id: str | None = None) -> Iterator[None]:
@@ -99,8 +104,8 @@ class Connection:
     def transaction(self) -> Iterator[psycopg.Connection[Any]]:
         """A transaction committed on exit, or inside :meth:`batch` a savepoint released
         on exit; either is undone on an error."""
-        if self.conn.closed:
-            raise DatabaseUnavailableError(f"the connection to {self.name} is closed")
+        if self.gone:
+            raise DatabaseUnavailableError(f"the connection to {self.name} was lost")
         with self.conn.transaction():
             yield self.conn
 

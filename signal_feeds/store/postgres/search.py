@@ -48,15 +48,29 @@ _MAX_POSITIONS_PER_WORD = 256  # PostgreSQL keeps at most this many per lexeme
 _WORD = re.compile(r"[^\W_]+")
 
 
-def _fold(word: str) -> str:
-    decomposed = unicodedata.normalize("NFKD", word.lower())
-    return "".join(c for c in decomposed if not unicodedata.combining(c))
+# The combining diacritical-mark blocks (what "without diacritics" means for Latin,
+# Greek and Cyrillic letters once decomposed). A class of every combining mark in
+# Unicode (300 ranges) made the substitution 20 times slower.
+_DIACRITICS = re.compile("[\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff"
+                         "\ufe20-\ufe2f]")
+
+
+def _fold(text: str) -> str:
+    """Lower case, compatibility-decomposed, without combining marks (diacritics)."""
+    text = text.lower()
+    if text.isascii():
+        return text
+    if not unicodedata.is_normalized("NFKD", text):
+        text = unicodedata.normalize("NFKD", text)
+    return _DIACRITICS.sub("", text)
 
 
 def words(text: str) -> list[str]:
-    """The folded words of ``text``, in order (FTS5 unicode61 with diacritics removed)."""
-    text = unicodedata.normalize("NFC", text)
-    return [w for w in (_fold(m.group()) for m in _WORD.finditer(text)) if w]
+    """The folded words of ``text``, in order (FTS5 unicode61 with diacritics removed).
+
+    The whole text is folded, then split, in C: word by word in Python this cost 3 ms
+    for an entry of 1-2 KB, more than the rest of writing it."""
+    return _WORD.findall(_fold(text))
 
 
 def _quote(lexeme: str) -> str:
@@ -70,12 +84,18 @@ def search_vector(title: str | None, summary: str | None, content: str | None) -
     for weight, text in (("A", title or ""), ("B", searchable_text(summary or "")),
                          ("C", searchable_text(content or ""))):
         for word in words(text):
-            spots = positions.setdefault(word, [])
-            if len(spots) < _MAX_POSITIONS_PER_WORD:
-                spots.append(f"{min(at, _MAX_POSITION)}{weight}")
+            spot = f"{at if at < _MAX_POSITION else _MAX_POSITION}{weight}"
+            spots = positions.get(word)
+            if spots is None:
+                positions[word] = [spot]
+            elif len(spots) < _MAX_POSITIONS_PER_WORD:
+                spots.append(spot)
             at += 1
         at += _FIELD_GAP
-    return " ".join(f"{_quote(w)}:{','.join(dict.fromkeys(p))}" for w, p in positions.items())
+    clamped = at > _MAX_POSITION  # the same last position may repeat: once is enough
+    # Words hold only letters and digits: nothing to escape inside the quotes.
+    return " ".join(f"'{w}':{','.join(dict.fromkeys(p) if clamped else p)}"
+                    for w, p in positions.items())
 
 
 # -- the query -------------------------------------------------------------------------

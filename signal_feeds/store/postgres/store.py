@@ -27,6 +27,7 @@ from signal_feeds.store.fulltext import DEFAULT_SEARCH_LIMIT
 from signal_feeds.store.leases import DEFAULT_LEASE_SECONDS, Lease
 from signal_feeds.store.postgres import change_log, dedupe, queries, writing
 from signal_feeds.store.postgres import leases as lease_rows
+from signal_feeds.store.postgres.bulk import PostgresBulk, reindex
 from signal_feeds.store.postgres.connection import Connection
 from signal_feeds.store.postgres.schema import (
     SCHEMA_VERSION,
@@ -34,7 +35,6 @@ from signal_feeds.store.postgres.schema import (
     create_schema,
     schema_version,
 )
-from signal_feeds.store.postgres.search import search_vector
 from signal_feeds.store.protocol import TABLES, DedupeReport, DuplicateLink, Table
 from signal_feeds.store.sqlite.connection import DEFAULT_BUSY_TIMEOUT
 from signal_feeds.store.sqlite.dedupe import CommonTokens
@@ -48,8 +48,6 @@ if TYPE_CHECKING:
     from signal_feeds.store.views import EntryView, SearchHit
 
 __all__ = ["PostgresStore"]
-
-_REBUILD_BATCH = 1000
 
 
 class PostgresStore:
@@ -92,6 +90,11 @@ class PostgresStore:
 
     def __repr__(self) -> str:
         return f"PostgresStore({self.path!r})"
+
+    def _bulk(self) -> PostgresBulk:
+        """Whole tables in and out, for :mod:`signal_feeds.store.copy` (not part of the
+        protocol: only a copy between stores needs rows as stored)."""
+        return PostgresBulk(self._db)
 
     @contextmanager
     def batch(self) -> Iterator[None]:
@@ -217,20 +220,7 @@ class PostgresStore:
         """Index every entry again (one transaction); the number indexed."""
         with self._db.errors("cannot rebuild the search index"), \
                 self._db.transaction() as conn:
-            done, last = 0, -1
-            while True:
-                batch = conn.execute(
-                    "SELECT seq, title, summary, content FROM entries WHERE seq > %s "
-                    "ORDER BY seq LIMIT %s", (last, _REBUILD_BATCH)).fetchall()
-                if not batch:
-                    return done
-                conn.execute(
-                    "UPDATE entries AS e SET search_vector = v.vector::tsvector "
-                    "FROM unnest(%s::bigint[], %s::text[]) AS v(seq, vector) "
-                    "WHERE e.seq = v.seq",
-                    ([r[0] for r in batch], [search_vector(r[1], r[2], r[3]) for r in batch]))
-                done += len(batch)
-                last = batch[-1][0]
+            return reindex(conn)
 
     def entry_view(self, key: str) -> EntryView | None:
         """One entry as readers see it."""

@@ -223,7 +223,7 @@ def _mark_duplicates(conn: Any, counts: ApplyCounts, written: Sequence[DedupeRow
             report = dedupe.mark_new_entries(conn, written, created=created, common=common)
         return report.total_changed > 0
     except Exception as exc:
-        if conn.closed:
+        if conn.closed or conn.broken:
             raise  # the server is gone: nothing of this response can commit
         log.warning("duplicate marking failed for %s (entries stored unmarked; "
                     "run 'signal dedupe'): %s: %s", source_id, type(exc).__name__, exc)

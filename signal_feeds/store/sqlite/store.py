@@ -29,6 +29,7 @@ from signal_feeds.store.leases import DEFAULT_LEASE_SECONDS, Lease
 from signal_feeds.store.protocol import TABLES, DedupeReport, DuplicateLink, Table
 from signal_feeds.store.sqlite import change_log, dedupe, queries, search, writing
 from signal_feeds.store.sqlite import leases as lease_rows
+from signal_feeds.store.sqlite.bulk import SqliteBulk
 from signal_feeds.store.sqlite.connection import DEFAULT_BUSY_TIMEOUT, Connection
 from signal_feeds.store.sqlite.host_locks import FileHostGate
 from signal_feeds.store.sqlite.schema import SCHEMA_VERSION, create_schema, schema_version
@@ -82,6 +83,11 @@ class Store:
 
     def __repr__(self) -> str:
         return f"Store({str(self.path)!r})"
+
+    def _bulk(self) -> SqliteBulk:
+        """Whole tables in and out, for :mod:`signal_feeds.store.copy` (not part of the
+        protocol: only a copy between stores needs rows as stored)."""
+        return SqliteBulk(self._db)
 
     @contextmanager
     def batch(self) -> Iterator[None]:
