@@ -13,6 +13,7 @@ import json
 import multiprocessing
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -28,7 +29,13 @@ from scenario_server import ScenarioServer, ScriptedResponse
 from signal_feeds import run_fetch
 from signal_feeds.run import pipeline
 from signal_feeds.store import Store, open_store
-from signal_feeds.store.leases import Candidate, Lease, choose_claims, may_claim
+from signal_feeds.store.leases import (
+    Candidate,
+    Lease,
+    choose_claims,
+    may_claim,
+    owner_is_gone,
+)
 
 ENTRIES_PER_SOURCE = 3
 RSS_TYPE = ("Content-Type", "application/rss+xml; charset=utf-8")
@@ -79,13 +86,14 @@ def _no_worker_outlives_its_test() -> Iterator[None]:
             worker.communicate()
 
 
-def start_worker(config: Path, database: Path | str) -> subprocess.Popen[str]:
+def start_worker(config: Path, database: Path | str,
+                 name: str | None = None) -> subprocess.Popen[str]:
     """``signal fetch --json`` in a process group of its own (its parser processes
     included), so that a SIGKILL can take the whole worker down as a dying host would."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     worker = subprocess.Popen(
         [sys.executable, "-m", "signal_feeds", "fetch", "--config", str(config),
-         "--db", str(database), "--json"],
+         "--db", str(database), "--json", *(["--worker", name] if name else [])],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
         start_new_session=True)
     _STARTED.append(worker)
@@ -164,7 +172,8 @@ def test_a_worker_killed_mid_run_loses_nothing(
     config = write_config(tmp_path, urls, concurrency=4, per_host=64,
                           lease_seconds=lease_seconds)
 
-    doomed = start_worker(config, database)
+    # Named workers, as on three hosts: nobody can see that host-a's process is gone.
+    doomed = start_worker(config, database, "host-a")
     deadline = time.monotonic() + 120
     while len(server.requests) < 10:  # some responses stored, some in flight
         assert doomed.poll() is None and time.monotonic() < deadline
@@ -176,7 +185,7 @@ def test_a_worker_killed_mid_run_loses_nothing(
     with open_store(database) as store:
         held = store.leases()
     assert held, "the killed worker held no lease: it was not mid-run"
-    assert {lease.owner for lease in held.values()} == {f"{os.uname().nodename}:{doomed.pid}"}
+    assert {lease.owner for lease in held.values()} == {"host-a"}
     # `signal sources` says who holds them, and since when.
     shown = subprocess.run(
         [sys.executable, "-m", "signal_feeds", "sources", "--config", str(config),
@@ -188,12 +197,12 @@ def test_a_worker_killed_mid_run_loses_nothing(
         assert dt.datetime.fromisoformat(rows[sid]["leased_at"]) == lease.leased_at
 
     # At once, the dead worker's sources are still leased: the next run leaves them.
-    second = statuses(finish(start_worker(config, database)))
+    second = statuses(finish(start_worker(config, database, "host-b")))
     assert {sid for sid, status in second.items() if status == "leased"} == set(held)
 
     # Once the leases have expired, the next run completes them.
     time.sleep(max(0.0, killed_at + lease_seconds + 0.5 - time.monotonic()))
-    third = statuses(finish(start_worker(config, database)))
+    third = statuses(finish(start_worker(config, database, "host-c")))
     assert {sid for sid, status in third.items() if status == "fetched"} == set(held)
 
     assert_each_stored_once(database, list(urls))
@@ -377,3 +386,19 @@ def test_a_database_that_goes_away_mid_run_ends_the_worker(
         postgres_cluster.ensure_running()
     assert worker.returncode in (1, 2), err
     assert "Traceback" not in err
+
+
+def test_a_dead_process_on_this_host_is_seen_at_once(tmp_path: Path) -> None:
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    here = socket.gethostname()
+    assert owner_is_gone(f"{here}:{dead.pid}")
+    assert not owner_is_gone(f"{here}:{os.getpid()}")  # alive (this process)
+    assert not owner_is_gone(f"elsewhere.example:{dead.pid}")  # another host: unknown
+    assert not owner_is_gone("host-a")  # a given name: unknown
+    urls = {"a": URL}
+    with Store(tmp_path / "dead.db") as store:
+        assert store.claim_sources(urls, owner=f"{here}:{dead.pid}", now=NOW, limit=1)
+        # Its lease has not expired, but its process is gone: taken at once.
+        assert store.claim_sources(urls, owner="me:1", now=NOW, limit=1)
+        assert store.claim_sources(urls, owner="me:2", now=NOW, limit=1) == {}

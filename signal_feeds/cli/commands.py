@@ -65,9 +65,13 @@ class _ProgressLine:
               help="Also list sources where nothing happened (not_modified, not_due).")
 @click.option("-q", "--quiet", is_flag=True,
               help="Print only problems (failed, rejected, gone, expired); no summary.")
+@click.option("--worker", "worker", metavar="NAME", default=None,
+              help="This worker's name in the leases it takes, when several workers share "
+                   "the database (default: host:pid).")
 @json_option
 def fetch(config_path: str | None, db_path: str | None, source_ids: tuple[str, ...],
-          force: bool, refresh: bool, verbose: bool, quiet: bool, as_json: bool) -> None:
+          force: bool, refresh: bool, verbose: bool, quiet: bool, worker: str | None,
+          as_json: bool) -> None:
     """Fetch the due sources and store their entries.
 
     Prints a line for each source where something happened and a summary line (-v:
@@ -84,7 +88,7 @@ def fetch(config_path: str | None, db_path: str | None, source_ids: tuple[str, .
         config = load(config_path)
         database = database_path(config, db_path)
         report = run_fetch(config, database=database, source_ids=source_ids or None,
-                           force=force, refresh=refresh, progress=progress)
+                           force=force, refresh=refresh, progress=progress, worker=worker)
     except SignalError as exc:
         fail(exc)
     finally:

@@ -129,9 +129,6 @@ class Settings:
     #: How long a worker's claim on a due source lasts (several workers on one
     #: database); must be at least 1.
     lease_seconds: float = DEFAULT_LEASE_SECONDS
-    #: This worker's name in leases; empty: ``host:pid``. Must differ between workers
-    #: that run at the same time.
-    worker_name: str = ""
 
 
 @dataclass(frozen=True)
@@ -197,7 +194,6 @@ _SETTING_TYPES: dict[str, type] = {
     "max_entries": int,
     "proxy": str,
     "lease_seconds": float,
-    "worker_name": str,
 }
 #: Settings that must be at least 1 (0 would stop every run, or read nothing).
 _AT_LEAST_ONE = ("concurrency", "per_host", "max_entries", "lease_seconds")

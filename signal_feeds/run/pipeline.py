@@ -79,6 +79,7 @@ async def fetch_sources(
     transport: httpx.AsyncBaseTransport | None = None,
     client: httpx.AsyncClient | None = None,
     ssl_context: ssl.SSLContext | None = None,
+    worker: str | None = None,
 ) -> RunReport:
     """Fetch the due sources of ``config`` into the database, in the running event loop.
 
@@ -91,6 +92,11 @@ async def fetch_sources(
     ``httpx.AsyncClient``, left open) or ``transport`` (e.g. ``httpx.MockTransport``) is
     given; ``ssl_context`` replaces certifi's CA bundle and ``resolver`` the system's
     name resolution for Signal's clients. ``clock`` is injectable for tests.
+
+    ``worker`` names this run in the leases it takes on the sources it fetches (see
+    :mod:`signal_feeds.run.claims`; default ``host:pid``), so that several runs, on one
+    host or many, share one database's due sources; runs at the same time need
+    different names.
     """
     sources = _select(config, source_ids)
     db_path = as_database(database) if database is not None else config.settings.database
@@ -109,7 +115,7 @@ async def fetch_sources(
         with store:
             try:
                 run = Run(config, store, sources, force=force, refresh=refresh, clock=clock,
-                          clients=clients, parser=pool, progress=progress)
+                          clients=clients, parser=pool, progress=progress, owner=worker)
                 reports = await run.execute()
             finally:
                 await clients.aclose()
@@ -137,13 +143,14 @@ def run_fetch(
     transport: httpx.AsyncBaseTransport | None = None,
     client: httpx.AsyncClient | None = None,
     ssl_context: ssl.SSLContext | None = None,
+    worker: str | None = None,
 ) -> RunReport:
     """:func:`fetch_sources` in an event loop of its own (for callers without one)."""
     return asyncio.run(fetch_sources(
         config, database=database, source_ids=source_ids, force=force, refresh=refresh,
         clock=clock,
         resolver=resolver, progress=progress, parser=parser, transport=transport,
-        client=client, ssl_context=ssl_context))
+        client=client, ssl_context=ssl_context, worker=worker))
 
 
 def parse_files(paths: Sequence[Path], *, source_id: str = "local",

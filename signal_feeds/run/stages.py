@@ -120,7 +120,7 @@ class Run:
         self.in_flight: dict[str, float] = {}
         self.slots = asyncio.Semaphore(config.settings.concurrency)
         #: The worker id this run's leases carry.
-        self.owner = owner or worker_id(config.settings.worker_name)
+        self.owner = owner or worker_id()
         self.gate = store.host_gate()
         self.host_slots = HostSlots(config.settings.per_host, gate=self.gate)
         self.parse_queue: StageQueue[_Downloaded] = StageQueue(

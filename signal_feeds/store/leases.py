@@ -8,7 +8,8 @@ lease back in the transaction that stores the source's response (or its failure)
 same transaction that moves the source's next poll forward: a worker that claims later
 finds it not due, so each due source is fetched by one worker per interval. A worker
 that dies holds its leases until they expire; then any worker's next run takes those
-sources.
+sources. On the dead worker's own host that wait is skipped: a ``host:pid`` lease whose
+process is gone (:func:`owner_is_gone`) is taken at once.
 
 Which sources may be claimed is decided here, by :func:`choose_claims`, over plain data;
 each backend reads the candidate rows and writes the leases in one transaction (SQLite:
@@ -29,7 +30,7 @@ import datetime as dt
 import hashlib
 import os
 import socket
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -45,6 +46,8 @@ __all__ = [
     "choose_claims",
     "host_key",
     "may_claim",
+    "owner_is_gone",
+    "owners_gone",
     "worker_id",
 ]
 
@@ -59,6 +62,22 @@ def worker_id(name: str = "") -> str:
     back every lease its worker id holds when it ends.
     """
     return name or f"{socket.gethostname()}:{os.getpid()}"
+
+
+def owner_is_gone(owner: str) -> bool:
+    """True for a ``host:pid`` worker id of this host whose process no longer runs: its
+    leases need not wait for their expiry. Any other id (another host, a given name, a
+    live process, a reused pid) is taken as alive, and its leases as valid."""
+    host, _, pid = owner.rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit() or int(pid) == os.getpid():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # another user's live process
+        return False
+    return False
 
 
 @dataclass(frozen=True)
@@ -88,16 +107,19 @@ class Candidate:
 
 
 def may_claim(candidate: Candidate, *, url: str, owner: str, now: dt.datetime,
-              lease_now: dt.datetime, force: bool) -> bool:
+              lease_now: dt.datetime, force: bool,
+              gone: Collection[str] = frozenset()) -> bool:
     """Whether ``owner`` may claim this source (configured at ``url``).
 
-    Not while another worker's lease is active (by ``lease_now``, the database's clock);
+    Not while another worker's lease is active (by ``lease_now``, the database's clock)
+    unless that worker is one of ``gone`` (dead processes, see :func:`owner_is_gone`);
     then only if it is due by ``now`` (the worker's clock), as the run's decider would
     judge it: a source never stored, or stored for another URL, is due; a gone source
     and a pending ``Retry-After`` never are; ``force`` ignores the schedule.
     """
     lease = candidate.lease
-    if lease is not None and lease.owner != owner and lease.active(lease_now):
+    if lease is not None and lease.owner != owner and lease.active(lease_now) \
+            and lease.owner not in gone:
         return False
     if candidate.stored_url is None or candidate.stored_url != url:
         return True
@@ -107,7 +129,7 @@ def may_claim(candidate: Candidate, *, url: str, owner: str, now: dt.datetime,
 
 def choose_claims(candidates: Sequence[Candidate], urls: Mapping[str, str], *, owner: str,
                   now: dt.datetime, lease_now: dt.datetime, force: bool,
-                  limit: int) -> list[str]:
+                  limit: int, gone: Collection[str] = frozenset()) -> list[str]:
     """The ids of at most ``limit`` sources to claim, in the order of ``candidates``."""
     chosen: list[str] = []
     for candidate in candidates:
@@ -115,9 +137,15 @@ def choose_claims(candidates: Sequence[Candidate], urls: Mapping[str, str], *, o
             break
         url = urls.get(candidate.source_id)
         if url is not None and may_claim(candidate, url=url, owner=owner, now=now,
-                                         lease_now=lease_now, force=force):
+                                         lease_now=lease_now, force=force, gone=gone):
             chosen.append(candidate.source_id)
     return chosen
+
+
+def owners_gone(candidates: Iterable[Candidate]) -> frozenset[str]:
+    """The lease holders among ``candidates`` that :func:`owner_is_gone` says are dead."""
+    owners = {c.lease.owner for c in candidates if c.lease is not None}
+    return frozenset(o for o in owners if owner_is_gone(o))
 
 
 def host_key(host: str) -> int:

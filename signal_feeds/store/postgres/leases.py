@@ -30,6 +30,7 @@ from signal_feeds.store.leases import (
     Lease,
     choose_claims,
     host_key,
+    owners_gone,
 )
 from signal_feeds.store.postgres.connection import Connection
 from signal_feeds.store.postgres.queries import stored_source_state
@@ -51,7 +52,7 @@ _INSERT_NEW = ("INSERT INTO sources (id, url) SELECT * FROM unnest(%s::text[], %
 _TAKE = ("UPDATE sources SET lease_owner = %(owner)s, leased_at = now(), "
          "lease_expires = now() + make_interval(secs => %(seconds)s) "
          "WHERE id = ANY(%(ids)s) AND (lease_owner IS NULL OR lease_owner = %(owner)s "
-         "OR lease_expires <= now()) RETURNING id")
+         "OR lease_expires <= now() OR lease_owner = ANY(%(gone)s)) RETURNING id")
 
 
 def _lease(owner: str | None, since: dt.datetime | None,
@@ -82,15 +83,17 @@ def claim(conn: Any, urls: Mapping[str, str], *, owner: str, now: dt.datetime,
     claimed: set[str] = set()
     waiting = list(urls)
     for _round in range(CLAIM_ROUNDS):
-        chosen = choose_claims(_candidates(conn, waiting), urls, owner=owner, now=now,
-                               lease_now=lease_now, force=force,
-                               limit=limit - len(claimed))
+        candidates = _candidates(conn, waiting)
+        gone = owners_gone(candidates)
+        chosen = choose_claims(candidates, urls, owner=owner, now=now, lease_now=lease_now,
+                               force=force, limit=limit - len(claimed), gone=gone)
         if not chosen:
             break
         new = sorted(chosen)  # one order for every worker: inserts never deadlock
         conn.execute(_INSERT_NEW, (new, [urls[sid] for sid in new]))
         got = {r[0] for r in conn.execute(
-            _TAKE, {"owner": owner, "seconds": lease_seconds, "ids": chosen})}
+            _TAKE, {"owner": owner, "seconds": lease_seconds, "ids": chosen,
+                    "gone": list(gone)})}
         claimed |= got
         if len(got) == len(chosen) or len(claimed) >= limit:
             break

@@ -14,7 +14,7 @@ import sqlite3
 from collections.abc import Iterable, Mapping, Sequence
 
 from signal_feeds.records import SourceState
-from signal_feeds.store.leases import Candidate, Lease, choose_claims
+from signal_feeds.store.leases import Candidate, Lease, choose_claims, owners_gone
 from signal_feeds.store.sqlite import queries
 from signal_feeds.timeutil import format_time, parse_time
 
@@ -57,8 +57,9 @@ def claim(conn: sqlite3.Connection, urls: Mapping[str, str], *, owner: str,
     order to prefer) to ``owner``; their stored states (fresh ones for a new source or a
     changed URL), by id. A source without a row gets one (its state as never fetched),
     so that the lease has a place."""
-    chosen = choose_claims(_candidates(conn, list(urls)), urls, owner=owner, now=now,
-                           lease_now=lease_now, force=force, limit=limit)
+    candidates = _candidates(conn, list(urls))
+    chosen = choose_claims(candidates, urls, owner=owner, now=now, lease_now=lease_now,
+                           force=force, limit=limit, gone=owners_gone(candidates))
     if not chosen:
         return {}
     conn.executemany("INSERT OR IGNORE INTO sources (id, url) VALUES (?, ?)",
