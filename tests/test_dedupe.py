@@ -545,7 +545,7 @@ def test_a_split_cluster_leaves_no_stale_marker(fetch: Fetch, database: Path | s
         assert store.recompute_duplicates().total_changed == 0
 
 
-def test_marking_on_write_always_equals_a_full_recompute(tmp_path: Path) -> None:
+def test_marking_on_write_always_equals_a_full_recompute(database: Path | str) -> None:
     # Random responses (new stories, copies, edits that join and split clusters) applied
     # through the store; after each one, recomputing everything must change nothing.
     import datetime as dt
@@ -557,7 +557,7 @@ def test_marking_on_write_always_equals_a_full_recompute(tmp_path: Path) -> None
     words = [f"word{i}" for i in range(60)]
     texts = [" ".join(rng.choice(words) for _ in range(12)) for _ in range(8)]
     now = dt.datetime(2026, 3, 1, tzinfo=dt.UTC)
-    with Store(tmp_path / "random.db") as store:
+    with open_store(database) as store:
         for step in range(40):
             source = rng.choice(["s1", "s2", "s3", "s4"])
             rows = []

@@ -302,7 +302,14 @@ def _worker_pids() -> set[int]:
         except OSError:
             continue
         ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        if ppid == me:
+        if ppid != me:
+            continue
+        # Only parser workers: the session's PostgreSQL watchdog is a child of ours too.
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"_worker_main" in cmdline:
             found.add(int(entry.name))
     return found
 

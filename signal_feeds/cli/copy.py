@@ -19,7 +19,7 @@ from signal_feeds.errors import ConfigError, SignalError
 __all__ = ["copy"]
 
 
-@click.command(short_help="Copy the database to another store (e.g. PostgreSQL).")
+@click.command(short_help="Copy the database to another store.")
 @config_option
 @db_option
 @click.option("--to", "target", required=True, metavar="PATH|URL",

@@ -129,6 +129,71 @@ def _candidates(conn: Any, row: DedupeRow, common: CommonTokens) -> dict[str, li
     return {channel: list(dict.fromkeys(keys)) for channel, keys in found.items()}
 
 
+# The same lookups for every row of a response at once: two statements per response,
+# not two per entry.
+_ALL_CANDIDATES = """
+WITH r AS (SELECT * FROM unnest(%(i)s::int[], %(key)s::text[], %(url)s::text[],
+                                %(title)s::text[], %(seq)s::bigint[])
+           AS r(i, key, url, title, seq)),
+     t AS (SELECT * FROM unnest(%(ti)s::int[], %(label)s::int[], %(token)s::bigint[])
+           AS t(i, label, token))
+SELECT r.i, -2, l.id::text FROM r CROSS JOIN LATERAL (
+    SELECT id FROM entries WHERE match_url = r.url AND id != r.key LIMIT %(limit)s) AS l
+UNION ALL
+SELECT r.i, -1, x.id::text FROM r CROSS JOIN LATERAL (
+    SELECT id FROM entries WHERE norm_title = r.title AND id != r.key LIMIT %(limit)s) AS x
+UNION ALL
+SELECT t.i, t.label, d.entry::text FROM t JOIN r USING (i) CROSS JOIN LATERAL (
+    SELECT entry FROM dedupe_text WHERE token = t.token AND entry != r.seq
+    LIMIT %(limit)s) AS d
+"""
+
+
+def _all_candidates(conn: Any, rows: Sequence[DedupeRow],
+                    common: CommonTokens) -> dict[str, dict[str, list[str]]]:
+    """:func:`_candidates` of many rows in two statements (the same answers)."""
+    tokens = [[t for t in posted_tokens(row.tokens) if t not in common] for row in rows]
+    flat = [(i, label, token) for i, row_tokens in enumerate(tokens)
+            for label, token in enumerate(row_tokens)]
+    hits: list[dict[int, list[str]]] = [{} for _ in rows]
+    for i, label, found in conn.execute(_ALL_CANDIDATES, {
+            "i": list(range(len(rows))), "key": [r.key for r in rows],
+            "url": [r.match_url or None for r in rows],
+            "title": [r.norm_title or None for r in rows], "seq": [r.seq for r in rows],
+            "ti": [f[0] for f in flat], "label": [f[1] for f in flat],
+            "token": [f[2] for f in flat], "limit": MAX_POSTINGS + 1}):
+        hits[i].setdefault(label, []).append(found)
+
+    def posted(i: int, label: int) -> list[str]:
+        found = hits[i].get(label, [])
+        return [] if len(found) > MAX_POSTINGS else found
+
+    wanted: list[set[int]] = []
+    for i, row_tokens in enumerate(tokens):
+        seqs: set[int] = set()
+        for label, token in enumerate(row_tokens):
+            if len(hits[i].get(label, ())) > MAX_POSTINGS:
+                common.add(token)
+            seqs.update(int(s) for s in posted(i, label))
+        wanted.append(seqs)
+    every = sorted(set().union(*wanted)) if wanted else []
+    stored: dict[int, tuple[str, frozenset[int]]] = {}
+    if every:
+        for seq, key, blob in conn.execute(
+                "SELECT seq, id, text_tokens FROM entries WHERE seq = ANY(%s)", (every,)):
+            stored[int(seq)] = (key, frozenset(unpack_tokens(bytes(blob) if blob else None)))
+    result: dict[str, dict[str, list[str]]] = {}
+    for i, row in enumerate(rows):
+        need = max(1, math.ceil(len(row.tokens) * TOKEN_SHARE))
+        mine = set(row.tokens)
+        texts = [stored[s][0] for s in sorted(wanted[i])
+                 if s in stored and len(mine.intersection(stored[s][1])) >= need]
+        found = {"link": posted(i, _LINK), "title": posted(i, _TITLE), "text": texts}
+        result[row.key] = {channel: list(dict.fromkeys(keys))
+                           for channel, keys in found.items()}
+    return result
+
+
 def _old_cluster(conn: Any, column: str, row: DedupeRow, channel: str) -> list[str]:
     """Members of the cluster the row belonged to before this pass."""
     canon = row.markers.get(channel) or row.key
@@ -141,6 +206,8 @@ def _mark(conn: Any, rows: _Rows, keys: Sequence[str], *, created: Collection[st
           everything: bool, common: CommonTokens | None = None) -> DedupeReport:
     known = CommonTokens() if common is None else common
     found: dict[str, dict[str, list[str]]] = {}
+    if not everything:  # the rows just written: their lookups in one go
+        found.update(_all_candidates(conn, [rows.get(k) for k in keys], known))
 
     def candidates(key: str, channel: str) -> list[str]:
         if key not in found:
