@@ -188,10 +188,21 @@ def test_a_server_gone_mid_run_commits_each_response_or_nothing(
         with pytest.raises(DatabaseUnavailableError) as info:
             store.apply_response(STATE, ROWS, RECORD, NOW)
         assert _password(postgres_url) not in str(info.value)
-    with open_store(postgres_url) as store:
-        assert store.table_counts() == {"sources": 1, "entries": 1, "entry_versions": 1,
-                                        "fetches": 1}
-        assert len(store.changes(limit=10)) == 1
+        with open_store(postgres_url) as other:  # nothing of that response was written
+            assert other.table_counts() == {"sources": 1, "entries": 1, "entry_versions": 1,
+                                            "fetches": 1}
+            assert len(other.changes(limit=10)) == 1
+        # The server is still there: the next response connects again and is stored.
+        assert store.apply_response(STATE, ROWS, RECORD, NOW).created == len(ROWS) - 1
+        assert len(store.changes(limit=10)) == len(ROWS)
+        # Lost inside a batch: the batch fails whole; the next batch connects again.
+        with pytest.raises(DatabaseUnavailableError), store.batch():
+            store.save_attempt(STATE, RECORD)
+            postgres_cluster.drop_connections(dbname)
+            store.save_attempt(STATE, RECORD)
+        with store.batch():
+            store.save_attempt(STATE, RECORD)
+        assert store.count("fetches") == 3
 
 
 def test_a_fetch_whose_server_went_away_stops_with_exit_2(

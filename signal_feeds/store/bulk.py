@@ -85,3 +85,8 @@ class BulkAccess(Protocol):
     def transaction(self) -> Any:
         """A context manager: one transaction around the copy's writes."""
         ...
+
+    def snapshot(self) -> Any:
+        """A context manager: one read-only view of the database for the copy's reads,
+        so that a fetch writing meanwhile cannot make the tables disagree."""
+        ...

@@ -145,7 +145,7 @@ def copy_store(source: Database, target: Database, *, replace: bool = False,
                               "database, or pass --replace to delete its rows first")
         read, write = _bulk(src), _bulk(dst)
         copied: list[TableCopy] = []
-        with write.transaction():
+        with read.snapshot(), write.transaction():
             if replace:
                 write.clear()
             sums: dict[str, _Digest] = {}

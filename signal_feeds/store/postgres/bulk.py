@@ -124,3 +124,10 @@ class PostgresBulk:
         """One transaction around the copy's writes (errors become StoreError)."""
         with self.db.errors("cannot copy rows"), self.db.transaction():
             yield
+
+    @contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """A REPEATABLE READ transaction: every read sees the data as at its start."""
+        with self.db.errors("cannot copy rows"), self.db.transaction() as conn:
+            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            yield

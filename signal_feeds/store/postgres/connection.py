@@ -55,18 +55,23 @@ class Connection:
         self.busy_timeout = busy_timeout
         self._psycopg = import_psycopg()
         self._batch_depth = 0
+        self.conn: psycopg.Connection[Any] = self._connect()
+
+    def _connect(self) -> psycopg.Connection[Any]:
         try:
-            self.conn: psycopg.Connection[Any] = self._psycopg.connect(
-                url, autocommit=True, connect_timeout=DEFAULT_CONNECT_TIMEOUT,
+            conn: psycopg.Connection[Any] = self._psycopg.connect(
+                self.url, autocommit=True, connect_timeout=DEFAULT_CONNECT_TIMEOUT,
                 application_name="signal")
         except self._psycopg.Error as exc:
             self._raise("cannot connect to", exc)
         except ValueError as exc:  # a URL libpq cannot even parse may surface as this
             self._raise("cannot connect to", exc)
+        self.conn = conn
         with self.errors("cannot configure the connection to"):
             # A lock another writer holds is waited for at most busy_timeout, as in SQLite.
-            self.conn.execute(f"SET lock_timeout = {max(int(busy_timeout * 1000), 1)}")
-            self.conn.execute("SET TIME ZONE 'UTC'")
+            conn.execute(f"SET lock_timeout = {max(int(self.busy_timeout * 1000), 1)}")
+            conn.execute("SET TIME ZONE 'UTC'")
+        return conn
 
     def _raise(self, what: str, exc: BaseException, source_id: str | None = None) -> NoReturn:
         detail = redact(" ".join(str(exc).split()), self.url) or type(exc).__name__
@@ -105,7 +110,12 @@ class Connection:
         """A transaction committed on exit, or inside :meth:`batch` a savepoint released
         on exit; either is undone on an error."""
         if self.gone:
-            raise DatabaseUnavailableError(f"the connection to {self.name} was lost")
+            if self._batch_depth:  # the batch's transaction went with the connection
+                raise DatabaseUnavailableError(f"the connection to {self.name} was lost")
+            # Between transactions nothing is lost with the old connection: a server
+            # back after a restart takes the next response (one attempt; else an error).
+            log.warning("the connection to %s was lost; connecting again", self.name)
+            self._connect()
         with self.conn.transaction():
             yield self.conn
 

@@ -112,3 +112,14 @@ class SqliteBulk:
         """One transaction around the copy's writes (errors become StoreError)."""
         with self.db.errors("cannot copy rows"), self.db.transaction():
             yield
+
+    @contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """A read transaction (WAL: writers go on; this sees the data as at its start)."""
+        with self.db.errors("cannot copy rows"):
+            self.conn.execute("BEGIN")
+        try:
+            yield
+        finally:
+            with self.db.errors("cannot copy rows"):
+                self.conn.execute("COMMIT")
