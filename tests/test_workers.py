@@ -404,3 +404,27 @@ def test_a_dead_process_on_this_host_is_seen_at_once(tmp_path: Path) -> None:
         # Its lease has not expired, but its process is gone: taken at once.
         assert store.claim_sources(urls, owner="me:1", now=NOW, limit=1)
         assert store.claim_sources(urls, owner="me:2", now=NOW, limit=1) == {}
+
+
+def test_the_advisory_gate_connects_again_after_losing_its_session(postgres_url: str) -> None:
+    import psycopg
+
+    from signal_feeds.errors import StoreError
+
+    with open_store(postgres_url) as store:
+        gate = store.host_gate()
+        try:
+            assert gate.take("example.org", 1) == 0
+            assert gate.take("example.org", 1) is None
+            with psycopg.connect(postgres_url, autocommit=True) as admin:
+                admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                              "WHERE datname = current_database() AND pid != pg_backend_pid()"
+                              " AND application_name = 'signal' AND query ILIKE '%advisory%'")
+            time.sleep(0.5)  # the server ends the session
+            with pytest.raises(StoreError):
+                gate.take("example.org", 2)  # asks the server for slot 1
+            gate.give_back("example.org", 0)  # never raises
+            # The session and its locks are gone: the next take connects again.
+            assert gate.take("example.org", 1) == 0
+        finally:
+            gate.close()

@@ -157,9 +157,13 @@ class AdvisoryHostGate:
             for slot in range(min(per_host, MAX_SLOTS_PER_HOST)):
                 if (host, slot) in self._held:
                     continue
-                with db.errors("cannot take a host slot on"):
-                    row = db.conn.execute("SELECT pg_try_advisory_lock(%s, %s)",
-                                          (key, slot)).fetchone()
+                try:
+                    with db.errors("cannot take a host slot on"):
+                        row = db.conn.execute("SELECT pg_try_advisory_lock(%s, %s)",
+                                              (key, slot)).fetchone()
+                except StoreError:
+                    self._drop()  # the next take connects again
+                    raise
                 if row is not None and row[0]:
                     self._held.add((host, slot))
                     return slot
@@ -180,10 +184,15 @@ class AdvisoryHostGate:
             except StoreError as exc:
                 # The server lost the session or will drop it: its locks go with it.
                 log.warning("%s; closing the host slot connection", exc)
-                self._held.clear()
-                with contextlib.suppress(StoreError):
-                    self._db.close()
-                self._db = None
+                self._drop()
+
+    def _drop(self) -> None:
+        """Forget the connection and the slots its session held (with the lock held)."""
+        self._held.clear()
+        if self._db is not None:
+            with contextlib.suppress(StoreError):
+                self._db.close()
+            self._db = None
 
     def close(self) -> None:
         """Close the connection: the server drops every slot it held."""
