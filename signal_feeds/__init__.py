@@ -35,7 +35,7 @@ _EXPORTS = {
     "records": ["ApplyCounts", "Change", "FetchRecord", "SourceState", "StoredEntry",
                 "StoredVersion"],
     "store": ["Store"],
-    "store.protocol": ["DedupeReport", "FeedStore"],
+    "store.protocol": ["DedupeReport", "DuplicateLink", "FeedStore"],
     "store.change_feed": ["read_changes"],
     "store.reading": ["entry_history", "export_entries", "list_entries", "lookup",
                       "search_entries"],
@@ -51,6 +51,7 @@ __all__ = [
     "ContradictionError",
     "CursorError",
     "DedupeReport",
+    "DuplicateLink",
     "EntryHistory",
     "EntryRow",
     "EntryView",
@@ -147,7 +148,7 @@ if TYPE_CHECKING:
     from signal_feeds.run.pipeline import Progress, fetch_sources, parse_files, run_fetch
     from signal_feeds.store import Store
     from signal_feeds.store.change_feed import read_changes
-    from signal_feeds.store.protocol import DedupeReport, FeedStore
+    from signal_feeds.store.protocol import DedupeReport, DuplicateLink, FeedStore
     from signal_feeds.store.reading import (
         entry_history,
         export_entries,
