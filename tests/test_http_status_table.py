@@ -141,3 +141,24 @@ def test_a_ready_client_is_used_and_left_open(db_path: Path) -> None:
     rep = run_fetch(make_config(db_path, {"s": URL}), force=True, client=client).get("s")
     assert (rep.status, rep.created) == ("fetched", 3)
     assert seen == [URL] and not client.is_closed
+
+
+def test_the_readme_mock_transport_example_runs_as_printed(tmp_path: Path) -> None:
+    """The README's "Testing with httpx.MockTransport" block, run as a user would paste
+    it: a fresh interpreter in a folder with a signal.toml and a feed.xml, with Python's
+    development mode on so that a leaked file or socket shows up on stderr."""
+    import re
+    import subprocess
+    import sys
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text("utf-8")
+    section = readme.split("### Testing with httpx.MockTransport", 1)[1]
+    found = re.search(r"```python\n(.*?)```", section, re.S)
+    assert found is not None, "the README section has no Python block"
+    (tmp_path / "feed.xml").write_bytes(FEED)
+    (tmp_path / "signal.toml").write_text(
+        '[[sources]]\nid = "rss"\nurl = "https://feeds.example/feed.xml"\n\n'
+        '[[sources]]\nid = "plain"\nurl = "http://blog.example/rss"\n', encoding="utf-8")
+    proc = subprocess.run([sys.executable, "-X", "dev", "-c", found.group(1)], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    assert (proc.returncode, proc.stderr) == (0, ""), proc.stderr[-3000:]
