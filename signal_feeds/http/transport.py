@@ -107,9 +107,22 @@ class SignalTransport(httpx.AsyncBaseTransport):
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         """Send ``request`` on a pooled connection; the body streams as it arrives."""
         url = request.url
-        pool = self._pool(self._proxies.for_url(url), url.scheme == "https")
-        with _translated():
-            response = await pool.handle_async_request(_core_request(request))
+        proxy = self._proxies.for_url(url)
+        if proxy is not None and not proxy.lower().startswith(_PROXY_SCHEMES):
+            # httpcore would speak plain HTTP to a SOCKS port (ALL_PROXY=socks5://...
+            # is common): refuse by name rather than fail with a puzzling network error.
+            raise httpx.ProxyError(f"proxy {_shown(proxy)} is not supported: only http:// "
+                                   "and https:// proxies are (see the proxy setting)")
+        pool = self._pool(proxy, url.scheme == "https")
+        try:
+            with _translated():
+                response = await pool.handle_async_request(_core_request(request))
+        except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+            if proxy is None:
+                raise
+            # Through a proxy, a connection is only ever made to the proxy: say so, or
+            # the message names an address the user never configured.
+            raise type(exc)(f"proxy {_shown(proxy)}: {exc}") from exc
         return _response(response)
 
     async def aclose(self) -> None:
@@ -182,6 +195,20 @@ class SingleConnectionTransport(httpx.AsyncBaseTransport):
                 await connection.aclose()
         if proxied is not None:
             await proxied.aclose()
+
+
+#: The proxy URL schemes httpcore's HTTP proxy speaks.
+_PROXY_SCHEMES = ("http://", "https://")
+
+
+def _shown(proxy: str) -> str:
+    """A proxy URL as a message may show it: scheme, host and port, no credentials."""
+    try:
+        url = httpx.URL(proxy)
+    except (httpx.InvalidURL, ValueError):
+        return proxy.split("://", 1)[0] + "://…"
+    port = f":{url.port}" if url.port else ""
+    return f"{url.scheme}://{url.host}{port}"
 
 
 def _core_request(request: httpx.Request) -> httpcore.Request:
