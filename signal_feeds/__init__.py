@@ -28,7 +28,7 @@ _EXPORTS = {
                  "metadata_fingerprint"],
     "config.opml": ["ImportReport"],
     "parse.feed": ["parse_feed"],
-    "parse.rows": ["NORMALIZER_VERSION", "ParsedEntry", "ParsedFeed"],
+    "parsed": ["NORMALIZER_VERSION", "ParsedEntry", "ParsedFeed"],
     "parse.settings": ["ParseSettings"],
     "run.pipeline": ["Progress", "fetch_sources", "parse_files", "run_fetch"],
     "decide.report": ["RunReport", "SourceReport"],
@@ -135,8 +135,8 @@ if TYPE_CHECKING:
         metadata_fingerprint,
     )
     from signal_feeds.parse.feed import parse_feed
-    from signal_feeds.parse.rows import NORMALIZER_VERSION, ParsedEntry, ParsedFeed
     from signal_feeds.parse.settings import ParseSettings
+    from signal_feeds.parsed import NORMALIZER_VERSION, ParsedEntry, ParsedFeed
     from signal_feeds.records import (
         ApplyCounts,
         Change,

@@ -155,3 +155,20 @@ def test_no_module_imports_another_modules_private_names() -> None:
                           for alias in node.names
                           if alias.name.startswith("_") and not alias.name.startswith("__")]
     assert found == []
+
+
+def test_no_two_parts_of_the_package_import_each_other() -> None:
+    # The layers contract in pyproject.toml already forbids upward imports; this says the
+    # same without any ignored import, pair by pair, in the words of the issue: no cycles
+    # between the subpackages (and top-level modules) a newcomer finds by name.
+    import grimp
+
+    graph = grimp.build_graph("signal_feeds", exclude_type_checking_imports=True)
+    parts = sorted(m for m in graph.find_children("signal_feeds")
+                   if not m.rsplit(".", 1)[1].startswith("_"))
+    both_ways = [
+        (a, b) for i, a in enumerate(parts) for b in parts[i + 1:]
+        if graph.direct_import_exists(importer=a, imported=b, as_packages=True)
+        and graph.direct_import_exists(importer=b, imported=a, as_packages=True)
+    ]
+    assert both_ways == []

@@ -18,8 +18,8 @@ import feedparser
 import nh3
 
 from signal_feeds.errors import ParseError
-from signal_feeds.parse.rows import NORMALIZER_VERSION, ParsedEntry, ParsedFeed
 from signal_feeds.parse.settings import DEFAULT_MAX_ENTRIES
+from signal_feeds.parsed import NORMALIZER_VERSION, ParsedEntry, ParsedFeed
 from signal_feeds.urls import check_link, normalize_link
 
 __all__ = [
