@@ -154,14 +154,18 @@ class SingleConnectionTransport(httpx.AsyncBaseTransport):
         self._is_private = is_private
         self._connection: httpcore.AsyncHTTPConnection | None = None
         self._proxied: SignalTransport | None = None
+        #: Whether :meth:`_connection_for` last handed out a kept-alive connection.
+        self._reused = False
 
     async def _connection_for(self, origin: httpcore.Origin) -> httpcore.AsyncHTTPConnection:
         connection = self._connection
+        self._reused = False
         if connection is not None:
             if not (connection.is_idle() or connection.is_closed()):
                 raise RuntimeError("SingleConnectionTransport carries one request at a time")
             if (connection.can_handle_request(origin) and connection.is_available()
                     and not connection.has_expired()):
+                self._reused = True
                 return connection  # kept alive, still open, same origin
             self._connection = None
             await connection.aclose()
@@ -183,7 +187,17 @@ class SingleConnectionTransport(httpx.AsyncBaseTransport):
         core_request = _core_request(request)
         with _translated():
             connection = await self._connection_for(core_request.url.origin)
-            response = await connection.handle_async_request(core_request)
+            try:
+                response = await connection.handle_async_request(core_request)
+            except _STALE_CONNECTION:
+                if not self._reused or request.method not in _IDEMPOTENT:
+                    raise
+                # A server may close an idle kept-alive connection just as the next
+                # request goes out on it (its keep-alive timeout; no way to tell the
+                # close from the wire in time). Nothing of a response arrived, so a GET
+                # is sent once more, on a new connection, inside the same deadline.
+                connection = await self._connection_for(core_request.url.origin)
+                response = await connection.handle_async_request(_core_request(request))
         return _response(response)
 
     async def aclose(self) -> None:
@@ -196,6 +210,12 @@ class SingleConnectionTransport(httpx.AsyncBaseTransport):
         if proxied is not None:
             await proxied.aclose()
 
+
+#: What a request on a kept-alive connection the server has closed fails with, before
+#: any byte of a response: "Server disconnected without sending a response", a reset.
+_STALE_CONNECTION = (httpcore.RemoteProtocolError, httpcore.ReadError, httpcore.WriteError)
+#: Methods sent again on a new connection when a kept-alive one turns out closed.
+_IDEMPOTENT = ("GET", "HEAD")
 
 #: The proxy URL schemes httpcore's HTTP proxy speaks.
 _PROXY_SCHEMES = ("http://", "https://")
