@@ -29,14 +29,14 @@ _EXPORTS = {
                  "metadata_fingerprint"],
     "config.opml": ["ImportReport"],
     "parse.feed": ["parse_feed"],
-    "parse.rows": ["NORMALIZER_VERSION", "ParsedEntry", "ParsedFeed"],
+    "parsed": ["NORMALIZER_VERSION", "ParsedEntry", "ParsedFeed"],
     "parse.settings": ["ParseSettings"],
     "run.pipeline": ["Progress", "fetch_sources", "parse_files", "run_fetch"],
     "decide.report": ["RunReport", "SourceReport"],
     "records": ["ApplyCounts", "Change", "FetchRecord", "SourceState", "StoredEntry",
                 "StoredVersion"],
     "store": ["Store"],
-    "store.protocol": ["DedupeReport", "FeedStore"],
+    "store.protocol": ["DedupeReport", "DuplicateLink", "FeedStore"],
     "store.change_feed": ["read_changes"],
     "store.reading": ["entry_history", "export_entries", "list_entries", "lookup",
                       "search_entries"],
@@ -53,6 +53,7 @@ __all__ = [
     "CursorError",
     "DatabaseUnavailableError",
     "DedupeReport",
+    "DuplicateLink",
     "EntryHistory",
     "EntryRow",
     "EntryView",
@@ -136,8 +137,8 @@ if TYPE_CHECKING:
         metadata_fingerprint,
     )
     from signal_feeds.parse.feed import parse_feed
-    from signal_feeds.parse.rows import NORMALIZER_VERSION, ParsedEntry, ParsedFeed
     from signal_feeds.parse.settings import ParseSettings
+    from signal_feeds.parsed import NORMALIZER_VERSION, ParsedEntry, ParsedFeed
     from signal_feeds.records import (
         ApplyCounts,
         Change,
@@ -149,7 +150,7 @@ if TYPE_CHECKING:
     from signal_feeds.run.pipeline import Progress, fetch_sources, parse_files, run_fetch
     from signal_feeds.store import Store
     from signal_feeds.store.change_feed import read_changes
-    from signal_feeds.store.protocol import DedupeReport, FeedStore
+    from signal_feeds.store.protocol import DedupeReport, DuplicateLink, FeedStore
     from signal_feeds.store.reading import (
         entry_history,
         export_entries,

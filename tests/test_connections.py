@@ -7,6 +7,7 @@ from __future__ import annotations
 import gzip
 import socket
 import ssl
+import struct
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -116,6 +117,72 @@ def test_a_connection_the_server_dropped_while_idle_is_replaced(
     report = run_fetch(make_config(db_path, sources, per_host=1, concurrency=1), force=True)
     assert [s.status for s in report.sources] == ["fetched"] * 5, report.sources
     assert server.connections >= 5
+
+
+class _OneAnswerPerConnection:
+    """Answers the first request on each connection and keeps it open; a second request
+    on the same connection is met by a close (FIN) or a reset (RST) and no answer: a
+    server whose keep-alive timeout ran out just as the request went out, every time."""
+
+    def __init__(self, how: str) -> None:
+        self.how = how
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        self.answered = 0
+        self.dropped = 0
+        self.lock = threading.Lock()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _read_head(self, conn: socket.socket, buffer: bytes) -> bytes | None:
+        while b"\r\n\r\n" not in buffer:
+            data = conn.recv(65536)
+            if not data:
+                return None
+            buffer += data
+        return buffer.partition(b"\r\n\r\n")[2]
+
+    def _serve(self, conn: socket.socket) -> None:
+        with conn:
+            rest = self._read_head(conn, b"")
+            if rest is None:
+                return
+            conn.sendall(ok(FEED))
+            with self.lock:
+                self.answered += 1
+            if self._read_head(conn, rest) is None:
+                return
+            with self.lock:
+                self.dropped += 1
+            if self.how == "reset":
+                conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+@pytest.mark.parametrize("how", ["close", "reset"])
+def test_a_kept_alive_connection_closed_as_the_request_goes_out_is_asked_again(
+        db_path: Path, how: str) -> None:
+    # The race behind the test above, made certain: the connection looks idle and open
+    # when it is reused, and the server drops it on the request. A GET that got no byte
+    # of an answer goes again on a new connection instead of failing the source.
+    server = _OneAnswerPerConnection(how)
+    try:
+        sources = {f"s{i}": f"http://127.0.0.1:{server.port}/feed/{i}.xml" for i in range(3)}
+        report = run_fetch(make_config(db_path, sources, per_host=1, concurrency=1),
+                           force=True)
+        assert [(s.status, s.error) for s in report.sources] == [("fetched", None)] * 3
+        assert (server.answered, server.dropped) == (3, 2)
+    finally:
+        server.close()
 
 
 def test_chunked_gzip_body_and_informational_responses(raw: Callable[..., RawServer],

@@ -341,6 +341,55 @@ def test_the_types_public_functions_return_are_exported() -> None:
         assert isinstance(getattr(signal_feeds, name), type), name
 
 
+def _package_classes() -> dict[str, type]:
+    """Every public class defined in a public module of the package, by name."""
+    import importlib
+    import inspect
+    import pkgutil
+
+    found: dict[str, type] = {}
+    for info in pkgutil.walk_packages(signal_feeds.__path__, "signal_feeds."):
+        # Private modules are left out (``__main__`` and ``parse._worker_main`` run on
+        # import), and so is the optional PostgreSQL store.
+        if any(part.startswith("_") for part in info.name.split(".")) or \
+                ".postgres" in info.name:
+            continue
+        module = importlib.import_module(info.name)
+        for name, value in vars(module).items():
+            if inspect.isclass(value) and value.__module__ == info.name \
+                    and not name.startswith("_"):
+                found[name] = value
+    return found
+
+
+def test_every_class_a_public_function_or_method_returns_is_exported() -> None:
+    # Not a list kept by hand: every return annotation of every exported function, and of
+    # every public method and property of every exported class, is read.
+    import inspect
+
+    classes = _package_classes()
+    missing: dict[str, list[str]] = {}
+    for name in signal_feeds.__all__:
+        value = getattr(signal_feeds, name)
+        functions: list[tuple[str, Any]] = []
+        if inspect.isfunction(value):
+            functions.append((name, value))
+        elif inspect.isclass(value):
+            for attr, member in vars(value).items():
+                if attr.startswith("_") and attr != "__enter__":
+                    continue
+                member = member.fget if isinstance(member, property) else member
+                member = getattr(member, "__func__", member)  # classmethod, staticmethod
+                if inspect.isfunction(member):
+                    functions.append((f"{name}.{attr}", member))
+        for where, function in functions:
+            returned = str(function.__annotations__.get("return", ""))
+            for word in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", returned):
+                if word in classes and word not in signal_feeds.__all__:
+                    missing.setdefault(word, []).append(where)
+    assert not missing, missing
+
+
 def test_help_summaries_are_whole_sentences() -> None:
     import click
 

@@ -117,6 +117,40 @@ def test_proxy_setting_overrides_the_environment(server: ScenarioServer,
     assert rep.status in ("fetched", "not_modified") and proxy.targets == [url]
 
 
+@pytest.mark.usefixtures("no_proxy_env")
+def test_a_socks_proxy_in_the_environment_is_refused_by_name(
+        server: ScenarioServer, db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # ALL_PROXY=socks5://... is common; httpcore's HTTP proxy would speak HTTP to it.
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.5)
+    try:
+        port = listener.getsockname()[1]
+        monkeypatch.setenv("ALL_PROXY", f"socks5://someone:secret@127.0.0.1:{port}")
+        rep = run_fetch(make_config(db_path, {"s": server.url("/feeds/demo-rss.xml")}),
+                        force=True).get("s")
+        assert rep.status == "failed"
+        assert rep.error == (f"proxy error: proxy socks5://127.0.0.1:{port} is not "
+                             "supported: only http:// and https:// proxies are (see the "
+                             "proxy setting)"), rep.error
+        with pytest.raises(TimeoutError):
+            listener.accept()  # nothing was sent to the SOCKS port
+    finally:
+        listener.close()
+
+
+@pytest.mark.usefixtures("no_proxy_env")
+def test_an_unreachable_proxy_is_named_without_its_credentials(
+        db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]  # closed below: nobody listens there
+    monkeypatch.setenv("HTTP_PROXY", f"http://someone:secret@127.0.0.1:{port}")
+    rep = run_fetch(make_config(db_path, {"s": "http://feeds.example/feed.xml"}),
+                    force=True).get("s")
+    assert rep.status == "failed"
+    assert rep.error.startswith(f"cannot connect: proxy http://127.0.0.1:{port}: "), rep.error
+    assert "secret" not in rep.error and "feeds.example" not in rep.error
+
+
 def test_proxy_setting_is_validated() -> None:
     with pytest.raises(signal_feeds.ConfigError,
                        match=r"\[settings\]: proxy: must be an http:// or https://"):

@@ -135,9 +135,63 @@ def test_too_many_redirects(db_path: Path) -> None:
     assert len(seen) == 4
 
 
+BAD_LOCATIONS = [
+    ("javascript:alert(1)", "redirect to a non-http(s) URL 'javascript:alert(1)' refused"),
+    ("data:text/plain,hi", "redirect to a non-http(s) URL 'data:text/plain,hi' refused"),
+    ("ftp://files.example/feed.xml",
+     "redirect to a non-http(s) URL 'ftp://files.example/feed.xml' refused"),
+    ("http://[::1", "redirect to an invalid URL 'http://[::1'"),
+]
+
+
+@pytest.mark.parametrize(("location", "error"), BAD_LOCATIONS)
+def test_a_redirect_signal_does_not_follow_is_refused_by_name(
+        db_path: Path, location: str, error: str) -> None:
+    # The messages a run against a real server gives (tests/test_hostile_http.py): a
+    # MockTransport must not change an outcome.
+    transport, seen = table({URL: moved(302, location)})
+    rep = run_fetch(make_config(db_path, {"s": URL}), force=True,
+                    transport=transport).get("s")
+    assert (rep.status, rep.error) == ("failed", error)
+    assert seen == [URL]
+
+
+@pytest.mark.parametrize(("location", "error"), BAD_LOCATIONS)
+def test_through_a_ready_client_such_a_redirect_is_refused_too(
+        db_path: Path, location: str, error: str) -> None:
+    # httpx's client parses the Location first (and fails on some); the report still
+    # says that the redirect was refused, not that the source's own URL is invalid.
+    transport, _ = table({URL: moved(302, location)})
+    client = httpx.AsyncClient(transport=transport)
+    rep = run_fetch(make_config(db_path, {"s": URL}), force=True, client=client).get("s")
+    assert rep.status == "failed" and rep.error.startswith("redirect to "), rep.error
+    assert URL not in rep.error
+
+
 def test_a_ready_client_is_used_and_left_open(db_path: Path) -> None:
     transport, seen = table({URL: httpx.Response(200, headers=RSS, content=FEED)})
     client = httpx.AsyncClient(transport=transport)
     rep = run_fetch(make_config(db_path, {"s": URL}), force=True, client=client).get("s")
     assert (rep.status, rep.created) == ("fetched", 3)
     assert seen == [URL] and not client.is_closed
+
+
+def test_the_readme_mock_transport_example_runs_as_printed(tmp_path: Path) -> None:
+    """The README's "Testing with httpx.MockTransport" block, run as a user would paste
+    it: a fresh interpreter in a folder with a signal.toml and a feed.xml, with Python's
+    development mode on so that a leaked file or socket shows up on stderr."""
+    import re
+    import subprocess
+    import sys
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text("utf-8")
+    section = readme.split("### Testing with httpx.MockTransport", 1)[1]
+    found = re.search(r"```python\n(.*?)```", section, re.S)
+    assert found is not None, "the README section has no Python block"
+    (tmp_path / "feed.xml").write_bytes(FEED)
+    (tmp_path / "signal.toml").write_text(
+        '[[sources]]\nid = "rss"\nurl = "https://feeds.example/feed.xml"\n\n'
+        '[[sources]]\nid = "plain"\nurl = "http://blog.example/rss"\n', encoding="utf-8")
+    proc = subprocess.run([sys.executable, "-X", "dev", "-c", found.group(1)], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    assert (proc.returncode, proc.stderr) == (0, ""), proc.stderr[-3000:]

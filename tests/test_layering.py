@@ -141,3 +141,34 @@ def test_no_module_is_over_the_line_limit() -> None:
              for rel, path in _modules()}
     over = {rel: n for rel, n in sizes.items() if n > MAX_LINES}
     assert over == {}, f"modules over {MAX_LINES} lines: split them by job"
+
+
+def test_no_module_imports_another_modules_private_names() -> None:
+    # A name with a leading underscore is its module's own business: when a sibling
+    # needs it (as jsonfeed needed feed's HTML cleaning), it becomes public API.
+    found: list[str] = []
+    for rel, path in _modules():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=rel)):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
+                    "signal_feeds"):
+                found += [f"{rel}:{node.lineno}: {node.module}.{alias.name}"
+                          for alias in node.names
+                          if alias.name.startswith("_") and not alias.name.startswith("__")]
+    assert found == []
+
+
+def test_no_two_parts_of_the_package_import_each_other() -> None:
+    # The layers contract in pyproject.toml already forbids upward imports; this says the
+    # same without any ignored import, pair by pair, in the words of the issue: no cycles
+    # between the subpackages (and top-level modules) a newcomer finds by name.
+    import grimp
+
+    graph = grimp.build_graph("signal_feeds", exclude_type_checking_imports=True)
+    parts = sorted(m for m in graph.find_children("signal_feeds")
+                   if not m.rsplit(".", 1)[1].startswith("_"))
+    both_ways = [
+        (a, b) for i, a in enumerate(parts) for b in parts[i + 1:]
+        if graph.direct_import_exists(importer=a, imported=b, as_packages=True)
+        and graph.direct_import_exists(importer=b, imported=a, as_packages=True)
+    ]
+    assert both_ways == []

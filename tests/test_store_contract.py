@@ -275,6 +275,22 @@ def test_a_directory_is_not_a_database(tmp_path: Path) -> None:
         Store(tmp_path)
 
 
+def test_a_database_from_a_newer_signal_is_refused_and_left_alone(filled: Path) -> None:
+    # A newer schema has tables and columns this code would not keep up to date (a
+    # schema-6 Signal writing into a schema-7 file would leave its change log silent).
+    with sqlite3.connect(filled) as conn:
+        conn.execute("PRAGMA user_version = 99")
+    conn.close()
+    before = filled.read_bytes()
+    with pytest.raises(StoreError, match=r"newer Signal made it \(schema version 99;"):
+        Store(filled)
+    result = _signal("entries", "--db", str(filled))
+    assert result.returncode == 1 and result.stdout == "", result
+    assert result.stderr.startswith("signal: error: cannot use database ")
+    assert len(result.stderr.splitlines()) == 1, result.stderr
+    assert filled.read_bytes() == before
+
+
 def test_busy_timeout_is_a_setting() -> None:
     assert parse_config("[settings]\nbusy_timeout = 2.5\n").settings.busy_timeout == 2.5
     assert parse_config("").settings.busy_timeout == CONFIG_BUSY_TIMEOUT

@@ -15,6 +15,9 @@ are in benchmarks/README.md, "HTTP client layout" (``benchmarks/http_layout.py``
 
 :class:`SharedClient` is the other layout: every request through one client, the
 caller's own (an ``httpx.AsyncClient``, perhaps around an ``httpx.MockTransport``).
+:class:`DirectTransport` carries a caller's transport the way :class:`TransportPool`
+carries Signal's own, so a test with ``httpx.MockTransport`` sees the outcomes a real
+run gives (a client would reject a ``javascript:`` Location before Signal sees it).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Protocol
 
+from signal_feeds.errors import FetchError
 from signal_feeds.http.addresses import Resolver, is_private_address
 from signal_feeds.http.tls import TlsContext
 
@@ -36,7 +40,8 @@ if TYPE_CHECKING:
     from signal_feeds.http.proxies import ProxyRoutes
     from signal_feeds.http.transport import SingleConnectionTransport
 
-__all__ = ["Clients", "Send", "SharedClient", "TransportPool", "new_client"]
+__all__ = ["Clients", "DirectTransport", "Send", "SharedClient", "TransportPool",
+           "new_client"]
 
 _Origin = tuple[str, str, int | None]
 #: Sends one request; the response's body is streamed (read it, then ``aclose()``).
@@ -77,12 +82,47 @@ class SharedClient:
         yield self._send
 
     async def _send(self, request: httpx.Request) -> httpx.Response:
-        return await self.client.send(request, stream=True, follow_redirects=False)
+        import httpx
+
+        try:
+            return await self.client.send(request, stream=True, follow_redirects=False)
+        except httpx.InvalidURL as exc:
+            # A client builds the next request of a redirect even when it does not
+            # follow it, and fails on a Location such as ``javascript:...`` before Signal
+            # can read it. The request itself was valid: the redirect is what is refused.
+            raise FetchError(f"redirect to a URL that cannot be followed refused ({exc})",
+                             reason="redirect") from exc
+        except httpx.RemoteProtocolError as exc:
+            if "location header" not in str(exc).lower():
+                raise
+            raise FetchError(f"redirect to an invalid URL refused ({exc})",
+                             reason="redirect") from exc
 
     async def aclose(self) -> None:
         """Close the client if this object made it."""
         if self._owned:
             await self.client.aclose()
+
+
+class DirectTransport:
+    """Every request straight to one transport (the caller's, e.g. an
+    ``httpx.MockTransport``), as :class:`TransportPool` sends to its own: no client in
+    between, so redirects reach Signal's own rules whatever their ``Location``.
+    ``owned``: close the transport in :meth:`aclose`."""
+
+    def __init__(self, transport: httpx.AsyncBaseTransport, *, owned: bool = False) -> None:
+        self.transport = transport
+        self._owned = owned
+
+    @contextlib.asynccontextmanager
+    async def lease(self, url: httpx.URL) -> AsyncIterator[Send]:
+        """The transport's ``handle_async_request``; the body streams."""
+        yield self.transport.handle_async_request
+
+    async def aclose(self) -> None:
+        """Close the transport if this object was given it to own."""
+        if self._owned:
+            await self.transport.aclose()
 
 
 class TransportPool:

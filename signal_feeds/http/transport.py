@@ -107,9 +107,22 @@ class SignalTransport(httpx.AsyncBaseTransport):
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         """Send ``request`` on a pooled connection; the body streams as it arrives."""
         url = request.url
-        pool = self._pool(self._proxies.for_url(url), url.scheme == "https")
-        with _translated():
-            response = await pool.handle_async_request(_core_request(request))
+        proxy = self._proxies.for_url(url)
+        if proxy is not None and not proxy.lower().startswith(_PROXY_SCHEMES):
+            # httpcore would speak plain HTTP to a SOCKS port (ALL_PROXY=socks5://...
+            # is common): refuse by name rather than fail with a puzzling network error.
+            raise httpx.ProxyError(f"proxy {_shown(proxy)} is not supported: only http:// "
+                                   "and https:// proxies are (see the proxy setting)")
+        pool = self._pool(proxy, url.scheme == "https")
+        try:
+            with _translated():
+                response = await pool.handle_async_request(_core_request(request))
+        except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+            if proxy is None:
+                raise
+            # Through a proxy, a connection is only ever made to the proxy: say so, or
+            # the message names an address the user never configured.
+            raise type(exc)(f"proxy {_shown(proxy)}: {exc}") from exc
         return _response(response)
 
     async def aclose(self) -> None:
@@ -141,14 +154,18 @@ class SingleConnectionTransport(httpx.AsyncBaseTransport):
         self._is_private = is_private
         self._connection: httpcore.AsyncHTTPConnection | None = None
         self._proxied: SignalTransport | None = None
+        #: Whether :meth:`_connection_for` last handed out a kept-alive connection.
+        self._reused = False
 
     async def _connection_for(self, origin: httpcore.Origin) -> httpcore.AsyncHTTPConnection:
         connection = self._connection
+        self._reused = False
         if connection is not None:
             if not (connection.is_idle() or connection.is_closed()):
                 raise RuntimeError("SingleConnectionTransport carries one request at a time")
             if (connection.can_handle_request(origin) and connection.is_available()
                     and not connection.has_expired()):
+                self._reused = True
                 return connection  # kept alive, still open, same origin
             self._connection = None
             await connection.aclose()
@@ -170,7 +187,17 @@ class SingleConnectionTransport(httpx.AsyncBaseTransport):
         core_request = _core_request(request)
         with _translated():
             connection = await self._connection_for(core_request.url.origin)
-            response = await connection.handle_async_request(core_request)
+            try:
+                response = await connection.handle_async_request(core_request)
+            except _STALE_CONNECTION:
+                if not self._reused or request.method not in _IDEMPOTENT:
+                    raise
+                # A server may close an idle kept-alive connection just as the next
+                # request goes out on it (its keep-alive timeout; no way to tell the
+                # close from the wire in time). Nothing of a response arrived, so a GET
+                # is sent once more, on a new connection, inside the same deadline.
+                connection = await self._connection_for(core_request.url.origin)
+                response = await connection.handle_async_request(_core_request(request))
         return _response(response)
 
     async def aclose(self) -> None:
@@ -182,6 +209,26 @@ class SingleConnectionTransport(httpx.AsyncBaseTransport):
                 await connection.aclose()
         if proxied is not None:
             await proxied.aclose()
+
+
+#: What a request on a kept-alive connection the server has closed fails with, before
+#: any byte of a response: "Server disconnected without sending a response", a reset.
+_STALE_CONNECTION = (httpcore.RemoteProtocolError, httpcore.ReadError, httpcore.WriteError)
+#: Methods sent again on a new connection when a kept-alive one turns out closed.
+_IDEMPOTENT = ("GET", "HEAD")
+
+#: The proxy URL schemes httpcore's HTTP proxy speaks.
+_PROXY_SCHEMES = ("http://", "https://")
+
+
+def _shown(proxy: str) -> str:
+    """A proxy URL as a message may show it: scheme, host and port, no credentials."""
+    try:
+        url = httpx.URL(proxy)
+    except (httpx.InvalidURL, ValueError):
+        return proxy.split("://", 1)[0] + "://…"
+    port = f":{url.port}" if url.port else ""
+    return f"{url.scheme}://{url.host}{port}"
 
 
 def _core_request(request: httpx.Request) -> httpcore.Request:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from signal_feeds.errors import ContradictionError
-from signal_feeds.parse.rows import NORMALIZER_VERSION, ParsedEntry
+from signal_feeds.parsed import NORMALIZER_VERSION, ParsedEntry
 
 __all__ = [
     "EntryRow",

@@ -18,16 +18,18 @@ import feedparser
 import nh3
 
 from signal_feeds.errors import ParseError
-from signal_feeds.parse.rows import NORMALIZER_VERSION, ParsedEntry, ParsedFeed
 from signal_feeds.parse.settings import DEFAULT_MAX_ENTRIES
+from signal_feeds.parsed import NORMALIZER_VERSION, ParsedEntry, ParsedFeed
 from signal_feeds.urls import check_link, normalize_link
 
 __all__ = [
     "DEFAULT_FIELD_LIMITS",
     "DEFAULT_MAX_ENTRIES",
     "NORMALIZER_VERSION",
+    "FieldLimiter",
     "ParsedEntry",
     "ParsedFeed",
+    "as_html",
     "defuse",
     "parse_feed",
 ]
@@ -172,7 +174,7 @@ def _is_html(detail: Any) -> bool:
     return isinstance(kind, str) and "html" in kind
 
 
-def _as_html(value: str, detail: Any) -> str:
+def as_html(value: str, detail: Any) -> str:
     """Sanitized HTML for a summary or content value (plain text is escaped)."""
     if not value:
         return ""
@@ -187,7 +189,10 @@ def _plain_title(value: str, detail: Any) -> str:
     return value
 
 
-class _Limiter:
+class FieldLimiter:
+    """Cuts a field to its limit (``DEFAULT_FIELD_LIMITS``) and counts the cuts by field,
+    for the warning a parse reports."""
+
     def __init__(self, limits: Mapping[str, int]) -> None:
         self.limits = limits
         self.cut: dict[str, int] = {}
@@ -201,7 +206,7 @@ class _Limiter:
 
 
 def _entry(raw: dict[str, Any], base: str | None, require_https: bool,
-           limit: _Limiter) -> ParsedEntry:
+           limit: FieldLimiter) -> ParsedEntry:
     get = dict.get  # bypass FeedParserDict's aliases (and their deprecation warnings)
     title = _plain_title(_text(get(raw, "title")), get(raw, "title_detail"))
     summary = _text(get(raw, "summary"))
@@ -219,8 +224,8 @@ def _entry(raw: dict[str, Any], base: str | None, require_https: bool,
         published=_iso(get(raw, "published_parsed")),
         updated=_iso(get(raw, "updated_parsed")),
         author=limit("author", _text(get(raw, "author"))),
-        summary=limit("summary", _as_html(summary, get(raw, "summary_detail"))),
-        content=limit("content", _as_html(content, content_detail)),
+        summary=limit("summary", as_html(summary, get(raw, "summary_detail"))),
+        content=limit("content", as_html(content, content_detail)),
         link_refused=refused,
     )
 
@@ -305,7 +310,7 @@ def parse_feed(
     warnings = list(defuse_warnings)
     if bozo is not None:
         warnings.append(f"feed is not well-formed, read leniently: {bozo}")
-    limit = _Limiter(field_limits)
+    limit = FieldLimiter(field_limits)
     feed: dict[str, Any] = result.get("feed") or {}
     base = url or None
     entries = tuple(_entry(raw, base, require_https_links, limit) for raw in raw_entries)

@@ -17,10 +17,10 @@ from typing import Any
 from signal_feeds.errors import ParseError
 from signal_feeds.parse.feed import (
     DEFAULT_FIELD_LIMITS,
+    FieldLimiter,
     ParsedEntry,
     ParsedFeed,
-    _as_html,
-    _Limiter,
+    as_html,
 )
 from signal_feeds.parse.settings import DEFAULT_MAX_ENTRIES
 from signal_feeds.urls import check_link, normalize_link
@@ -76,11 +76,11 @@ def _remote_id(value: Any) -> str:
     return _str(value)
 
 
-def _entry(item: Mapping[str, Any], base: str | None, require_https: bool, limit: _Limiter,
+def _entry(item: Mapping[str, Any], base: str | None, require_https: bool, limit: FieldLimiter,
            warnings: list[str]) -> ParsedEntry:
     content_html, content_text = _str(item.get("content_html")), _str(item.get("content_text"))
-    content = (_as_html(content_html, _HTML) if content_html
-               else _as_html(content_text, _TEXT))
+    content = (as_html(content_html, _HTML) if content_html
+               else as_html(content_text, _TEXT))
     link, refused = check_link(_str(item.get("url")), base=base, require_https=require_https)
     return ParsedEntry(
         remote_id=limit("remote_id", _remote_id(item.get("id"))),
@@ -90,7 +90,7 @@ def _entry(item: Mapping[str, Any], base: str | None, require_https: bool, limit
         published=_date(item.get("date_published"), warnings),
         updated=_date(item.get("date_modified"), warnings),
         author=limit("author", _authors(item)),
-        summary=limit("summary", _as_html(_str(item.get("summary")), _TEXT)),
+        summary=limit("summary", as_html(_str(item.get("summary")), _TEXT)),
         content=limit("content", content),
         link_refused=refused,
     )
@@ -126,7 +126,7 @@ def parse_jsonfeed(
     version = JSON_FEED_VERSIONS.get(version_url.rstrip("/"), "json")
     if version == "json":
         warnings.append(f"unknown JSON Feed version {version_url[:80]!r}; read as 1.1")
-    limit = _Limiter(field_limits)
+    limit = FieldLimiter(field_limits)
     home = normalize_link(_str(data.get("home_page_url"))) or ""
     base = url or _str(data.get("feed_url")) or home or None
     entries: list[ParsedEntry] = []

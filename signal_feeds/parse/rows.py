@@ -1,40 +1,8 @@
-"""The shapes parsing produces, kept apart from the parser so that code which only needs
-the shapes (identity, the store, a run of 304s) never loads feedparser."""
+"""The parsed-row shapes, under the name the parse package has always given them; they
+live in :mod:`signal_feeds.parsed` (the lowest layer, see there)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from signal_feeds.parsed import NORMALIZER_VERSION, ParsedEntry, ParsedFeed
 
 __all__ = ["NORMALIZER_VERSION", "ParsedEntry", "ParsedFeed"]
-
-#: Bumped whenever a change to normalization can change a stored field or fingerprint
-#: for the same bytes; stored with every row so the data says which rules produced it.
-NORMALIZER_VERSION = 2  # 2: http entry links are kept by default
-
-
-@dataclass(frozen=True, slots=True)
-class ParsedEntry:
-    """One entry, normalized. Dates are ISO 8601 UTC (``2026-03-14T09:26:53Z``) or ``""``."""
-
-    remote_id: str
-    url: str
-    title: str
-    published: str
-    updated: str
-    author: str = ""
-    summary: str = ""
-    content: str = ""
-    #: Why the entry's link was refused by the URL policy (``""``: kept, or none given).
-    link_refused: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class ParsedFeed:
-    """A parsed feed: its entries in document order and what was noticed on the way."""
-
-    title: str
-    link: str
-    version: str
-    ttl_seconds: int | None
-    entries: tuple[ParsedEntry, ...]
-    warnings: tuple[str, ...] = ()

@@ -21,7 +21,7 @@ from signal_feeds.config.source_list import Config, Source
 from signal_feeds.decide.report import RunReport
 from signal_feeds.dsn import as_database, display_database
 from signal_feeds.errors import ConfigError
-from signal_feeds.http.clients import Clients, SharedClient, TransportPool, new_client
+from signal_feeds.http.clients import Clients, DirectTransport, SharedClient, TransportPool
 from signal_feeds.http.fetch import Resolver
 from signal_feeds.identity.keys import Identified
 from signal_feeds.parse.processes import ParseJob, ParserPool
@@ -59,7 +59,7 @@ def _clients(config: Config, *, client: httpx.AsyncClient | None,
     if client is not None:
         return SharedClient(client)  # the caller's: the caller closes it
     if transport is not None:
-        return SharedClient(new_client(transport), owned=True)
+        return DirectTransport(transport, owned=True)
     settings = config.settings
     return TransportPool(settings.concurrency, resolver=resolver, ssl_context=ssl_context,
                       proxy=settings.proxy)

@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from signal_feeds.errors import StoreError
 from signal_feeds.records import (
     ApplyCounts,
     Change,
@@ -62,7 +63,15 @@ class Store:
         self._db = Connection(self.path, busy_timeout=busy_timeout)
         try:
             with self._db.errors("cannot use database"):
-                if check_writable or schema_version(self._db.conn) < SCHEMA_VERSION:
+                found = schema_version(self._db.conn)
+                if found > SCHEMA_VERSION:
+                    # A newer Signal keeps tables this one does not know (the change
+                    # log was one): writing would leave them silently stale.
+                    raise StoreError(
+                        f"cannot use database {self.path}: a newer Signal made it (schema "
+                        f"version {found}; this one knows up to {SCHEMA_VERSION}); "
+                        "upgrade signal-feeds to use it")
+                if check_writable or found < SCHEMA_VERSION:
                     with self._db.transaction() as conn:
                         if schema_version(conn) < SCHEMA_VERSION:
                             create_schema(conn)
