@@ -38,6 +38,7 @@ _EXPORTS = {
     "store": ["Store"],
     "store.protocol": ["DedupeReport", "DuplicateLink", "FeedStore"],
     "store.change_feed": ["read_changes"],
+    "store.leases": ["HostGate", "Lease"],
     "store.reading": ["entry_history", "export_entries", "list_entries", "lookup",
                       "search_entries"],
     "store.views": ["EntryHistory", "EntryView", "LookupResult", "SearchHit"],
@@ -60,8 +61,10 @@ __all__ = [
     "FetchError",
     "FeedStore",
     "FetchRecord",
+    "HostGate",
     "Identified",
     "ImportReport",
+    "Lease",
     "LookupResult",
     "NORMALIZER_VERSION",
     "ParseError",
@@ -150,6 +153,7 @@ if TYPE_CHECKING:
     from signal_feeds.run.pipeline import Progress, fetch_sources, parse_files, run_fetch
     from signal_feeds.store import Store
     from signal_feeds.store.change_feed import read_changes
+    from signal_feeds.store.leases import HostGate, Lease
     from signal_feeds.store.protocol import DedupeReport, DuplicateLink, FeedStore
     from signal_feeds.store.reading import (
         entry_history,

@@ -24,7 +24,7 @@ from signal_feeds.records import (
     StoredVersion,
 )
 from signal_feeds.store.fulltext import DEFAULT_SEARCH_LIMIT
-from signal_feeds.store.leases import DEFAULT_LEASE_SECONDS, Lease
+from signal_feeds.store.leases import DEFAULT_LEASE_SECONDS, HostGate, Lease
 from signal_feeds.store.postgres import change_log, dedupe, queries, writing
 from signal_feeds.store.postgres import leases as lease_rows
 from signal_feeds.store.postgres.bulk import PostgresBulk, reindex
@@ -180,7 +180,7 @@ class PostgresStore:
         with self._db.errors("cannot read leases"):
             return lease_rows.leases(self._db.conn)
 
-    def host_gate(self) -> lease_rows.AdvisoryHostGate:
+    def host_gate(self) -> HostGate:
         """Host slots as advisory locks on a connection of their own."""
         return lease_rows.AdvisoryHostGate(self._db.url, busy_timeout=self.busy_timeout)
 

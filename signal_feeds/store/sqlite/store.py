@@ -26,7 +26,7 @@ from signal_feeds.records import (
     StoredVersion,
 )
 from signal_feeds.store.fulltext import DEFAULT_SEARCH_LIMIT
-from signal_feeds.store.leases import DEFAULT_LEASE_SECONDS, Lease
+from signal_feeds.store.leases import DEFAULT_LEASE_SECONDS, HostGate, Lease
 from signal_feeds.store.protocol import TABLES, DedupeReport, DuplicateLink, Table
 from signal_feeds.store.sqlite import change_log, dedupe, queries, search, writing
 from signal_feeds.store.sqlite import leases as lease_rows
@@ -185,7 +185,7 @@ class Store:
         with self._db.errors("cannot read leases"):
             return lease_rows.leases(self._db.conn)
 
-    def host_gate(self) -> FileHostGate:
+    def host_gate(self) -> HostGate:
         """Host slots as byte-range locks on ``<database>-hosts``."""
         return FileHostGate(self.path)
 
