@@ -75,13 +75,15 @@ class Claims:
         self._wake.set()
 
     async def run(self) -> None:
-        """Claim chunks while sources wait and fewer than ``chunk`` are held; renew."""
+        """Claim chunks while sources wait and fewer than two chunks are held; renew."""
         renewing = asyncio.create_task(self._renew())
         try:
             while True:
                 await self._wake.wait()
                 self._wake.clear()
-                while self._waiting and len(self.held) < self.chunk:
+                # Claim ahead: a source stays held until its write commits, so with one
+                # chunk held the fetch slots went idle behind the writer's batches.
+                while self._waiting and len(self.held) < 2 * self.chunk:
                     await self._claim_next()
         finally:
             renewing.cancel()
