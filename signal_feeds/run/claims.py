@@ -2,8 +2,9 @@
 
 Each source the decider would fetch asks :meth:`Claims.take` for it. The claims are
 made in chunks, in the order the sources asked, as the run's fetches finish: a worker
-holds at most about twice ``chunk`` leases at a time, so it never hoards sources it
-cannot fetch before their leases expire, and the workers that start together share the
+holds at most about twice ``chunk`` leases of sources it has not fetched yet (a fetched
+source keeps its lease until its write commits), so it never hoards sources it cannot
+fetch before their leases expire, and the workers that start together share the
 list instead of one taking it all. A chunk claims from a window of the next sources
 waiting; when it gets fewer than it asked for, every other source in that window is
 someone else's (leased, or already fetched in this interval) and is answered ``None``.
@@ -56,6 +57,8 @@ class Claims:
         self.clock = clock
         #: Sources claimed and not finished yet.
         self.held: set[str] = set()
+        #: Held sources already fetched, whose lease goes back when their write commits.
+        self.committing: set[str] = set()
         self.claims = 0  # claim transactions made, for tests and benchmarks
         self._waiting: dict[str, _Waiting] = {}
         self._wake = asyncio.Event()
@@ -69,34 +72,52 @@ class Claims:
         self._wake.set()
         return await answer
 
+    def fetched(self, source_id: str) -> None:
+        """A claimed source's response is in hand (or its request failed): it keeps its
+        lease until its write commits, but no longer counts against what this run may
+        claim ahead."""
+        if source_id in self.held:
+            self.committing.add(source_id)
+            self._wake.set()
+
     def finished(self, source_id: str) -> None:
         """A claimed source is done (its lease given back with its write, or not)."""
         self.held.discard(source_id)
+        self.committing.discard(source_id)
         self._wake.set()
 
+    def _fetching(self) -> int:
+        return len(self.held) - len(self.committing)
+
     async def run(self) -> None:
-        """Claim chunks while sources wait and fewer than two chunks are held; renew."""
+        """Claim chunks while sources wait and fewer than two chunks wait to be fetched;
+        renew."""
         renewing = asyncio.create_task(self._renew())
         try:
             while True:
                 await self._wake.wait()
                 self._wake.clear()
-                # Claim ahead: a source stays held until its write commits, so with one
-                # chunk held the fetch slots went idle behind the writer's batches.
-                while self._waiting and len(self.held) < 2 * self.chunk:
-                    await self._claim_next()
+                # Claim ahead, and count only sources not fetched yet: a source stays
+                # held until its write commits, and counting those left the fetch
+                # slots idle behind the writer's batches.
+                # Each claim fills the allowance, once a chunk of it is free: one
+                # transaction per chunk, and the first one (made before any request
+                # is out, while the writer's thread has the interpreter to itself)
+                # covers two.
+                while self._waiting and self._fetching() <= self.chunk:
+                    await self._claim_next(2 * self.chunk - self._fetching())
         finally:
             renewing.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await renewing
 
-    async def _claim_next(self) -> None:
-        window = dict(list(self._waiting.items())[:self.chunk * WINDOW_CHUNKS])
+    async def _claim_next(self, limit: int) -> None:
+        window = dict(list(self._waiting.items())[:max(limit, self.chunk * WINDOW_CHUNKS)])
         urls = {sid: waiting.url for sid, waiting in window.items()}
         store, owner, now = self.store, self.owner, self.clock()
 
         def claim() -> dict[str, SourceState]:
-            return store.claim_sources(urls, owner=owner, now=now, limit=self.chunk,
+            return store.claim_sources(urls, owner=owner, now=now, limit=limit,
                                        force=self.force, lease_seconds=self.lease_seconds)
 
         try:
@@ -108,7 +129,7 @@ class Claims:
                     waiting.answer.set_exception(exc)
             return
         self.claims += 1
-        everything = len(claimed) < self.chunk  # the rest of the window is not ours
+        everything = len(claimed) < limit  # the rest of the window is not ours
         for sid, waiting in window.items():
             if sid in claimed:
                 self.held.add(sid)
@@ -118,7 +139,7 @@ class Claims:
             if not waiting.answer.done():
                 waiting.answer.set_result(claimed.get(sid))
             elif sid in claimed:  # nobody waits for it any more
-                self.held.discard(sid)
+                self.finished(sid)
 
     async def _renew(self) -> None:
         store, owner, seconds = self.store, self.owner, self.lease_seconds

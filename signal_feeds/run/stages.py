@@ -123,8 +123,13 @@ class Run:
         self.owner = owner or worker_id()
         self.gate = store.host_gate()
         self.host_slots = HostSlots(config.settings.per_host, gate=self.gate)
+        # Until the first bodies have arrived, a download is assumed to cost
+        # _FIRST_GUESS, or less when that would keep some of the run's slots idle: the
+        # first requests all go out at once.
         self.parse_queue: StageQueue[_Downloaded] = StageQueue(
-            DEFAULT_PARSE_QUEUE_BYTES, first_guess=_FIRST_GUESS)
+            DEFAULT_PARSE_QUEUE_BYTES,
+            first_guess=min(_FIRST_GUESS,
+                            DEFAULT_PARSE_QUEUE_BYTES // max(1, config.settings.concurrency)))
         self.write_queue: StageQueue[Write] = StageQueue(
             DEFAULT_WRITE_QUEUE_BYTES, first_guess=_FIRST_GUESS)
         self.writer = WriteStage(store, self.write_queue, remaining=lambda: self.unqueued)
@@ -272,10 +277,13 @@ class Run:
                     last_modified="" if self.refresh else state.last_modified,
                     source_id=src.id, host_hold=host_hold)
             except FetchError as exc:
+                self.claims.fetched(src.id)
                 self.parse_queue.cancel(reservation)
                 failure = FetchFailure(url, exc.message, exc.reason)
                 return await self._write(self._decider(src, started).after_fetch(
                     state, failure))
+        # The body is in hand: the next source may be claimed while this one is parsed.
+        self.claims.fetched(src.id)
         facts = _response_facts(response, self._parse_settings(src))
         decider = self._decider(src, started)
         if not decider.must_parse(state, facts):
