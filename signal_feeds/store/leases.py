@@ -163,6 +163,10 @@ class HostGate(Protocol):
     with it. Thread-safe; the calls may block briefly on I/O.
     """
 
+    #: True when :meth:`take` and :meth:`give_back` never wait on I/O (locks on a
+    #: local file): the run then calls them on its event loop rather than a thread.
+    instant: bool
+
     def take(self, host: str, per_host: int) -> int | None:
         """Take a free slot of ``host`` (one of ``per_host``), or ``None``."""
         ...

@@ -135,6 +135,9 @@ class AdvisoryHostGate:
     """Host slots as session-level advisory locks, keyed (host key, slot), on a
     connection of its own, opened on first use."""
 
+    #: Every call is a round trip to the server.
+    instant = False
+
     def __init__(self, url: str, *, busy_timeout: float) -> None:
         self._url = url
         self._busy_timeout = busy_timeout

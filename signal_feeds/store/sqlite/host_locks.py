@@ -29,6 +29,9 @@ __all__ = ["FileHostGate"]
 class FileHostGate:
     """Host slots as byte-range locks on ``<database>-hosts`` (opened on first use)."""
 
+    #: ``lockf`` with ``LOCK_NB`` on a local file returns at once.
+    instant = True
+
     def __init__(self, database: Path) -> None:
         self.path = Path(f"{database}-hosts")
         self._fd: int | None = None
