@@ -38,6 +38,16 @@ def test_the_parse_settings_are_part_of_what_a_body_is_remembered_by() -> None:
     assert default.input_digest("") == ""  # no body, nothing to remember
 
 
+def test_the_input_digest_is_pinned() -> None:
+    # Stored states carry these: a change would make every source parse its next body
+    # again, so it must be deliberate.
+    body = "ab" * 32
+    assert ParseSettings().input_digest(body) == (
+        "a69a0f52852b27612e6c467d1f6a05ea99edc523781ea972d7b12838b8d74266")
+    assert ParseSettings(require_https_links=True, max_entries=10).input_digest(body) == (
+        "b797939f141b556ad3ef23413d9e0a9ee0f8df632eecb750c412a0c485d9498b")
+
+
 def test_a_changed_setting_reparses_the_next_identical_200(server: ScenarioServer,
                                                            tmp_path: Path) -> None:
     # No validators: every request is a 200 with the same bytes.

@@ -7,6 +7,7 @@ Kept apart from the parser so that building one never loads feedparser.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from dataclasses import asdict, dataclass
@@ -35,7 +36,9 @@ class ParseSettings:
         changes the rows has changed ("" for no body)."""
         if not body_digest:
             return ""
-        text = json.dumps([body_digest, asdict(self)], sort_keys=True, separators=(",", ":"))
+        # The text is json.dumps([body_digest, asdict(self)], sort_keys=True, compact);
+        # the settings' part is encoded once per settings, not once per response.
+        text = f"[{json.dumps(body_digest)},{_settings_json(self)}]"
         return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
     @classmethod
@@ -43,3 +46,8 @@ class ParseSettings:
         """The parse settings of a source's effective :class:`Settings`."""
         return cls(require_https_links=settings.require_https_links,
                    max_entries=settings.max_entries)
+
+
+@functools.lru_cache(maxsize=64)
+def _settings_json(settings: ParseSettings) -> str:
+    return json.dumps(asdict(settings), sort_keys=True, separators=(",", ":"))
