@@ -49,13 +49,14 @@ def bodies(kind: str) -> list[bytes]:
 
 def measure(kind: str, tuned: bool) -> float:
     from signal_feeds.parse.processes import ParseJob, parse_job
+    from signal_feeds.parse.settings import ParseSettings
 
     if tuned:
         from signal_feeds.parse._speedups import tune_feedparser
 
         assert tune_feedparser()
     jobs = [ParseJob(source_id="b", body=b, url="https://example.org/", content_type="",
-                     allow_http_links=True) for b in bodies(kind)]
+                     settings=ParseSettings()) for b in bodies(kind)]
     parse_job(jobs[0])  # warm imports
     passes = []
     for _ in range(PASSES):
