@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURES, make_config
 from scenario_server import ScenarioServer
+from threaded_socket import serve_connections
 
 from signal_feeds import run_fetch
 
@@ -30,22 +31,15 @@ class RawServer:
     def __init__(self, answer: Answer, *, tls: ssl.SSLContext | None = None) -> None:
         self.answer = answer
         self.tls = tls
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.port = self.sock.getsockname()[1]
         self.connections = 0
         self.requests = 0
         self.lock = threading.Lock()
-        threading.Thread(target=self._accept, daemon=True).start()
+        self.sock = serve_connections(self._serve, accepted=self._accepted)
+        self.port = self.sock.getsockname()[1]
 
-    def _accept(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            with self.lock:
-                self.connections += 1
-            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+    def _accepted(self) -> None:
+        with self.lock:
+            self.connections += 1
 
     def _serve(self, conn: socket.socket) -> None:
         try:
@@ -126,20 +120,11 @@ class _OneAnswerPerConnection:
 
     def __init__(self, how: str) -> None:
         self.how = how
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.port = self.sock.getsockname()[1]
         self.answered = 0
         self.dropped = 0
         self.lock = threading.Lock()
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+        self.sock = serve_connections(self._serve)
+        self.port = self.sock.getsockname()[1]
 
     def _read_head(self, conn: socket.socket, buffer: bytes) -> bytes | None:
         while b"\r\n\r\n" not in buffer:

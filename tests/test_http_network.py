@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 import pytest
 from conftest import FIXTURES, make_config
 from scenario_server import ScenarioServer
+from threaded_socket import serve_connections
 
 import signal_feeds
 from signal_feeds import run_fetch
@@ -28,18 +29,9 @@ class ForwardingProxy:
     sends it on in origin form with ``Connection: close`` and relays the answer."""
 
     def __init__(self) -> None:
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
         self.targets: list[str] = []
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+        self.sock = serve_connections(self._serve)
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
 
     def _serve(self, conn: socket.socket) -> None:
         with conn:
