@@ -112,7 +112,7 @@ class Claims:
                 await renewing
 
     async def _claim_next(self, limit: int) -> None:
-        window = dict(list(self._waiting.items())[:max(limit, self.chunk * WINDOW_CHUNKS)])
+        window = dict(list(self._waiting.items())[:self.chunk * WINDOW_CHUNKS])
         urls = {sid: waiting.url for sid, waiting in window.items()}
         store, owner, now = self.store, self.owner, self.clock()
 
