@@ -52,8 +52,10 @@ from signal_feeds.parse.processes import (  # noqa: E402
 
 def _start_worker(memory: int) -> None:
     """The executor's initializer: what ``serve`` does before its first job."""
-    from signal_feeds.parse import processes
-    from signal_feeds.parse import feed  # noqa: F401  # import before the first job
+    from signal_feeds.parse import (
+        feed,  # noqa: F401  # import before the first job
+        processes,
+    )
     from signal_feeds.parse._speedups import tune_feedparser, why_not_tuned
 
     processes._limit_self(memory)
