@@ -88,6 +88,23 @@ def test_the_text_of_html_is_indexed_not_its_markup() -> None:
     assert searchable_text("") == ""
 
 
+def test_the_parser_process_strips_the_html_as_the_writer_would() -> None:
+    # The index text is computed next to the parse, off the writer's thread; a store
+    # given it must index exactly what it would have computed itself.
+    from signal_feeds.identity.search_text import SearchText
+    from signal_feeds.parse.processes import ParseJob, parse_job
+    from signal_feeds.parse.settings import ParseSettings
+
+    body = rss({"guid": "1", "title": "T", "link": "https://b.example/1",
+                "description": "<p>Caf&eacute; &amp; <b>bar</b></p>",
+                "content": "<div>Opening <em>hours</em></div>"})
+    outcome = parse_job(ParseJob(source_id="s", body=body, url="https://b.example/",
+                                 content_type="", settings=ParseSettings()))
+    (row,) = outcome.identified.rows  # type: ignore[attr-defined]
+    assert outcome.search_texts == {row.key: SearchText.of(row.summary, row.content)}
+    assert outcome.search_texts[row.key] == ("Café & bar", "Opening hours")
+
+
 def test_title_summary_and_content_are_searched_best_first_with_snippets(
         fetch: Fetch, database: Path | str) -> None:
     fetch("blog", rss(

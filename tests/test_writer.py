@@ -205,3 +205,48 @@ def test_producers_wait_while_queued_items_fill_the_limit() -> None:
         assert await queue.get() is None  # closed and empty
 
     asyncio.run(main())
+
+
+def _rows(source_id: str, title: str) -> Any:
+    from signal_feeds.identity.keys import identify
+    from signal_feeds.parse.feed import parse_feed
+
+    body = (f"<rss version='2.0'><channel><title>{source_id}</title><item>"
+            f"<guid>{source_id}-1</guid><title>{title}</title>"
+            f"<description>&lt;p&gt;Words of {title}&lt;/p&gt;</description>"
+            "</item></channel></rss>").encode()
+    return identify(source_id, parse_feed(body).entries).rows
+
+
+def test_the_full_text_index_commits_with_its_batch_and_a_failed_write_leaves_none(
+        db_path: Path) -> None:
+    # Index rows are written at the end of the batch, not inside each write's savepoint
+    # (see Connection.before_commit): a write undone inside the batch must take its
+    # index rows with it, and the others must be searchable once the batch commits.
+    def store_response(source_id: str, title: str) -> None:
+        store.apply_response(SourceState(source_id=source_id, url=f"https://{source_id}/"),
+                             _rows(source_id, title),
+                             FetchRecord(source_id=source_id, started_at=NOW, url="u",
+                                         outcome="fetched", http_status=200), NOW)
+
+    def store_then_fail() -> None:
+        with store._db.transaction():
+            store_response("b", "tunnel")
+            raise StoreError("injected", source_id="b")
+
+    async def main() -> list[Any]:
+        async with writer_for(store) as writer:
+            calls = [writer.call(lambda: store_response("a", "bridge")),
+                     writer.call(store_then_fail),
+                     writer.call(lambda: store_response("c", "ferry"))]
+            return await asyncio.gather(*calls, return_exceptions=True)
+
+    with Store(db_path) as store:
+        a, failed, c = asyncio.run(main())
+        assert a is None and c is None and isinstance(failed, StoreError)
+        found = store.search("bridge OR tunnel OR ferry")
+        assert sorted(hit.entry.title for hit in found) == ["bridge", "ferry"]
+        assert len(store.search("words")) == 2 and not store.search("tunnel")
+    with sqlite3.connect(db_path) as conn:
+        assert conn.execute("SELECT count(*) FROM entries_fts").fetchone()[0] == 2
+        assert conn.execute("SELECT count(*) FROM entries").fetchone()[0] == 2

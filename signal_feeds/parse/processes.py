@@ -33,6 +33,7 @@ from typing import IO, TYPE_CHECKING, Any
 from signal_feeds.decide.decider import contradiction_message
 from signal_feeds.errors import ContradictionError, SignalError
 from signal_feeds.identity.matching import MatchKeys, match_keys
+from signal_feeds.identity.search_text import SearchText, search_texts
 from signal_feeds.parse.settings import ParseSettings
 
 if TYPE_CHECKING:  # the parser processes import this module: keep asyncio out of them
@@ -80,6 +81,9 @@ class ParseOutcome:
     #: core rather than in the writer (without shingles: the writer hashes a text again
     #: only if the text channel compares it).
     match_keys: Mapping[str, MatchKeys] = field(default_factory=dict)
+    #: What full-text search indexes of each row, by entry key: stripping the HTML here
+    #: takes it off the writer's thread, which bounds a cold run.
+    search_texts: Mapping[str, SearchText] = field(default_factory=dict)
     #: The worker's formatted traceback when parsing failed unexpectedly.
     traceback: str = ""
     #: The feed's own title (what an export names the source by, after the config's).
@@ -119,7 +123,7 @@ def parse_job(job: ParseJob) -> ParseOutcome:
             for row in identified.rows}
     return ParseOutcome(identified=identified, ttl_seconds=feed.ttl_seconds,
                         warnings=feed.warnings, entries=len(feed.entries), match_keys=keys,
-                        feed_title=feed.title)
+                        search_texts=search_texts(identified.rows), feed_title=feed.title)
 
 
 def _limit_self(memory: int) -> None:

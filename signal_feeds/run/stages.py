@@ -24,7 +24,7 @@ import datetime as dt
 import logging
 import random
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import urlsplit
@@ -43,8 +43,7 @@ from signal_feeds.http.clients import Clients
 from signal_feeds.http.fetch import FetchLimits, FetchResponse, fetch
 from signal_feeds.http.slots import HostSlots
 from signal_feeds.identity.keys import EntryRow, Identified
-from signal_feeds.identity.matching import MatchKeys
-from signal_feeds.parse.processes import ParseJob, ParserPool
+from signal_feeds.parse.processes import ParseJob, ParseOutcome, ParserPool
 from signal_feeds.parse.rows import NORMALIZER_VERSION
 from signal_feeds.parse.settings import ParseSettings
 from signal_feeds.records import SourceState
@@ -301,7 +300,7 @@ class Run:
         while (taken := await self.parse_queue.get()) is not None:
             item, cost = taken
             try:
-                decision, rows, keys, size = await self._parse(item, cost)
+                decision, rows, derived, size = await self._parse(item, cost)
             except Exception as exc:  # never leave a source without its report
                 log.exception("unexpected error parsing source %s", item.source.id)
                 self.unqueued -= 1
@@ -310,12 +309,11 @@ class Run:
                     error=f"internal error: {type(exc).__name__}: {exc}"))
                 continue
             # The source's task waits for its write; this task parses on.
-            self._queue_write(decision, rows, keys, size, reservation=size,
+            self._queue_write(decision, rows, derived, size, reservation=size,
                               report=item.report)
 
     async def _parse(self, item: _Downloaded, cost: int
-                     ) -> tuple[Decision, Sequence[EntryRow], Mapping[str, MatchKeys] | None,
-                                int]:
+                     ) -> tuple[Decision, Sequence[EntryRow], ParseOutcome | None, int]:
         """Parse one body; the body's cost stays counted until its rows are reserved."""
         size = await self.write_queue.reserve()
         try:
@@ -339,12 +337,12 @@ class Run:
         decision = self._decider(item.source, item.started).after_fetch(
             item.state, _response_facts(item.response, self._parse_settings(item.source)),
             facts)
-        return decision, rows, parsed.match_keys, size
+        return decision, rows, parsed, size
 
     # -- write ----------------------------------------------------------------------
 
     def _queue_write(self, decision: Decision, rows: Sequence[EntryRow] = (),
-                     match_keys: Mapping[str, MatchKeys] | None = None,
+                     derived: ParseOutcome | None = None,
                      cost: int = _SMALL_WRITE, *, reservation: int = 0,
                      report: asyncio.Future[SourceReport] | None = None
                      ) -> asyncio.Future[SourceReport]:
@@ -367,8 +365,10 @@ class Run:
             clock = self.clock
 
             def write() -> Any:
-                return store.apply_response(state, rows, record, clock(),
-                                            match_keys=match_keys)
+                return store.apply_response(
+                    state, rows, record, clock(),
+                    match_keys=derived.match_keys if derived else None,
+                    search_texts=derived.search_texts if derived else None)
         apply = write
         if state.source_id in self.claims.held:
             apply = _releasing(write, store, state.source_id, self.owner)

@@ -1,16 +1,12 @@
 """What full-text search indexes and how a hit is shown, for every backend.
 
-Summaries and contents are stored as sanitized HTML; the index holds their text: tags
-become spaces, character references are decoded, runs of whitespace become one space
-(so that a snippet is one line in a terminal). Sanitized HTML has no comments, scripts
-or ``>`` inside attribute values that survive as text, so a regular expression over
-tags is exact here and costs a few microseconds per entry.
+The indexed text itself (:func:`searchable_text`) is defined in
+:mod:`signal_feeds.identity.search_text`, where parser processes reach it.
 """
 
 from __future__ import annotations
 
-import html
-import re
+from signal_feeds.identity.search_text import SearchText, searchable_text
 
 __all__ = [
     "DEFAULT_SEARCH_LIMIT",
@@ -18,6 +14,7 @@ __all__ = [
     "SNIPPET_ELLIPSIS",
     "SNIPPET_OPEN",
     "SNIPPET_TOKENS",
+    "SearchText",
     "searchable_text",
 ]
 
@@ -31,16 +28,3 @@ SNIPPET_CLOSE = "]"
 SNIPPET_ELLIPSIS = "…"
 #: Words of context a snippet shows (at most; SQLite's ``snippet()`` allows 64).
 SNIPPET_TOKENS = 16
-
-_TAG = re.compile(r"<[^>]*>")
-
-
-def searchable_text(markup: str) -> str:
-    """The words of an HTML fragment as one line of plain text."""
-    if not markup:
-        return ""
-    if "<" in markup:
-        markup = _TAG.sub(" ", markup)
-    if "&" in markup:
-        markup = html.unescape(markup)
-    return " ".join(markup.split())

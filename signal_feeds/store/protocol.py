@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 
     from signal_feeds.identity.keys import EntryRow
     from signal_feeds.identity.matching import MatchKeys
+    from signal_feeds.identity.search_text import SearchText
     from signal_feeds.store.views import EntryView, SearchHit
 
 __all__ = ["TABLES", "DedupeReport", "DuplicateLink", "FeedStore", "Table"]
@@ -133,9 +134,15 @@ class FeedStore(Protocol):
 
     def apply_response(self, state: SourceState, rows: Sequence[EntryRow],
                        fetch: FetchRecord, now: dt.datetime, *,
-                       match_keys: Mapping[str, MatchKeys] | None = None) -> ApplyCounts:
+                       match_keys: Mapping[str, MatchKeys] | None = None,
+                       search_texts: Mapping[str, SearchText] | None = None) -> ApplyCounts:
         """Store one response's entries, versions, the source's new state and the fetch
-        row in one transaction; mark cross-source duplicates of what changed."""
+        row in one transaction; mark cross-source duplicates of what changed.
+
+        ``match_keys`` and ``search_texts`` (by entry key) are what the parser process
+        already derived from the rows; a store uses them where given and derives them
+        itself where not, with the same result either way.
+        """
         ...
 
     def batch(self) -> AbstractContextManager[None]:

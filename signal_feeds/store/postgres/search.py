@@ -30,7 +30,7 @@ from signal_feeds.store.fulltext import (
     SNIPPET_ELLIPSIS,
     SNIPPET_OPEN,
     SNIPPET_TOKENS,
-    searchable_text,
+    SearchText,
 )
 
 __all__ = ["COLUMNS", "RANK_WEIGHTS", "TITLE_WEIGHT", "Query", "search_vector", "snippet",
@@ -77,13 +77,15 @@ def _quote(lexeme: str) -> str:
     return "'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'"
 
 
-def search_vector(title: str | None, summary: str | None, content: str | None) -> str:
-    """The ``tsvector`` literal of an entry (summary and content are stored HTML)."""
+def search_vector(title: str | None, summary: str | None, content: str | None, *,
+                  text: SearchText | None = None) -> str:
+    """The ``tsvector`` literal of an entry (summary and content are stored HTML;
+    ``text``, when given, is their search text already)."""
+    found = SearchText.of(summary, content) if text is None else text
     positions: dict[str, list[str]] = {}
     at = 1
-    for weight, text in (("A", title or ""), ("B", searchable_text(summary or "")),
-                         ("C", searchable_text(content or ""))):
-        for word in words(text):
+    for weight, field in (("A", title or ""), ("B", found.summary), ("C", found.content)):
+        for word in words(field):
             spot = f"{at if at < _MAX_POSITION else _MAX_POSITION}{weight}"
             spots = positions.get(word)
             if spots is None:

@@ -45,6 +45,7 @@ if TYPE_CHECKING:
 
     from signal_feeds.identity.keys import EntryRow
     from signal_feeds.identity.matching import MatchKeys
+    from signal_feeds.identity.search_text import SearchText
     from signal_feeds.store.views import EntryView, SearchHit
 
 __all__ = ["PostgresStore"]
@@ -143,13 +144,15 @@ class PostgresStore:
 
     def apply_response(self, state: SourceState, rows: Sequence[EntryRow],
                        fetch: FetchRecord, now: dt.datetime, *,
-                       match_keys: Mapping[str, MatchKeys] | None = None) -> ApplyCounts:
+                       match_keys: Mapping[str, MatchKeys] | None = None,
+                       search_texts: Mapping[str, SearchText] | None = None) -> ApplyCounts:
         """Store one response's entries, versions, the source's new state and the fetch
         row in one transaction; mark cross-source duplicates of what changed."""
         with self._db.errors("cannot store response", state.source_id), \
                 self._db.transaction() as conn:
             return writing.apply_response(conn, state, rows, fetch, now,
-                                          given=match_keys or {}, common=self._common_tokens)
+                                          given=match_keys or {}, texts=search_texts or {},
+                                          common=self._common_tokens)
 
     # -- work sharing (store/postgres/leases.py) ---------------------------------------
 

@@ -26,6 +26,7 @@ from signal_feeds.identity.matching import (
     posted_tokens,
     unpack_tokens,
 )
+from signal_feeds.identity.search_text import SearchText
 from signal_feeds.records import ApplyCounts, FetchRecord, SourceState
 from signal_feeds.store.postgres import dedupe
 from signal_feeds.store.postgres.change_log import lock_log, log_changes
@@ -134,7 +135,8 @@ def _source_rank(conn: Any, source_id: str) -> int:
 
 
 def _write_entries(conn: Any, rows: Sequence[EntryRow], stamp: str,
-                   given: Mapping[str, MatchKeys], common: CommonTokens
+                   given: Mapping[str, MatchKeys], texts: Mapping[str, SearchText],
+                   common: CommonTokens
                    ) -> tuple[ApplyCounts, list[DedupeRow], list[PendingChange],
                               dict[tuple[int, str, str], int]]:
     """Write the rows; return the counts, the dedupe view of what changed, the changes
@@ -169,7 +171,8 @@ def _write_entries(conn: Any, rows: Sequence[EntryRow], stamp: str,
                         row.fingerprint, row.content_fingerprint, stamp, stamp,
                         row.normalizer_version, keys.match_url, keys.norm_title,
                         pack_tokens(keys.tokens), seq,
-                        search_vector(row.title, row.summary, row.content)))
+                        search_vector(row.title, row.summary, row.content,
+                                      text=texts.get(row.key))))
         versions.append((row.key, seq, row.fingerprint, row.content_fingerprint or "",
                          row.title, row.url, row.published, row.updated, stamp, stamp,
                          row.normalizer_version))
@@ -259,12 +262,13 @@ def reset_source(conn: Any, source_id: str) -> bool:
 
 def apply_response(conn: Any, state: SourceState, rows: Sequence[EntryRow],
                    fetch: FetchRecord, now: dt.datetime, *, given: Mapping[str, MatchKeys],
-                   common: CommonTokens) -> ApplyCounts:
+                   texts: Mapping[str, SearchText], common: CommonTokens) -> ApplyCounts:
     """Write one response inside the caller's transaction; what happened to each entry."""
     stamp = format_time(now)
     # First, before any row lock: every writer takes the locks in the same order.
     lock_log(conn)
-    counts, written, pending, version_ids = _write_entries(conn, rows, stamp, given, common)
+    counts, written, pending, version_ids = _write_entries(conn, rows, stamp, given, texts,
+                                                                common)
     marked = _mark_duplicates(conn, counts, written, state.source_id, common)
     log_changes(conn, pending, version_ids, stamp, marked=marked)
     conn.execute(_SAVE_STATE, _state_values(state))

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -53,6 +53,9 @@ class Connection:
         #: Set once a wait for the write lock has run out (see the module docstring).
         self.gave_up: str = ""
         self._batch_depth = 0
+        #: Work to run at the end of the open transaction, before it commits (see
+        #: :meth:`before_commit`).
+        self._deferred: list[Callable[[sqlite3.Connection], None]] = []
         with self.errors("cannot open database"):
             self.conn = sqlite3.connect(path, timeout=busy_timeout, isolation_level=None,
                                         check_same_thread=False)
@@ -142,9 +145,11 @@ class Connection:
             self.conn.execute("BEGIN IMMEDIATE")
         try:
             yield self.conn
+            self._run_deferred()
             self.conn.execute("COMMIT")
             self.checkpointer.committed(self.conn)
         except BaseException:
+            self._deferred.clear()
             # A failed COMMIT (disk full, I/O error) can leave the transaction open; an
             # error SQLite already rolled back leaves none. Either way: no transaction
             # survives, and the original error is the one raised.
@@ -152,12 +157,34 @@ class Connection:
                 self.conn.execute("ROLLBACK")
             raise
 
+    def before_commit(self, work: Callable[[sqlite3.Connection], None]) -> None:
+        """Run ``work`` in the open transaction just before it commits, after every
+        write of a batch (in the order given); dropped if the write that gave it is
+        undone. Outside a transaction, run it now.
+
+        For the full-text index: FTS5 writes its pending terms to disk whenever a
+        savepoint opens, so index rows written inside each response's savepoint made a
+        small segment per response (a sixth of the writer's time in a cold run). Written
+        once per batch they make one, and they still commit with their entries or not at
+        all: if this work fails, the whole batch is rolled back.
+        """
+        if self.conn.in_transaction:
+            self._deferred.append(work)
+        else:
+            work(self.conn)
+
+    def _run_deferred(self) -> None:
+        while self._deferred:
+            self._deferred.pop(0)(self.conn)
+
     def _savepoint(self) -> Iterator[sqlite3.Connection]:
         self.conn.execute("SAVEPOINT signal_write")
+        deferred = len(self._deferred)
         try:
             yield self.conn
             self.conn.execute("RELEASE signal_write")
         except BaseException:
+            del self._deferred[deferred:]
             # Undo this write alone; the batch's other writes stay. (If SQLite has rolled
             # back the whole transaction, there is nothing left to undo.)
             if self.conn.in_transaction:

@@ -7,7 +7,9 @@ index cannot be an external-content table over ``entries`` (``snippet()`` would 
 the HTML back and highlight the wrong words), and triggers cannot fill it (stripping
 tags in SQL would need a function registered on every connection, including the
 ``sqlite3`` shell's). The write path keeps it, in the response's own transaction: a
-created entry is indexed, a changed one re-indexed, so the index is never stale.
+created entry is indexed, a changed one re-indexed, so the index is never stale. The
+rows go in at the end of the transaction (of a batch of responses), not inside each
+response's savepoint: FTS5 writes out its pending terms whenever a savepoint opens.
 
 Ranking is FTS5's ``bm25``, with a match in the title worth :data:`TITLE_WEIGHT`
 matches in the text, set once as the table's ``rank`` so that ``ORDER BY rank`` can
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from signal_feeds.errors import QueryError
@@ -32,6 +35,7 @@ from signal_feeds.store.fulltext import (
 __all__ = [
     "FTS_TABLE",
     "TITLE_WEIGHT",
+    "IndexChange",
     "check_query",
     "create_search_index",
     "index_entries",
@@ -90,10 +94,30 @@ def rebuild_search_index(conn: sqlite3.Connection) -> int:
 def index_entries(conn: sqlite3.Connection,
                   rows: Iterable[tuple[int, str | None, str | None, str | None]]) -> None:
     """Index (seq, title, summary HTML, content HTML) rows not in the index yet."""
+    _insert(conn, [(seq, title or "", searchable_text(summary or ""),
+                    searchable_text(content or "")) for seq, title, summary, content in rows])
+
+
+def _insert(conn: sqlite3.Connection, rows: Sequence[tuple[int, str, str, str]]) -> None:
     conn.executemany(
-        f"INSERT INTO {FTS_TABLE} (rowid, title, summary, content) VALUES (?, ?, ?, ?)",
-        [(seq, title or "", searchable_text(summary or ""), searchable_text(content or ""))
-         for seq, title, summary, content in rows])
+        f"INSERT INTO {FTS_TABLE} (rowid, title, summary, content) VALUES (?, ?, ?, ?)", rows)
+
+
+@dataclass(frozen=True)
+class IndexChange:
+    """What one response changes in the index: entries (by ``seq``) to remove, then
+    (seq, title, summary text, content text) rows to add."""
+
+    removed: Sequence[int]
+    added: Sequence[tuple[int, str, str, str]]
+
+    def __bool__(self) -> bool:
+        return bool(self.removed or self.added)
+
+    def apply(self, conn: sqlite3.Connection) -> None:
+        """Make the change (inside the caller's transaction)."""
+        unindex_entries(conn, self.removed)
+        _insert(conn, self.added)
 
 
 def unindex_entries(conn: sqlite3.Connection, seqs: Sequence[int]) -> None:

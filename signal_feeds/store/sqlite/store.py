@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 
     from signal_feeds.identity.keys import EntryRow
     from signal_feeds.identity.matching import MatchKeys
+    from signal_feeds.identity.search_text import SearchText
     from signal_feeds.store.views import EntryView, SearchHit
 
 __all__ = ["Store"]
@@ -193,20 +194,25 @@ class Store:
 
     def apply_response(self, state: SourceState, rows: Sequence[EntryRow],
                        fetch: FetchRecord, now: dt.datetime, *,
-                       match_keys: Mapping[str, MatchKeys] | None = None
+                       match_keys: Mapping[str, MatchKeys] | None = None,
+                       search_texts: Mapping[str, SearchText] | None = None
                        ) -> ApplyCounts:
         """Store one response's entries, their versions, the source's new state
         (validators, body digest) and the fetch row, in one transaction.
 
         Each entry is ``created``, ``updated`` (fingerprint changed: fields replaced,
         a version added) or ``unchanged`` (only ``last_seen_at`` refreshed).
-        ``match_keys`` (by entry key) are used where given, computed where not.
+        ``match_keys`` and ``search_texts`` (by entry key) are used where given,
+        computed where not. The full-text index is written at the end of the
+        transaction (of the batch, inside :meth:`batch`), with the entries.
         """
         with self._db.errors("cannot store response", state.source_id), \
                 self._db.transaction() as conn:
             return writing.apply_response(conn, state, rows, fetch, now,
                                           given=match_keys or {},
-                                          common=self._common_tokens)
+                                          texts=search_texts or {},
+                                          common=self._common_tokens,
+                                          before_commit=self._db.before_commit)
 
     def entries(self, *, source_id: str | None = None, limit: int | None = None,
                 include_duplicates: bool = False) -> list[StoredEntry]:

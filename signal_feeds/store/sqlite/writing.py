@@ -13,7 +13,7 @@ import datetime as dt
 import json
 import logging
 import sqlite3
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -27,6 +27,7 @@ from signal_feeds.identity.matching import (
     posted_tokens,
     unpack_tokens,
 )
+from signal_feeds.identity.search_text import SearchText
 from signal_feeds.records import ApplyCounts, FetchRecord, SourceState
 from signal_feeds.store.sqlite import dedupe, search
 from signal_feeds.store.sqlite.change_log import PendingChange, log_changes
@@ -148,10 +149,12 @@ def _stored(conn: sqlite3.Connection, keys: Sequence[str]) -> dict[str, _Stored]
     return found
 
 def _write_entries(conn: sqlite3.Connection, rows: Sequence[EntryRow], stamp: str,
-                   given: Mapping[str, MatchKeys], common: dedupe.CommonTokens
-                   ) -> tuple[ApplyCounts, list[DedupeRow], list[PendingChange]]:
-    """Write the rows; return the counts, the dedupe view of what changed, and the
-    changes to log once duplicates are marked."""
+                   given: Mapping[str, MatchKeys], texts: Mapping[str, SearchText],
+                   common: dedupe.CommonTokens
+                   ) -> tuple[ApplyCounts, list[DedupeRow], list[PendingChange],
+                              search.IndexChange]:
+    """Write the rows; return the counts, the dedupe view of what changed, the changes
+    to log once duplicates are marked, and the change to the full-text index."""
     stored = _stored(conn, [r.key for r in rows])
     rank = _source_rank(conn, rows[0].source_id) if rows else UNLISTED_RANK
     upserts: list[tuple[Any, ...]] = []
@@ -160,7 +163,7 @@ def _write_entries(conn: sqlite3.Connection, rows: Sequence[EntryRow], stamp: st
     outcomes: dict[str, Outcome] = {}
     written: list[DedupeRow] = []
     reindexed: list[int] = []
-    indexed: list[tuple[int, str, str, str]] = []
+    indexed: list[tuple[int, str, str, str]] = []  # seq, title, summary and content text
     pending: list[PendingChange] = []
     old_tokens: list[tuple[int, int]] = []
     new_tokens: list[tuple[int, int]] = []
@@ -189,7 +192,8 @@ def _write_entries(conn: sqlite3.Connection, rows: Sequence[EntryRow], stamp: st
                         seq))
         if before:
             reindexed.append(seq)
-        indexed.append((seq, row.title, row.summary, row.content))
+        text = texts.get(row.key) or SearchText.of(row.summary, row.content)
+        indexed.append((seq, row.title or "", text.summary, text.content))
         versions.append((row.key, seq, row.fingerprint, row.content_fingerprint, row.title,
                          row.url, row.published, row.updated, stamp, stamp,
                          row.normalizer_version))
@@ -214,9 +218,6 @@ def _write_entries(conn: sqlite3.Connection, rows: Sequence[EntryRow], stamp: st
     conn.executemany(_UPSERT_ENTRY, upserts)
     conn.executemany(_UPSERT_VERSION, versions)
     conn.executemany(_TOUCH_ENTRY, touches)
-    # The full-text index changes with the rows, in the same transaction.
-    search.unindex_entries(conn, reindexed)
-    search.index_entries(conn, indexed)
     conn.executemany("DELETE FROM dedupe_text WHERE token = ? AND entry = ?", old_tokens)
     new_tokens.sort()  # neighbouring inserts land on the same pages
     conn.executemany("INSERT OR IGNORE INTO dedupe_text (token, entry) VALUES (?, ?)",
@@ -225,7 +226,7 @@ def _write_entries(conn: sqlite3.Connection, rows: Sequence[EntryRow], stamp: st
     counts = ApplyCounts(created=values.count("created"),
                          updated=values.count("updated"),
                          unchanged=values.count("unchanged"), keys=outcomes)
-    return counts, written, pending
+    return counts, written, pending, search.IndexChange(reindexed, indexed)
 
 
 def _source_rank(conn: sqlite3.Connection, source_id: str) -> int:
@@ -270,16 +271,22 @@ def reset_source(conn: sqlite3.Connection, source_id: str) -> bool:
 
 def apply_response(conn: sqlite3.Connection, state: SourceState, rows: Sequence[EntryRow],
                    fetch: FetchRecord, now: dt.datetime, *,
-                   given: Mapping[str, MatchKeys],
-                   common: dedupe.CommonTokens) -> ApplyCounts:
+                   given: Mapping[str, MatchKeys], texts: Mapping[str, SearchText],
+                   common: dedupe.CommonTokens,
+                   before_commit: Callable[[Callable[[sqlite3.Connection], None]], None]
+                   ) -> ApplyCounts:
     """Write one response (entries, versions, postings, duplicate markers, change-log rows,
     source state, fetch row) inside the caller's transaction; return what happened to each entry.
 
-    ``given`` match keys (by entry key) are used where given, computed where not; ``common``
-    carries the text tokens known to be too common from one response to the next.
+    ``given`` match keys and search ``texts`` (by entry key) are used where given,
+    computed where not; ``common`` carries the text tokens known to be too common from
+    one response to the next. The full-text index change is handed to ``before_commit``,
+    which applies it in the same transaction, before it commits.
     """
     stamp = format_time(now)
-    counts, written, pending = _write_entries(conn, rows, stamp, given, common)
+    counts, written, pending, index = _write_entries(conn, rows, stamp, given, texts, common)
+    if index:
+        before_commit(index.apply)
     marked = _mark_duplicates(conn, counts, written, state.source_id, common)
     log_changes(conn, pending, stamp, marked=marked)  # after marking: with its status
     conn.execute(_SAVE_STATE, _state_values(state))

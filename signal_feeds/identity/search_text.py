@@ -1,0 +1,52 @@
+"""What full-text search indexes of an entry: the words of its stored HTML.
+
+Summaries and contents are stored as sanitized HTML; an index holds their text: tags
+become spaces, character references are decoded, runs of whitespace become one space
+(so that a snippet is one line in a terminal). Sanitized HTML has no comments, scripts
+or ``>`` inside attribute values that survive as text, so a regular expression over
+tags is exact here and costs a few microseconds per entry.
+
+Pure, so that parser processes compute it next to the parse (as they compute match
+keys) and the store's writer only writes it.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import Iterable, Mapping
+from typing import NamedTuple
+
+from signal_feeds.identity.keys import EntryRow
+
+__all__ = ["SearchText", "search_texts", "searchable_text"]
+
+_TAG = re.compile(r"<[^>]*>")
+
+
+def searchable_text(markup: str) -> str:
+    """The words of an HTML fragment as one line of plain text."""
+    if not markup:
+        return ""
+    if "<" in markup:
+        markup = _TAG.sub(" ", markup)
+    if "&" in markup:
+        markup = html.unescape(markup)
+    return " ".join(markup.split())
+
+
+class SearchText(NamedTuple):
+    """The indexed text of an entry's summary and content (its title is indexed as is)."""
+
+    summary: str
+    content: str
+
+    @classmethod
+    def of(cls, summary: str | None, content: str | None) -> SearchText:
+        """The search text of stored summary and content HTML."""
+        return cls(searchable_text(summary or ""), searchable_text(content or ""))
+
+
+def search_texts(rows: Iterable[EntryRow]) -> Mapping[str, SearchText]:
+    """The search text of each row, by entry key."""
+    return {row.key: SearchText.of(row.summary, row.content) for row in rows}
