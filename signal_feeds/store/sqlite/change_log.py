@@ -32,12 +32,10 @@ class PendingChange(NamedTuple):
     previous_fingerprint: str
 
 
-# The version row was written just before, in the same transaction.
 _LOG = """
 INSERT INTO changes (version_id, source_id, kind, previous_fingerprint, duplicate_of,
                      changed_at)
-SELECT v.id, ?1, ?2, ?3, ?4, ?5 FROM entry_versions AS v
-WHERE v.entry_seq = ?6 AND v.fingerprint = ?7 AND v.content_fingerprint = ?8
+VALUES (?, ?, ?, ?, ?, ?)
 """
 _CHUNK = 500  # bound on SQL variables per IN (...)
 
@@ -61,14 +59,34 @@ def _duplicate_of(conn: sqlite3.Connection, pending: Sequence[PendingChange],
     return found
 
 
+def _version_ids(conn: sqlite3.Connection, pending: Sequence[PendingChange]
+                 ) -> dict[tuple[int, str, str], int]:
+    """The id of each change's version row (written just before, in this transaction),
+    by (entry seq, fingerprint, content fingerprint): one lookup per chunk of entries
+    instead of one ``INSERT ... SELECT`` per change."""
+    seqs = sorted({c.seq for c in pending})
+    found: dict[tuple[int, str, str], int] = {}
+    for start in range(0, len(seqs), _CHUNK):
+        chunk = seqs[start:start + _CHUNK]
+        for seq, fingerprint, content_fingerprint, version in conn.execute(
+                "SELECT entry_seq, fingerprint, coalesce(content_fingerprint, ''), id "
+                f"FROM entry_versions WHERE entry_seq IN ({','.join('?' * len(chunk))})",
+                chunk):
+            found[seq, fingerprint, content_fingerprint] = version
+    return found
+
+
 def log_changes(conn: sqlite3.Connection, pending: Sequence[PendingChange],
                 stamp: str, *, marked: bool) -> None:
     """Number and write the changes of one response, in the response's order, after
     duplicate marking (``marked``: it changed some marker in this transaction)."""
+    if not pending:
+        return
     duplicates = _duplicate_of(conn, pending, marked)
-    conn.executemany(_LOG, [(c.source_id, c.kind, c.previous_fingerprint,
-                             duplicates.get(c.key, ""), stamp, c.seq, c.fingerprint,
-                             c.content_fingerprint) for c in pending])
+    versions = _version_ids(conn, pending)
+    conn.executemany(_LOG, [
+        (versions[c.seq, c.fingerprint, c.content_fingerprint or ""], c.source_id, c.kind,
+         c.previous_fingerprint, duplicates.get(c.key, ""), stamp) for c in pending])
 
 
 _READ = """
