@@ -215,3 +215,28 @@ def test_prefix_tokens_are_the_smallest_of_the_set(items: frozenset[int],
 
     keep = len(items) - math.ceil(threshold * len(items) - 1e-9) + 1 if items else 0
     assert prefix_tokens(items, threshold=threshold) == sorted(items)[:keep]
+
+
+_MARKUP = st.lists(st.sampled_from(
+    list("ab Z9.,<>/p&;#x\t\n") + ["&amp;", "&eacute;", "&#10;", "<p>", "</em>", "<br/>",
+                                   "\xa0", "\u2026", "\u00a8", "\u3000", "\u00e9"]),
+    max_size=40).map("".join)
+
+
+@settings(max_examples=400, deadline=None, database=None)
+@given(title=_MARKUP, summary=_MARKUP)
+def test_shingles_from_the_search_text_are_the_shingles_of_the_html(title: str,
+                                                                    summary: str) -> None:
+    # Parser processes hash the summary's search text (already stripped for the index)
+    # instead of stripping the HTML again: the stored tokens must not change. The words
+    # are those of the markup with tags turned into spaces and references decoded.
+    import html
+    import re
+
+    from signal_feeds.identity.matching import _words, shingles
+    from signal_feeds.identity.search_text import searchable_text
+
+    words = _words(html.unescape(title) + " " + html.unescape(re.sub("<[^>]*>", " ", summary)))
+    assert _words(html.unescape(title) + " " + searchable_text(summary)) == words
+    assert shingles(title, summary) == shingles(title, summary,
+                                                summary_text=searchable_text(summary))

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
+from signal_feeds.identity.search_text import searchable_text
 from signal_feeds.timeutil import parse_time
 
 __all__ = [
@@ -90,7 +91,6 @@ _TRACKING_PREFIXES = ("utm_",)
 #: The rank of a source the config no longer lists: after every listed one.
 UNLISTED_RANK = 1 << 62
 _WORD = re.compile(r"\w+")
-_TAG = re.compile(r"<[^>]*>")
 
 
 # -- match keys (pure) --------------------------------------------------------------------
@@ -182,7 +182,8 @@ def _window_hash(window: Sequence[int], size: int) -> int:
 
 
 def shingles(title: str, summary: str, *, size: int = DEFAULT_SHINGLE_SIZE,
-             min_words: int = DEFAULT_MIN_TEXT_WORDS) -> frozenset[int]:
+             min_words: int = DEFAULT_MIN_TEXT_WORDS,
+             summary_text: str | None = None) -> frozenset[int]:
     """Hashes of the word shingles (``size`` consecutive words) of the title and the
     summary's text, as non-negative 63-bit integers.
 
@@ -190,7 +191,9 @@ def shingles(title: str, summary: str, *, size: int = DEFAULT_SHINGLE_SIZE,
     processes and Python versions (CRC-32 of each word, then a fixed multiplicative mix
     of each window): they are stored as the text channel's tokens.
     """
-    words = _words(html.unescape(title) + " " + html.unescape(_TAG.sub(" ", summary)))
+    if summary_text is None:  # given when the search text was computed already
+        summary_text = searchable_text(summary)
+    words = _words(html.unescape(title) + " " + summary_text)
     if len(words) < max(min_words, size):
         return frozenset()
     # CRC-32 of every word, repeats included: hashing a word again is cheaper than
@@ -371,7 +374,9 @@ class MatchKeys:
     tokens: tuple[int, ...] = field(repr=False)
 
 
-def match_keys(url: str, title: str, summary: str) -> MatchKeys:
-    """The match URL, normalized title, shingles and text tokens of one entry."""
-    text = shingles(title, summary)
+def match_keys(url: str, title: str, summary: str, *,
+               summary_text: str | None = None) -> MatchKeys:
+    """The match URL, normalized title, shingles and text tokens of one entry
+    (``summary_text``: the summary's :func:`searchable_text`, if already known)."""
+    text = shingles(title, summary, summary_text=summary_text)
     return MatchKeys(match_url(url), normalize_title(title), text, tuple(prefix_tokens(text)))

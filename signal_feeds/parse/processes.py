@@ -119,11 +119,14 @@ def parse_job(job: ParseJob) -> ParseOutcome:
         return ParseOutcome(error="parser ran out of memory", kind="parse")
     except RecursionError:
         return ParseOutcome(error="document nested too deeply", kind="parse")
-    keys = {row.key: replace(match_keys(row.url, row.title, row.summary), shingles=frozenset())
+    texts = search_texts(identified.rows)
+    keys = {row.key: replace(match_keys(row.url, row.title, row.summary,
+                                        summary_text=texts[row.key].summary),
+                             shingles=frozenset())
             for row in identified.rows}
     return ParseOutcome(identified=identified, ttl_seconds=feed.ttl_seconds,
                         warnings=feed.warnings, entries=len(feed.entries), match_keys=keys,
-                        search_texts=search_texts(identified.rows), feed_title=feed.title)
+                        search_texts=texts, feed_title=feed.title)
 
 
 def _limit_self(memory: int) -> None:
