@@ -369,15 +369,28 @@ class PostgresCluster:
             conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)")
                          .format(sql.Identifier(name)))
 
-    def drop_connections(self, dbname: str | None = None) -> int:
-        """End other clients' connections (to dbname, or all) while the server stays up."""
+    def drop_connections(self, dbname: str | None = None, *, wait: bool = False) -> int:
+        """End other clients' connections (to dbname, or all) while the server stays up.
+
+        pg_terminate_backend only signals the backends; with ``wait`` this returns once
+        they have exited, so the next statement on a dropped connection fails for sure."""
+        query = ("FROM pg_stat_activity WHERE pid <> pg_backend_pid()"
+                 " AND backend_type = 'client backend' AND (%s::text IS NULL OR datname = %s)")
         with self._admin() as conn:
-            row = conn.execute(
-                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
-                " WHERE pid <> pg_backend_pid() AND backend_type = 'client backend'"
-                " AND (%s::text IS NULL OR datname = %s)", (dbname, dbname)).fetchone()
-        assert row is not None
-        return int(row[0])
+            row = conn.execute(f"SELECT coalesce(array_agg(pid), '{{}}') {query}",
+                               (dbname, dbname)).fetchone()
+            assert row is not None
+            pids: list[int] = list(row[0])
+            conn.execute("SELECT pg_terminate_backend(pid) FROM unnest(%s::int[]) AS pid",
+                         (pids,))
+            deadline = time.monotonic() + 30
+            while wait and pids and time.monotonic() < deadline:
+                left = conn.execute("SELECT count(*) FROM pg_stat_activity"
+                                    " WHERE pid = ANY(%s)", (pids,)).fetchone()
+                if left is None or left[0] == 0:
+                    break
+                time.sleep(0.01)
+        return len(pids)
 
     def new_database_name(self, hint: str = "") -> str:
         """test_NNNN_<hint>: unique in this cluster, readable in logs, within 63 bytes."""

@@ -184,7 +184,7 @@ def test_a_server_gone_mid_run_commits_each_response_or_nothing(
     dbname = postgres_url.rsplit("/", 1)[1]
     with open_store(postgres_url) as store:
         store.apply_response(STATE, ROWS[:1], RECORD, NOW)
-        postgres_cluster.drop_connections(dbname)
+        postgres_cluster.drop_connections(dbname, wait=True)
         with pytest.raises(DatabaseUnavailableError) as info:
             store.apply_response(STATE, ROWS, RECORD, NOW)
         assert _password(postgres_url) not in str(info.value)
@@ -198,11 +198,55 @@ def test_a_server_gone_mid_run_commits_each_response_or_nothing(
         # Lost inside a batch: the batch fails whole; the next batch connects again.
         with pytest.raises(DatabaseUnavailableError), store.batch():
             store.save_attempt(STATE, RECORD)
-            postgres_cluster.drop_connections(dbname)
+            postgres_cluster.drop_connections(dbname, wait=True)
             store.save_attempt(STATE, RECORD)
         with store.batch():
             store.save_attempt(STATE, RECORD)
         assert store.count("fetches") == 3
+
+
+def test_a_connection_lost_before_the_commit_is_replaced_for_the_next_batch(
+        postgres_url: str, postgres_cluster: PostgresCluster) -> None:
+    dbname = postgres_url.rsplit("/", 1)[1]
+    with open_store(postgres_url) as store:
+        # Every statement of the batch ran; the backend is gone before the commit.
+        with pytest.raises(DatabaseUnavailableError, match="cannot commit"), store.batch():
+            store.save_attempt(STATE, RECORD)
+            assert postgres_cluster.drop_connections(dbname, wait=True) == 1
+        with store.batch():
+            store.save_attempt(STATE, RECORD)
+        assert store.count("fetches") == 1
+        # Lost between batches, found by the first statement of the next one.
+        postgres_cluster.drop_connections(dbname, wait=True)
+        with pytest.raises(DatabaseUnavailableError), store.batch():
+            store.save_attempt(STATE, RECORD)
+        store.save_attempt(STATE, RECORD)
+        assert store.count("fetches") == 2
+
+
+def test_a_write_that_fails_on_the_server_does_not_count_as_the_database_gone(
+        postgres_url: str) -> None:
+    import psycopg.errors
+
+    from signal_feeds.store.postgres.connection import Connection
+
+    db = Connection(postgres_url, busy_timeout=1)
+    try:
+        # A deadlock or serialization failure fails one write; other sources go on.
+        for error in (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure,
+                      psycopg.errors.LockNotAvailable, psycopg.errors.DiskFull,
+                      psycopg.errors.UniqueViolation):
+            with pytest.raises(StoreError) as info, db.errors("cannot save", "demo"):
+                raise error("refused")
+            assert type(info.value) is StoreError and info.value.source_id == "demo"
+            assert not db.gone
+        with pytest.raises(DatabaseUnavailableError), db.errors("cannot save"):
+            raise psycopg.errors.AdminShutdown("terminating connection")
+        assert db.gone  # dropped, so the next transaction connects again
+        with db.transaction() as conn:
+            assert conn.execute("SELECT 1").fetchone() == (1,)
+    finally:
+        db.close()
 
 
 def test_a_fetch_whose_server_went_away_stops_with_exit_2(

@@ -62,10 +62,10 @@ class Connection:
             conn: psycopg.Connection[Any] = self._psycopg.connect(
                 self.url, autocommit=True, connect_timeout=DEFAULT_CONNECT_TIMEOUT,
                 application_name="signal")
-        except self._psycopg.Error as exc:
-            self._raise("cannot connect to", exc)
-        except ValueError as exc:  # a URL libpq cannot even parse may surface as this
-            self._raise("cannot connect to", exc)
+        except (self._psycopg.Error, ValueError) as exc:
+            # Whatever the reason (refused, login, a URL libpq cannot parse), the
+            # database cannot be used.
+            self._raise("cannot connect to", exc, unavailable=True)
         self.conn = conn
         with self.errors("cannot configure the connection to"):
             # A lock another writer holds is waited for at most busy_timeout, as in SQLite.
@@ -73,21 +73,40 @@ class Connection:
             conn.execute("SET TIME ZONE 'UTC'")
         return conn
 
-    def _raise(self, what: str, exc: BaseException, source_id: str | None = None) -> NoReturn:
+    def _raise(self, what: str, exc: BaseException, source_id: str | None = None, *,
+               unavailable: bool = False) -> NoReturn:
         detail = redact(" ".join(str(exc).split()), self.url) or type(exc).__name__
-        unavailable = self._is_unavailable(exc)
+        unavailable = unavailable or self._is_unavailable(exc)
+        if unavailable:
+            self._discard()
         cls = DatabaseUnavailableError if unavailable else StoreError
         raise cls(f"{what} {self.name}: {detail}" if what.endswith(" to")
                   else f"{what} in {self.name}: {detail}", source_id=source_id) from exc
 
     def _is_unavailable(self, exc: BaseException) -> bool:
-        errors = self._psycopg.errors
-        if isinstance(exc, errors.QueryCanceled | errors.LockNotAvailable):
-            return False  # a lock wait that ran out: the server is there
-        if isinstance(exc, self._psycopg.OperationalError | self._psycopg.InterfaceError
-                      | ValueError):
+        if getattr(self, "conn", None) is not None and self.gone:
             return True
-        return getattr(self, "conn", None) is not None and self.gone
+        sqlstate = getattr(exc, "sqlstate", None)
+        if sqlstate:
+            # The server answered: only its "connection" class (08) and the shutdown
+            # states (57P: admin or crash shutdown, cannot connect now, database dropped,
+            # idle timeout) mean it is gone. A deadlock, a serialization failure, a lock
+            # or statement timeout or a full disk fails this write, not the database.
+            return str(sqlstate).startswith(("08", "57P"))
+        return isinstance(exc, self._psycopg.OperationalError | self._psycopg.InterfaceError)
+
+    def _discard(self) -> None:
+        """Close a connection an unavailable error came from. libpq may not have seen
+        the socket close yet (a terminated backend's notice can arrive as an ordinary
+        error result), and a connection left half in a command fails the next one with
+        "another command is already in progress"; closed, the next transaction opens a
+        new one."""
+        conn = getattr(self, "conn", None)
+        if conn is not None and not conn.closed:
+            try:
+                conn.close()
+            except self._psycopg.Error as exc:
+                log.debug("closing the lost connection to %s: %s", self.name, exc)
 
     @property
     def gone(self) -> bool:
