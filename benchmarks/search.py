@@ -4,14 +4,15 @@
     .venv/bin/python benchmarks/search.py --part ingest   # only the ingest comparison
     .venv/bin/python benchmarks/search.py --part query --entries 1000000 --keep-db big.db
 
-Ingest: the 200 x 100 corpus is fetched from a local server into an empty database
-by ``run_fetch`` in this process, alternately with the index written as Signal writes it
-and with the index writes switched off (a switch of this script only: the write path's
-``IndexChange.apply`` is replaced by a no-op here; the user's process never is). Each
-side runs ``--runs`` times; medians are compared. The time spent inside the index
-writes is also summed, a figure the machine's noise does not blur. (The HTML is
-stripped for the index in the parser processes, off the writer's thread; that part is
-in both sides' times.)
+Ingest: the 200 x 100 corpus is fetched from a local server (nginx when installed)
+into an empty database by ``run_fetch`` in this process, alternately with the index
+written as Signal writes it and with the index writes switched off (a switch of this
+script only: the write path's ``IndexChange.apply`` is replaced by a no-op here; the
+user's process never is). Each side runs ``--runs`` times, the order within each pair
+alternating; medians and the median of the pairs' ratios are compared, and so is the
+CPU each whole run used, a figure the machine's noise blurs less. (The HTML is stripped
+for the index in the parser processes, off the writer's thread; that part is in both
+sides' figures.)
 
 Query: a database of ``--entries`` entries is filled (``bench.prepopulate``), each
 filler row given its own title and ~300-byte summary drawn from the corpus's Zipf
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import random
+import resource
 import sqlite3
 import statistics
 import sys
@@ -39,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench import corpus as corp  # noqa: E402
 from bench.prepopulate import FILLER_PREFIX, fill_entries  # noqa: E402
-from bench.servers import TeachingFeedServer  # noqa: E402
+from bench.servers import FeedServer, NginxServer, TeachingFeedServer, nginx_path  # noqa: E402
 
 from signal_feeds import run_fetch  # noqa: E402
 from signal_feeds.config.source_list import Config, Settings, Source  # noqa: E402
@@ -88,50 +90,83 @@ def fts_bytes(db: Path) -> int:
                                 "WHERE name LIKE 'entries_fts%'").fetchone()[0])
 
 
+def _cpu_seconds() -> float:
+    """CPU used so far by this process (all threads) and its reaped children."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def _server(work: Path, folder: Path) -> FeedServer:
+    """nginx in a process of its own when installed (as ``run.py`` uses it): a server
+    in this process would take the interpreter from the run it serves."""
+    binary = nginx_path()
+    server: FeedServer = (NginxServer(work / "nginx", binary) if binary
+                          else TeachingFeedServer(folder))
+    server.show(folder)
+    log(f"server: {getattr(server, 'description', type(server).__name__)}")
+    return server
+
+
 def ingest(work: Path, feeds: int, entries: int, runs: int) -> list[str]:
     corpus = corp.Corpus(feeds, entries)
     folder = work / "corpus"
     corp.write_corpus(corpus, folder)
-    server = TeachingFeedServer(folder)
+    server = _server(work, folder)
     server.start()
     times: dict[bool, list[float]] = {True: [], False: []}
+    cpu: dict[bool, list[float]] = {True: [], False: []}
     spent: list[float] = []
     sizes: dict[bool, tuple[int, int]] = {}
     try:
         sources = tuple(Source(id=slug, url=server.url(f"{slug}.xml"))
                         for slug in corpus.slugs())
         for run in range(runs):
-            for enabled in (True, False):
+            # Alternate which side goes first, so a drift of the machine's speed
+            # does not always favour the same side.
+            for enabled in ((True, False) if run % 2 == 0 else (False, True)):
                 db = work / f"ingest-{run}-{int(enabled)}.db"
                 config = Config(sources=sources, settings=Settings(database=db,
                                                                    min_interval=0.0))
                 before = len(spent)
                 with index_writes(enabled, spent):
-                    t0 = time.perf_counter()
+                    c0, t0 = _cpu_seconds(), time.perf_counter()
                     report = run_fetch(config, force=True)
-                    took = time.perf_counter() - t0
+                    took, used = time.perf_counter() - t0, _cpu_seconds() - c0
                 created = sum(s.created for s in report.sources)
                 if created != corpus.total_entries:
                     raise RuntimeError(f"run created {created}, not {corpus.total_entries}")
                 times[enabled].append(took)
-                log(f"ingest run {run + 1} index={'on' if enabled else 'off'}: {took:.2f} s"
-                    + (f" ({sum(spent[before:]):.2f} s in index writes)" if enabled else ""))
+                cpu[enabled].append(used)
+                log(f"ingest run {run + 1} index={'on' if enabled else 'off'}: {took:.2f} s, "
+                    f"{used:.2f} s of CPU"
+                    + (f" ({sum(spent[before:]):.2f} s in index inserts)" if enabled else ""))
                 sizes[enabled] = (db.stat().st_size, fts_bytes(db))
                 for path in db.parent.glob(db.name + "*"):
                     path.unlink()
     finally:
         server.stop()
     on, off = statistics.median(times[True]), statistics.median(times[False])
+    paired = statistics.median(a / b for a, b in zip(times[True], times[False], strict=True))
+    cpu_on, cpu_off = statistics.median(cpu[True]), statistics.median(cpu[False])
     total = corpus.total_entries
     index_per_run = sum(spent) / runs
     return [
         f"| cold ingest {feeds}×{entries} ({total:,} entries), index written | "
-        f"{on:.2f} s | {total / on:,.0f} entries/s |",
-        f"| the same, index writes switched off | {off:.2f} s | {total / off:,.0f} entries/s |",
+        f"{on:.2f} s | {total / on:,.0f} entries/s; runs "
+        + " / ".join(f"{t:.2f}" for t in times[True]) + " s |",
+        f"| the same, index writes switched off | {off:.2f} s | {total / off:,.0f} entries/s; "
+        "runs " + " / ".join(f"{t:.2f}" for t in times[False]) + " s |",
         f"| index cost: median with / without | {on / off:.3f} × | "
         f"{(on / off - 1) * 100:+.1f} % (target ≤ +15 %) |",
-        f"| time inside the index writes per run (FTS5 inserts, on the writer) | "
-        f"{index_per_run:.2f} s | {index_per_run / total * 1e6:.0f} µs per entry |",
+        f"| index cost: median of the {runs} back-to-back pairs | {paired:.3f} × | "
+        f"{(paired - 1) * 100:+.1f} % |",
+        f"| CPU of the whole run (all processes), median with / without | "
+        f"{cpu_on:.1f} s / {cpu_off:.1f} s | {cpu_on - cpu_off:+.1f} s, "
+        f"{(cpu_on - cpu_off) / total * 1e6:.0f} µs per entry |",
+        f"| time in the FTS5 inserts per run (writer thread; the commit's segment "
+        f"writes not included) | {index_per_run:.2f} s | "
+        f"{index_per_run / total * 1e6:.0f} µs per entry |",
         f"| database file / of which the index, {total:,} entries | "
         f"{sizes[True][0] / 1e6:.1f} MB / {sizes[True][1] / 1e6:.1f} MB | "
         f"without: {sizes[False][0] / 1e6:.1f} MB |",
