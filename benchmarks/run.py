@@ -33,7 +33,7 @@ sys.path.insert(0, str(BENCH_DIR))
 from bench import corpus as corp  # noqa: E402
 from bench.common import Bench, Row, Settings, log  # noqa: E402
 from bench.scenarios import SCENARIOS, TITLES  # noqa: E402
-from bench.servers import FeedServer, NginxServer, TeachingFeedServer, nginx_path  # noqa: E402
+from bench.servers import FeedServer, TeachingFeedServer, make_server  # noqa: E402
 from bench.sides import (  # noqa: E402
     SAMPLING,
     CheckFailed,
@@ -151,18 +151,6 @@ def markdown(rows: Sequence[Row], env: Sequence[str]) -> str:
 
 
 # -- servers --------------------------------------------------------------------------
-
-
-def make_server(choice: str, work: Path, base: Path) -> FeedServer:
-    binary = nginx_path()
-    if choice == "nginx" and binary is None:
-        raise SystemExit("--server nginx: nginx is not installed")
-    if choice != "teaching" and binary is not None:
-        server: FeedServer = NginxServer(work / "nginx", binary)
-    else:
-        server = TeachingFeedServer(base)
-    server.show(base)
-    return server
 
 
 def warm_up() -> None:

@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench import corpus as corp  # noqa: E402
 from bench.prepopulate import FILLER_PREFIX, fill_entries  # noqa: E402
-from bench.servers import FeedServer, NginxServer, TeachingFeedServer, nginx_path  # noqa: E402
+from bench.servers import TeachingFeedServer, make_server  # noqa: E402
 
 from signal_feeds import run_fetch  # noqa: E402
 from signal_feeds.config.source_list import Config, Settings, Source  # noqa: E402
@@ -97,22 +97,14 @@ def _cpu_seconds() -> float:
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
-def _server(work: Path, folder: Path) -> FeedServer:
-    """nginx in a process of its own when installed (as ``run.py`` uses it): a server
-    in this process would take the interpreter from the run it serves."""
-    binary = nginx_path()
-    server: FeedServer = (NginxServer(work / "nginx", binary) if binary
-                          else TeachingFeedServer(folder))
-    server.show(folder)
-    log(f"server: {getattr(server, 'description', type(server).__name__)}")
-    return server
-
-
 def ingest(work: Path, feeds: int, entries: int, runs: int) -> list[str]:
     corpus = corp.Corpus(feeds, entries)
     folder = work / "corpus"
     corp.write_corpus(corpus, folder)
-    server = _server(work, folder)
+    # nginx, as run.py uses it: a server in this process would take the interpreter
+    # from the run it serves.
+    server = make_server("auto", work, folder)
+    log(f"server: {server.description}")
     server.start()
     times: dict[bool, list[float]] = {True: [], False: []}
     cpu: dict[bool, list[float]] = {True: [], False: []}

@@ -374,15 +374,11 @@ class PostgresCluster:
 
         pg_terminate_backend only signals the backends; with ``wait`` this returns once
         they have exited, so the next statement on a dropped connection fails for sure."""
-        query = ("FROM pg_stat_activity WHERE pid <> pg_backend_pid()"
-                 " AND backend_type = 'client backend' AND (%s::text IS NULL OR datname = %s)")
         with self._admin() as conn:
-            row = conn.execute(f"SELECT coalesce(array_agg(pid), '{{}}') {query}",
-                               (dbname, dbname)).fetchone()
-            assert row is not None
-            pids: list[int] = list(row[0])
-            conn.execute("SELECT pg_terminate_backend(pid) FROM unnest(%s::int[]) AS pid",
-                         (pids,))
+            pids = [int(r[0]) for r in conn.execute(
+                "SELECT pid, pg_terminate_backend(pid) FROM pg_stat_activity"
+                " WHERE pid <> pg_backend_pid() AND backend_type = 'client backend'"
+                " AND (%s::text IS NULL OR datname = %s)", (dbname, dbname))]
             deadline = time.monotonic() + 30
             while wait and pids and time.monotonic() < deadline:
                 left = conn.execute("SELECT count(*) FROM pg_stat_activity"

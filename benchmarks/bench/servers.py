@@ -291,3 +291,17 @@ class DelayServer:
         started = time.perf_counter()
         await asyncio.gather(*(get(path) for path in paths))
         return time.perf_counter() - started
+
+
+def make_server(choice: str, work: Path, base: Path) -> FeedServer:
+    """nginx in a process of its own when installed (``choice`` "auto" or "nginx"),
+    else the teaching server, serving ``base``."""
+    binary = nginx_path()
+    if choice == "nginx" and binary is None:
+        raise SystemExit("--server nginx: nginx is not installed")
+    if choice != "teaching" and binary is not None:
+        server: FeedServer = NginxServer(work / "nginx", binary)
+    else:
+        server = TeachingFeedServer(base)
+    server.show(base)
+    return server

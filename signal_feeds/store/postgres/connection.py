@@ -84,7 +84,7 @@ class Connection:
                   else f"{what} in {self.name}: {detail}", source_id=source_id) from exc
 
     def _is_unavailable(self, exc: BaseException) -> bool:
-        if getattr(self, "conn", None) is not None and self.gone:
+        if self.gone:
             return True
         sqlstate = getattr(exc, "sqlstate", None)
         if sqlstate:
