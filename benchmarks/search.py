@@ -17,8 +17,10 @@ sides' figures.)
 Query: a database of ``--entries`` entries is filled (``bench.prepopulate``), each
 filler row given its own title and ~300-byte summary drawn from the corpus's Zipf
 vocabulary, then indexed with ``Store.rebuild_search_index()`` (timed). One-word
-queries at several word frequencies, two-word phrases taken from stored titles, and a
-one-word query restricted to one source are each run ``--repeat`` times through
+queries at several word frequencies, two-word phrases taken from stored titles (a seeded
+draw of 400, timed once each and, grouped by how many entries a phrase matches,
+``--repeat`` times), and a one-word query restricted to one source are each run
+``--repeat`` times through
 ``search_entries`` (what ``signal search`` calls: query check, bm25 ranking, duplicate
 filter, snippets, collapsed duplicates); median and p95 per kind.
 """
@@ -208,6 +210,42 @@ def build_big(db: Path, total: int, work: Path) -> list[str]:
             f"{indexed / rebuild:,.0f} entries/s |"]
 
 
+#: Phrase classes by how many entries a phrase matches: (label, at least, below).
+PHRASE_CLASSES = (
+    ("under 1,000", 0, 1_000),
+    ("1,000–9,999", 1_000, 10_000),
+    ("10,000–49,999", 10_000, 50_000),
+    ("50,000 or more", 50_000, 10**12),
+)
+PHRASE_DRAW = 400  # title phrases drawn
+PER_CLASS = 20
+
+
+def title_phrases(conn: sqlite3.Connection, count: int, seed: int = 20261205
+                  ) -> list[tuple[str, int]]:
+    """``count`` two-word phrases, each two adjacent words of a stored title picked at
+    random (seeded: the same draw every time on the same database), with the number of
+    entries each matches."""
+    rng = random.Random(seed)
+    top = int(conn.execute("SELECT max(seq) FROM entries").fetchone()[0])
+    drawn: list[tuple[str, int]] = []
+    while len(drawn) < count:
+        row = conn.execute("SELECT title FROM entries WHERE seq = ?",
+                           (rng.randrange(1, top + 1),)).fetchone()
+        words = (row[0] or "").lower().split() if row else []
+        if len(words) < 2:
+            continue
+        i = rng.randrange(len(words) - 1)
+        phrase = f'"{words[i]} {words[i + 1]}"'
+        drawn.append((phrase, _count(conn, phrase)))
+    return drawn
+
+
+def _count(conn: sqlite3.Connection, query: str) -> int:
+    return int(conn.execute(f"SELECT count(*) FROM {fts.FTS_TABLE} "
+                            f"WHERE {fts.FTS_TABLE} MATCH ?", (query,)).fetchone()[0])
+
+
 def queries(db: Path, repeat: int) -> list[str]:
     rows: list[str] = []
     with Store(db) as store:
@@ -215,38 +253,41 @@ def queries(db: Path, repeat: int) -> list[str]:
         rows.append(f"| database file / of which the index, {total:,} entries | "
                     f"{db.stat().st_size / 1e6:,.0f} MB / {fts_bytes(db) / 1e6:,.0f} MB | |")
         with sqlite3.connect(db) as conn:
-            titles = [r[0] for r in conn.execute(
-                "SELECT title FROM entries WHERE title != '' ORDER BY random() LIMIT 50")]
+            drawn = title_phrases(conn, PHRASE_DRAW)
             source = conn.execute("SELECT source_id FROM entries ORDER BY random() LIMIT 1"
                                   ).fetchone()[0]
-        phrases = []
-        for title in titles:
-            words = title.lower().split()
-            if len(words) >= 2:
-                i = random.Random(title).randrange(len(words) - 1)
-                phrases.append(f'"{words[i]} {words[i + 1]}"')
+        shares = ", ".join(f"{label}: {sum(low <= n < high for _, n in drawn)}"
+                           for label, low, high in PHRASE_CLASSES)
+        log(f"{len(drawn)} title phrases by entries matched: {shares}")
+        rows.append(f"| {len(drawn)} phrases drawn from stored titles, by entries matched | "
+                    f"{shares} | |")
         words = corp._WORDS
-        kinds: dict[str, list[str]] = {
-            "one word, vocabulary ranks 3,000–3,019": list(words[3000:3020]),
-            "one word, vocabulary ranks 300–319": list(words[300:320]),
-            "one word, vocabulary ranks 30–39": list(words[30:40]),
+        kinds: dict[str, tuple[list[str], int]] = {
+            "one word, vocabulary ranks 3,000–3,019": (list(words[3000:3020]), repeat),
+            "one word, vocabulary ranks 300–319": (list(words[300:320]), repeat),
+            "one word, vocabulary ranks 30–39": (list(words[30:40]), repeat),
             "one word, vocabulary ranks 0–4 (the commonest words: worst case)":
-                list(words[0:5]),
-            "two-word phrase from a stored title": phrases[:20],
+                (list(words[0:5]), repeat),
+            # The whole draw, once each: the mix a user typing title phrases meets.
+            f"two-word phrase from a stored title, all {len(drawn)} drawn":
+                ([q for q, _ in drawn], 1),
         }
-        for label, qs in kinds.items():
-            rows.append(_time(store, db, label, qs, repeat, None))
-        rows.append(_time(store, db, "one word, ranks 300–319, `--source` one source",
-                          list(words[300:320]), repeat, source))
+        for label, low, high in PHRASE_CLASSES:
+            kinds[f"two-word title phrase matching {label}"] = (
+                [q for q, n in drawn if low <= n < high][:PER_CLASS], repeat)
+        kinds["one word, ranks 300–319, `--source` one source"] = (
+            list(words[300:320]), repeat)
+        for label, (qs, times) in kinds.items():
+            if qs:
+                source_id = source if "--source" in label else None
+                rows.append(_time(store, db, label, qs, times, source_id))
     return rows
 
 
 def _matching(db: Path, qs: Sequence[str]) -> float:
     """Median number of entries each query matches (before filters and limit)."""
     with sqlite3.connect(db) as conn:
-        return statistics.median(int(conn.execute(
-            "SELECT count(*) FROM entries_fts WHERE entries_fts MATCH ?", (q,)
-        ).fetchone()[0]) for q in qs)
+        return statistics.median(_count(conn, q) for q in qs)
 
 
 def _time(store: Store, db: Path, label: str, qs: Sequence[str], repeat: int,
