@@ -11,9 +11,11 @@ region, so process start-up counts. The sides alternate run by run; medians comp
 
 - **own**: :class:`signal_feeds.parse.processes.ParserPool` (``python -m
   signal_feeds.parse._worker_main`` subprocesses, pickled jobs over pipes).
-- **executor**: a ``ProcessPoolExecutor`` with as many workers, started with
-  ``forkserver`` (``fork`` is unsafe in a process with threads), whose initializer sets
-  the same limits and the same feedparser tuning, running the same ``parse_job``.
+- **executor**: a ``ProcessPoolExecutor`` with as many workers, for each start method
+  in ``--methods`` (``forkserver`` and ``fork`` by default), whose initializer sets the
+  same limits and the same feedparser tuning, running the same ``parse_job``. ``fork``
+  is measured for the record: its workers are forked while the run's threads exist
+  (the executor starts them at its first job), which Python 3.12 and later warn about.
 
 This script has a ``__main__`` guard, as an executor needs; see ``benchmarks/README.md``
 for why that matters to embedding scripts.
@@ -66,10 +68,10 @@ def _start_worker(memory: int) -> None:
 class ExecutorPool:
     """The parts of ``ParserPool`` a run uses, over a ``ProcessPoolExecutor``."""
 
-    def __init__(self, workers: int) -> None:
+    def __init__(self, workers: int, method: str) -> None:
         self.workers = workers
         self._executor = ProcessPoolExecutor(
-            max_workers=workers, mp_context=multiprocessing.get_context("forkserver"),
+            max_workers=workers, mp_context=multiprocessing.get_context(method),
             initializer=_start_worker, initargs=(DEFAULT_PARSE_MEMORY,))
 
     async def parse(self, job: ParseJob) -> ParseOutcome:
@@ -85,7 +87,8 @@ def one_run(side: str, config: Config, database: Path) -> tuple[float, int]:
     for leftover in database.parent.glob(database.name + "*"):
         leftover.unlink()
     t0 = time.perf_counter()
-    pool: Any = ParserPool() if side == "own" else ExecutorPool(ParserPool().workers)
+    pool: Any = (ParserPool() if side == "own"
+                 else ExecutorPool(ParserPool().workers, side.removeprefix("executor-")))
     try:
         report = run_fetch(config, database=database, force=True, parser=pool)
     finally:
@@ -101,6 +104,9 @@ def main() -> int:
     p.add_argument("--entries", type=int, default=100)
     p.add_argument("--short", action="store_true", help="~300-byte summaries")
     p.add_argument("--runs", type=int, default=5)
+    p.add_argument("--methods", nargs="+", default=["forkserver", "fork"],
+                   choices=["forkserver", "fork", "spawn"],
+                   help="the executor's start methods to measure")
     args = p.parse_args()
     work = Path(tempfile.mkdtemp(prefix="signal-pool-"))
     corpus = corp.Corpus(feeds=args.feeds, entries=args.entries, short=args.short)
@@ -119,9 +125,11 @@ def main() -> int:
         config = Config(settings=Settings(database=work / "unused.db", concurrency=50,
                                           per_host=50, min_interval=0),
                         sources=sources)
-        times: dict[str, list[float]] = {"own": [], "executor": []}
+        sides = ["own", *(f"executor-{m}" for m in args.methods)]
+        times: dict[str, list[float]] = {side: [] for side in sides}
         for run in range(args.runs):
-            for side in ("own", "executor") if run % 2 == 0 else ("executor", "own"):
+            # The order rotates run by run, so a drift of the machine favours no side.
+            for side in sides[run % len(sides):] + sides[:run % len(sides)]:
                 elapsed, created = one_run(side, config, work / f"{side}.db")
                 if created != corpus.total_entries:
                     print(f"{side}: stored {created} of {corpus.total_entries}",
@@ -132,16 +140,19 @@ def main() -> int:
     finally:
         server.stop()
         shutil.rmtree(work, ignore_errors=True)
-    own, executor = statistics.median(times["own"]), statistics.median(times["executor"])
     n = corpus.total_entries
+    own = statistics.median(times["own"])
     print(f"| pool | whole run, {args.feeds} × {args.entries}"
-          f"{' short' if args.short else ''} (median of {args.runs}) | entries/s |")
-    print("|---|---|---|")
-    print(f"| own (`ParserPool`) | {own:.2f} s | {n / own:,.0f} |")
-    print(f"| `ProcessPoolExecutor` (forkserver) | {executor:.2f} s | {n / executor:,.0f} |")
-    print(f"\nown pool gain: {executor / own - 1:+.1%} of the executor's time "
-          f"(runs: own {', '.join(f'{t:.2f}' for t in times['own'])}; "
-          f"executor {', '.join(f'{t:.2f}' for t in times['executor'])})")
+          f"{' short' if args.short else ''} (median of {args.runs}) | entries/s | "
+          "own pool's gain | runs |")
+    print("|---|---|---|---|---|")
+    for side in sides:
+        median = statistics.median(times[side])
+        name = ("own (`ParserPool`)" if side == "own"
+                else f"`ProcessPoolExecutor` ({side.removeprefix('executor-')})")
+        gain = "—" if side == "own" else f"{median / own - 1:+.1%}"
+        print(f"| {name} | {median:.2f} s | {n / median:,.0f} | {gain} | "
+              + ", ".join(f"{t:.2f}" for t in times[side]) + " |")
     return 0
 
 
