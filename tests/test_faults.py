@@ -292,24 +292,21 @@ def test_full_filesystem(server: ScenarioServer, tmp_path: Path) -> None:
 # -- parsing isolated in worker processes ----------------------------------------------------
 
 def _worker_pids() -> set[int]:
+    """Parser workers: children of this process forked from it (the same command line;
+    the session's PostgreSQL watchdog is a child of ours too, with its own)."""
     me = os.getpid()
+    ours = Path("/proc/self/cmdline").read_bytes()
     found = set()
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
             stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        if ppid != me:
-            continue
-        # Only parser workers: the session's PostgreSQL watchdog is a child of ours too.
-        try:
             cmdline = (entry / "cmdline").read_bytes()
         except OSError:
             continue
-        if b"_worker_main" in cmdline:
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        if ppid == me and cmdline == ours:
             found.add(int(entry.name))
     return found
 

@@ -11,8 +11,10 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import time
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import dump
@@ -181,3 +183,64 @@ def test_an_embedding_script_without_a_main_guard_runs_once(server: ScenarioServ
                           cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines() == ["top level ran", "done True fetched"], proc.stdout
+
+
+class _Crash:
+    """Unpickled in the worker, before any parsing: it takes the worker down (the only
+    way a test can reach a crash that no document causes on purpose)."""
+
+    def __init__(self, how: str) -> None:
+        self.how = how
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        if self.how == "segfault":
+            import ctypes
+            return ctypes.string_at, (0,)
+        return time.sleep, (3600,)  # not interruptible by the document's alarm
+
+
+FINE = b'<rss version="2.0"><channel><item><guid>g</guid></item></channel></rss>'
+
+
+async def _parse_together(pool: ParserPool, culprit: ParseJob, fine: int
+                          ) -> list[Any]:
+    jobs = [culprit] + [ParseJob(source_id=f"fine-{i}", body=FINE, url="", content_type="",
+                                 settings=ParseSettings()) for i in range(fine)]
+    return list(await asyncio.gather(*(pool.parse(job) for job in jobs)))
+
+
+def test_a_worker_that_crashes_costs_its_own_document_and_its_trace_is_logged(
+        caplog: pytest.LogCaptureFixture) -> None:
+    pool = ParserPool(workers=2)
+    culprit = ParseJob(source_id="crashing", body=_Crash("segfault"),  # type: ignore[arg-type]
+                       url="", content_type="", settings=ParseSettings())
+    try:
+        with caplog.at_level(logging.ERROR, logger="signal_feeds.parse"):
+            crashed, *others = asyncio.run(_parse_together(pool, culprit, 3))
+        after = asyncio.run(_parse_together(pool, replace(culprit, body=FINE), 1))
+    finally:
+        pool.close()
+    assert crashed.message == "parser process died (memory limit or crash)"
+    # The documents the dead worker's executor held were parsed again, one by one.
+    assert [o.message for o in others] == ["", "", ""]
+    assert [o.entries for o in others] == [1, 1, 1]
+    [record] = [r for r in caplog.records if "crashing" in r.getMessage()]
+    assert "Segmentation fault" in record.getMessage()  # faulthandler, via the stderr file
+    assert [o.message for o in after] == ["", ""]
+
+
+def test_a_worker_stuck_where_its_alarm_cannot_reach_is_killed() -> None:
+    pool = ParserPool(workers=2, timeout=1.0)
+    culprit = ParseJob(source_id="stuck", body=_Crash("sleep"),  # type: ignore[arg-type]
+                       url="", content_type="", settings=ParseSettings())
+    started = time.monotonic()
+    try:
+        stuck, *others = asyncio.run(_parse_together(pool, culprit, 2))
+        after = asyncio.run(_parse_together(pool, replace(culprit, body=FINE), 1))
+    finally:
+        pool.close()
+    assert stuck.message == "parsing took longer than 1 s"
+    assert [o.message for o in others] == ["", ""]
+    assert [o.message for o in after] == ["", ""]
+    # Killed after the limit and the grace, not left to sleep for its hour.
+    assert time.monotonic() - started < 60

@@ -1,43 +1,54 @@
 """Parsing off the main process.
 
-feedparser runs in worker processes with an address-space limit, so a feed that makes
-it allocate without bound, or loop, costs one source and one worker, never the run.
-There are ``min(2, cores)`` workers unless the caller asks for another number: parsing
-shares the machine with the fetching process and the writer thread.
+feedparser runs in worker processes of a :class:`concurrent.futures.ProcessPoolExecutor`
+whose initializer caps each worker's address space and sets a per-document time limit,
+so a feed that makes it allocate without bound, or loop, costs one source, never the
+run. There are ``min(2, cores)`` workers unless the caller asks for another number:
+parsing shares the machine with the fetching process and the writer thread.
+
+The workers are forked (where the platform has ``fork``), and all of them at once when
+the pool is created, before a run starts its threads. Forking is what keeps embedding
+scripts without an ``if __name__ == "__main__"`` guard working: the ``spawn`` and
+``forkserver`` start methods import the caller's main script again in every worker.
+A forked worker only parses the bytes it is handed; it never touches the parent's
+database connections, sockets or event loop.
 
 Only the workers tune feedparser (:mod:`signal_feeds.parse._speedups`); the process
 that imports Signal keeps feedparser as it ships. A worker that finds feedparser's
 internals changed parses with stock feedparser, and the parent logs why. A worker's
-unexpected error reaches the parent's log with its traceback; a worker that dies (memory
-limit, crash) has the tail of its stderr logged.
+unexpected error reaches the parent's log with its traceback; a worker that dies (a
+crash, the kernel's OOM killer) breaks the executor: the documents it held are parsed
+again one by one in executors of their own, so that only the culprit fails, and its
+stderr (where :mod:`faulthandler` writes) is logged.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import faulthandler
 import logging
+import multiprocessing
 import os
-import pickle
-import select
-import struct
-import subprocess
+import signal
 import sys
 import tempfile
 import threading
 import time
 import traceback
+import warnings
 from collections.abc import Mapping
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field, replace
-from typing import IO, TYPE_CHECKING, Any
+from types import FrameType
+from typing import Any
 
 from signal_feeds.decide.decider import contradiction_message
 from signal_feeds.errors import ContradictionError, SignalError
 from signal_feeds.identity.matching import MatchKeys, match_keys
 from signal_feeds.identity.search_text import SearchText, search_texts
 from signal_feeds.parse.settings import ParseSettings
-
-if TYPE_CHECKING:  # the parser processes import this module: keep asyncio out of them
-    from concurrent.futures import ThreadPoolExecutor
 
 log = logging.getLogger("signal_feeds.parse")
 
@@ -88,6 +99,9 @@ class ParseOutcome:
     traceback: str = ""
     #: The feed's own title (what an export names the source by, after the config's).
     feed_title: str = ""
+    #: Why the worker parsed with stock feedparser ("" when tuned, or when asked for
+    #: stock): the parent logs it once.
+    stock_reason: str = ""
 
     @property
     def message(self) -> str:
@@ -129,18 +143,59 @@ def parse_job(job: ParseJob) -> ParseOutcome:
                         search_texts=texts, feed_title=feed.title)
 
 
+#: Seconds past the time limit after which a worker that did not stop itself is
+#: killed (its alarm cannot interrupt a long call inside C code).
+KILL_GRACE_SECONDS = 5.0
+#: How often a job still queued behind other documents is checked for having started.
+_QUEUED_CHECK_SECONDS = 0.5
+#: How often a worker checks that the process that started it still lives.
+PARENT_CHECK_SECONDS = 1.0
+#: How much lower a parser process's CPU priority is than the fetching process's.
+PARSER_NICENESS = 5
+
+
+# -- in the worker ---------------------------------------------------------------------------
+
+class _Overrun(BaseException):
+    """Raised into the parsing code by the time limit's alarm (a BaseException, so that
+    feedparser's ``except Exception`` clauses cannot swallow it)."""
+
+
+#: Set with the worker's first document.
+_stock_reason = ""
+_overran = False
+
+
+def _on_alarm(signum: int, frame: FrameType | None) -> None:
+    global _overran
+    _overran = True
+    raise _Overrun
+
+
+def _address_space() -> int:
+    """This process's address space in bytes (0 where /proc does not say)."""
+    try:
+        with open("/proc/self/statm", encoding="ascii") as statm:
+            return int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
 def _limit_self(memory: int) -> None:
     """In a worker: cap the address space, lower the priority, and die with the parent
     process (a run that is killed must not leave parser processes behind)."""
     try:
         import resource
 
-        resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+        # A forked worker starts with its parent's address space mapped (thread stacks,
+        # allocator arenas), most of it shared and untouched: the cap is on what it adds.
+        limit = _address_space() + memory
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     except (ImportError, ValueError, OSError):  # not on this platform: run unlimited
         pass
     parent = os.getppid()
-    # A parent that dies closes our stdin, but a worker busy with a document would not
-    # notice until it is done: a thread checks who the parent is once a second.
+    # The executor's pipes stay open in the worker (a forked child holds both ends), so
+    # a dead parent is not noticed through them: a thread checks once a second.
     threading.Thread(target=_watch_parent, args=(parent,), daemon=True,
                      name="signal-parent-watch").start()
     if os.getppid() != parent:  # the parent died before the watch began
@@ -158,116 +213,114 @@ def _watch_parent(parent: int) -> None:
     os._exit(1)
 
 
-_HEADER = struct.Struct(">Q")
-
-
-def _read_exact(fd: int, size: int, deadline: float | None = None) -> bytes:
-    """``size`` bytes from the pipe ``fd``; TimeoutError if ``deadline`` passes first."""
-    chunks = []
-    while size:
-        if deadline is not None:
-            left = deadline - time.monotonic()
-            if left <= 0 or not select.select([fd], [], [], left)[0]:
-                raise TimeoutError
-        chunk = os.read(fd, min(size, 1 << 20))
-        if not chunk:
-            raise EOFError("worker closed its pipe")
-        chunks.append(chunk)
-        size -= len(chunk)
-    return b"".join(chunks)
-
-
-def _send(stream: IO[bytes], obj: object) -> None:
-    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
-    stream.write(_HEADER.pack(len(data)))
-    stream.write(data)
-    stream.flush()
-
-
-def _receive(fd: int, deadline: float | None = None) -> Any:
-    (size,) = _HEADER.unpack(_read_exact(fd, _HEADER.size, deadline))
-    return pickle.loads(_read_exact(fd, size, deadline))
-
-
-#: How often a worker checks that the process that started it still lives.
-PARENT_CHECK_SECONDS = 1.0
-#: How much lower a parser process's CPU priority is than the fetching process's.
-PARSER_NICENESS = 5
-#: What a worker sends once it can take jobs.
-_READY = "signal-parse-worker-ready"
-#: Seconds a new worker may take to start, apart from any document's time limit.
-WORKER_START_TIMEOUT = 60.0
-
-
-def serve(memory: int, *, tuned: bool = True) -> None:
-    """The worker loop (``python -m signal_feeds.parse._worker_main MEMORY [stock]``):
-    jobs in on stdin, outcomes out on stdout, until stdin closes."""
+def _start_worker(memory: int, stderr_fd: int, pids: Any) -> None:
+    """The executor's initializer, run once in each new parser process."""
+    # stderr goes to the pool's file (a crash's faulthandler trace lands there, read
+    # when the worker dies); Ctrl-C is the parent's to handle: it shuts the pool down.
+    os.dup2(stderr_fd, 2)
+    sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace",  # noqa: SIM115
+                      buffering=1, closefd=False)
+    faulthandler.enable()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGALRM, _on_alarm)
     _limit_self(memory)
-    # Import the parser before saying "ready": a document's time limit must not be
-    # spent starting Python and importing feedparser (seconds on a busy machine).
-    from signal_feeds.parse import feed as parse  # noqa: F401
+    pids.put(os.getpid())
+
+
+def _ready() -> None:
+    """The first job: it makes the executor start its workers."""
+
+
+_prepared = False
+
+
+def _prepare(tuned: bool) -> None:
+    """Import (and tune) feedparser with the worker's first document, before its time
+    limit starts: a run where nothing needs parsing never pays for it, and a document's
+    limit is never spent importing (seconds on a busy machine)."""
+    global _prepared, _stock_reason
+    if _prepared:
+        return
+    from signal_feeds.parse import feed  # noqa: F401
     from signal_feeds.parse._speedups import tune_feedparser, why_not_tuned
 
-    # The reason goes to the parent with "ready": only the parent's log is seen.
-    stock_reason = why_not_tuned() if tuned else ""
-    if tuned and not stock_reason:
+    _stock_reason = why_not_tuned() if tuned else ""
+    if tuned and not _stock_reason:
         tune_feedparser()
-    stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
-    _send(stdout, (_READY, stock_reason))
-    while True:
+    _prepared = True
+
+
+def _parse_in_worker(job: ParseJob, timeout: float, tuned: bool) -> ParseOutcome:
+    """One document, under the time limit (in a worker)."""
+    global _overran
+    _prepare(tuned)
+    _overran = False
+    try:
         try:
-            job = _receive(stdin.fileno())
-        except EOFError:
-            return
-        try:
+            signal.setitimer(signal.ITIMER_REAL, timeout)
             outcome = parse_job(job)
-        except Exception as exc:  # a bug, not a bad document: the parent logs the trace
-            outcome = ParseOutcome(error=f"parser failed: {type(exc).__name__}: {exc}",
-                                   kind="parse", traceback=traceback.format_exc())
-        _send(stdout, outcome)
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+    except _Overrun:
+        outcome = _overrun_outcome(timeout)
+    except Exception as exc:  # a bug, not a bad document: the parent logs the trace
+        outcome = ParseOutcome(error=f"parser failed: {type(exc).__name__}: {exc}",
+                               kind="parse", traceback=traceback.format_exc())
+    if _overran:  # the alarm rang, and something in the parser swallowed it
+        outcome = _overrun_outcome(timeout)
+    return replace(outcome, stock_reason=_stock_reason) if _stock_reason else outcome
 
 
-class _Worker:
-    """One parser process, used by one job at a time. A plain subprocess (not
-    multiprocessing) so that it never re-imports the caller's ``__main__``."""
+def _overrun_outcome(timeout: float) -> ParseOutcome:
+    return ParseOutcome(error=f"parsing took longer than {timeout:g} s", kind="parse")
 
-    def __init__(self, memory: int, *, tuned: bool = True) -> None:
-        # stderr to a file, not a pipe: nobody reads it while the worker runs, and a full
-        # pipe would block it. Read when the worker dies, for the log.
+
+# -- in the parent ---------------------------------------------------------------------------
+
+def _context() -> Any:
+    """``fork`` where the platform has it (see the module's docstring), else ``spawn``
+    (Windows: there embedding scripts need a ``__main__`` guard)."""
+    methods = multiprocessing.get_all_start_methods()
+    return multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+
+
+class _Executor:
+    """One ``ProcessPoolExecutor``, with its workers' process ids (to kill them when a
+    document overruns inside C code) and their shared stderr file."""
+
+    def __init__(self, workers: int, memory: int, tuned: bool) -> None:
+        context = _context()
+        self.tuned = tuned
         self.stderr = tempfile.TemporaryFile()  # noqa: SIM115  # closed by close()
-        argv = [sys.executable, "-m", "signal_feeds.parse._worker_main", str(memory)]
-        self.proc = subprocess.Popen(argv + ([] if tuned else ["stock"]),
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=self.stderr)
-        self.killed = False
-        self.ready = False
+        self._pids_queue = context.SimpleQueue()
+        self._pids: set[int] = set()
+        self.broken = False
+        self.executor = ProcessPoolExecutor(
+            max_workers=workers, mp_context=context, initializer=_start_worker,
+            initargs=(memory, self.stderr.fileno(), self._pids_queue))
+        with warnings.catch_warnings():
+            # Python 3.12+ warns that forking a process with threads may deadlock the
+            # child. The workers are forked here, before a run starts its threads, and
+            # again only to replace a dead worker; the child takes none of the locks
+            # another thread could hold (logging and the import lock are reset on fork).
+            warnings.filterwarnings("ignore", message=r".*multi-threaded.*fork",
+                                    category=DeprecationWarning)
+            self.executor.submit(_ready)  # a forking executor starts every worker now
 
-    def _answer(self, timeout: float) -> Any:
-        """The worker's next message, or TimeoutError (the worker is then killed).
+    def submit(self, job: ParseJob, timeout: float) -> Future[ParseOutcome]:
+        return self.executor.submit(_parse_in_worker, job, timeout, self.tuned)
 
-        A deadline checked with select() on the pipe, not a timer thread per job: a
-        thread started and joined for every document showed up in the run's profile.
-        """
-        assert self.proc.stdout is not None
-        try:
-            return _receive(self.proc.stdout.fileno(), time.monotonic() + timeout)
-        except TimeoutError:
-            self.kill()
-            raise
-
-    def _wait_ready(self) -> None:
-        try:
-            answer = self._answer(WORKER_START_TIMEOUT)
-        except (EOFError, TimeoutError):
-            self.killed = False  # a failed start, not a document's timeout
-            raise
-        if not (isinstance(answer, tuple) and answer[0] == _READY):
-            raise EOFError("worker did not start")
-        _note_stock(str(answer[1]))
-        self.ready = True
+    def kill(self) -> None:
+        """Kill every worker (the executor then reports itself broken)."""
+        self.broken = True
+        while not self._pids_queue.empty():
+            self._pids.add(self._pids_queue.get())
+        for pid in self._pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
 
     def stderr_tail(self, size: int = 4000) -> str:
-        """The end of what the worker wrote to stderr (its traceback, if it had one)."""
+        """The end of what the workers wrote to stderr (a crash's trace, if any)."""
         try:
             self.stderr.seek(0, os.SEEK_END)
             self.stderr.seek(max(0, self.stderr.tell() - size))
@@ -275,30 +328,9 @@ class _Worker:
         except (OSError, ValueError):
             return ""
 
-    def call(self, job: ParseJob, timeout: float) -> ParseOutcome:
-        assert self.proc.stdin is not None
-        if not self.ready:
-            self._wait_ready()
-        _send(self.proc.stdin, job)
-        outcome = self._answer(timeout)
-        if not isinstance(outcome, ParseOutcome):
-            raise EOFError("worker answered nonsense")
-        return outcome
-
-    def kill(self) -> None:
-        self.killed = True
-        self.proc.kill()
-
     def close(self) -> None:
-        for stream in (self.proc.stdin, self.proc.stdout):
-            if stream is not None:
-                with contextlib.suppress(OSError):
-                    stream.close()
-        try:
-            self.proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        self.executor.shutdown(wait=True, cancel_futures=True)
+        self._pids_queue.close()
         self.stderr.close()
 
 
@@ -313,11 +345,12 @@ def _note_stock(reason: str) -> None:
 
 
 class ParserPool:
-    """Parser processes started on demand, one document each at a time.
+    """Parser processes (a ``ProcessPoolExecutor``), one document each at a time.
 
-    A document that overruns the time limit gets its worker killed; a worker that dies
-    (memory limit, crash) is replaced. Either way only that document fails. The pool
-    is not tied to an event loop, so one pool can serve several runs.
+    A document that overruns the time limit is stopped by its worker's alarm, or, if
+    the worker does not answer, the workers are killed; a worker that dies is replaced.
+    Either way only that document fails. The pool is not tied to an event loop, so one
+    pool can serve several runs. Its workers start when it is created.
     """
 
     def __init__(self, *, workers: int | None = None, memory: int = DEFAULT_PARSE_MEMORY,
@@ -326,61 +359,88 @@ class ParserPool:
         self.workers = workers or max(1, min(2, os.cpu_count() or 1))
         #: False: workers parse with stock feedparser (to compare against).
         self.tuned = tuned
+        #: Address space a worker may add to what it starts with (bytes).
         self.memory = memory
         self.timeout = timeout
-        self._idle: list[_Worker] = []
         self._lock = threading.Lock()
-        self._threads: ThreadPoolExecutor | None = None
+        self._closed = False
+        self._shared: _Executor | None = _Executor(self.workers, memory, tuned)
 
-    def _parse_blocking(self, job: ParseJob) -> ParseOutcome:
+    def _executor(self) -> _Executor:
         with self._lock:
-            worker = self._idle.pop() if self._idle else None
-        if worker is None:
-            worker = _Worker(self.memory, tuned=self.tuned)
+            if self._closed:
+                raise RuntimeError("the parser pool is closed")
+            if self._shared is None or self._shared.broken:
+                old, self._shared = self._shared, _Executor(self.workers, self.memory,
+                                                            self.tuned)
+            else:
+                old = None
+            shared = self._shared
+        if old is not None:
+            old.close()
+        return shared
+
+    async def parse(self, job: ParseJob) -> ParseOutcome:
+        """Parse one body in a worker; errors come back as a :class:`ParseOutcome`."""
+        shared = self._executor()
         try:
-            outcome = worker.call(job, self.timeout)
-        except Exception as exc:  # EOF, a broken pipe, a garbled answer: worker is done
-            timed_out = worker.killed
-            worker.kill()
-            code = worker.proc.wait()
-            tail = worker.stderr_tail()
-            worker.close()
-            if timed_out:
-                return ParseOutcome(error=f"parsing took longer than {self.timeout:g} s",
-                                    kind="parse")
-            log.error("parser process for source %s died (exit code %s, %s); its stderr "
-                      "ends with:\n%s", job.source_id, code, exc, tail or "(nothing)")
+            outcome = await self._run(shared, job)
+        except BrokenProcessPool:
+            # A worker died, maybe over another document: parse this one again alone.
+            shared.broken = True
+            outcome = await self._parse_alone(job)
+        return self._received(job, outcome)
+
+    async def _parse_alone(self, job: ParseJob) -> ParseOutcome:
+        alone = await asyncio.to_thread(_Executor, 1, self.memory, self.tuned)
+        try:
+            return await self._run(alone, job)
+        except BrokenProcessPool:
+            log.error("parser process for source %s died (killed, out of memory or "
+                      "crashed); its stderr ends with:\n%s", job.source_id,
+                      alone.stderr_tail() or "(nothing)")
             return ParseOutcome(error="parser process died (memory limit or crash)",
                                 kind="parse")
-        with self._lock:
-            self._idle.append(worker)
+        finally:
+            await asyncio.to_thread(alone.close)
+
+    async def _run(self, executor: _Executor, job: ParseJob) -> ParseOutcome:
+        """The job's outcome; BrokenProcessPool if its worker died. The time limit is
+        the worker's to enforce; this kills the workers only when it did not."""
+        try:
+            future = executor.submit(job, self.timeout)
+        except RuntimeError as exc:  # BrokenProcessPool, or shut down since taken
+            raise BrokenProcessPool(str(exc)) from exc
+        waiting = asyncio.wrap_future(future)
+        loop = asyncio.get_running_loop()
+        deadline: float | None = None
+        while True:
+            wait = _QUEUED_CHECK_SECONDS if deadline is None else deadline - loop.time()
+            done, _ = await asyncio.wait({waiting}, timeout=max(0.0, wait))
+            if done:
+                return waiting.result()
+            if deadline is None:
+                # The limit counts from when a worker takes the job, not while it waits
+                # behind other documents (several runs may share the pool).
+                if future.running():
+                    deadline = loop.time() + self.timeout + KILL_GRACE_SECONDS
+                continue
+            executor.kill()
+            with contextlib.suppress(BrokenProcessPool):
+                await waiting
+            return _overrun_outcome(self.timeout)
+
+    @staticmethod
+    def _received(job: ParseJob, outcome: ParseOutcome) -> ParseOutcome:
+        _note_stock(outcome.stock_reason)
         if outcome.traceback:
             log.error("parser failed on source %s:\n%s", job.source_id, outcome.traceback)
         return outcome
 
-    async def parse(self, job: ParseJob) -> ParseOutcome:
-        """Parse one body in a worker; errors come back as a :class:`ParseOutcome`."""
-        import asyncio
-        from concurrent.futures import ThreadPoolExecutor
-
-        if self._threads is None:
-            self._threads = ThreadPoolExecutor(max_workers=self.workers,
-                                               thread_name_prefix="signal-parse")
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._threads, self._parse_blocking, job)
-
     def close(self) -> None:
         """Stop the workers."""
-        if self._threads is not None:
-            self._threads.shutdown(wait=True)
-            self._threads = None
         with self._lock:
-            idle, self._idle = self._idle, []
-        # Idle workers hold no state: stop them all at once rather than waiting for each
-        # interpreter to wind down in turn.
-        for worker in idle:
-            worker.kill()
-        for worker in idle:
-            worker.close()
-
-
+            self._closed = True
+            shared, self._shared = self._shared, None
+        if shared is not None:
+            shared.close()
