@@ -186,7 +186,7 @@ def smoke() -> int:
             return 1
         finally:
             server.stop()
-    print(f"smoke: ok (cold {cold.measured.seconds:.2f} s, 9 created, peak RSS "
+    print(f"smoke: ok (cold {cold.measured.seconds:.2f} s, 9 created, peak memory "
           f"{cold.measured.rss_mb:.0f} MB; warm "
           f"{warm.measured.seconds:.2f} s, 3 × 304; {time.perf_counter() - started:.1f} s "
           f"in all)")

@@ -216,17 +216,18 @@ class Series:
         def med(attr: str) -> float:
             return median([getattr(x, attr) for x in m])
 
-        text = (f"sampled sum {med('rss_peak'):.0f} MB, largest own peak (VmHWM) "
-                f"{med('hwm_max'):.0f} MB; own peaks summed {med('hwm_sum'):.0f} MB (an "
-                f"upper bound; the old figure); PSS {med('pss_peak'):.0f} MB (every "
-                f"{m[0].pss_every} samples); {_processes(max(x.processes for x in m))}, "
+        text = (f"sampled PSS sum {med('pss_peak'):.0f} MB (every {m[0].pss_every} "
+                f"samples), largest own peak (VmHWM) {med('hwm_max'):.0f} MB; RSS sum "
+                f"{med('rss_peak'):.0f} MB (pages shared with forked workers counted per "
+                f"process); own peaks summed {med('hwm_sum'):.0f} MB (the old figure); "
+                f"{_processes(max(x.processes for x in m))}, "
                 f"{med('missed'):.1f} MB of own peaks above their largest sample; "
                 f"{med('samples'):.0f} samples, one per "
                 f"{median([x.span_s * 1000 / max(x.samples, 1) for x in m]):.0f} ms, sampler "
                 f"{med('sampler_cpu_s'):.2f} s CPU")
         forked = max(x.forked_unexeced for x in m)
         if forked:
-            text += f"; {forked} samples saw a forked, not yet exec'd process (left out)"
+            text += f"; {forked} samples saw a forked process that had not exec'd"
         return text
 
 

@@ -3,34 +3,36 @@
 A measured run is one command and every process it starts (Signal's parser workers).
 :class:`TreeSampler` follows that tree from the harness and, every ``interval`` seconds,
 adds up the resident set (``VmRSS``, field 24 of ``/proc/PID/stat``) of every process
-alive at that moment. The figure reported (:attr:`TreeMemory.peak`) is the larger of
+alive at that moment, and every few samples the proportional set size (``Pss`` in
+``/proc/PID/smaps_rollup``). The figure reported (:attr:`TreeMemory.peak`) is the larger
+of
 
-* the largest such sum: the tree's *simultaneous* peak as far as the samples see it (a
-  peak shorter than the interval can fall between two samples), and
+* the largest PSS sum: the tree's *simultaneous* physical footprint as far as the
+  samples see it. PSS divides each shared page among the processes mapping it, so the
+  pages a forked parser worker still shares with the main process (the interpreter,
+  the modules imported before the fork) count once, not once per process. Reading it
+  walks the page tables (about 1 ms per process here), so it is read every
+  ``pss_every`` samples and a peak shorter than that can fall between two readings;
 * the largest single process's own peak (``VmHWM`` in ``/proc/PID/status``, a
   high-water mark kept by the kernel, so no spike of that process is missed): when that
   process peaked, the tree held at least that much.
 
-Both are lower bounds of the tree's true simultaneous peak, so their maximum is one too;
-the sum of every process's own peak is an upper bound. Also recorded, as information:
+Both are lower bounds of the tree's true footprint at its peak, so their maximum is one
+too. Also recorded, as information:
 
-* the same sum with PSS (``/proc/PID/smaps_rollup``) in place of RSS, every few samples:
-  PSS divides each shared page among the processes mapping it, so the interpreter and
-  libraries that Signal's main process and its workers all map count once, not once
-  per process (or less than once: processes outside the run that map them, such as
-  the harness, take their share). Reading it walks the page tables (about 1 ms per
-  process here), so it is read less often and can miss short peaks;
+* the largest RSS sum: since Signal's parser workers are forked (2026-12-05), it counts
+  every page a worker shares with the main process once per process, an overstatement
+  of about the main process's size at the fork per worker;
 * the sum of the processes' own peaks (``VmHWM``): peaks reached at different times,
   added as if they coincided (the harness's figure until the evening of 2026-12-03);
 * how far each process's own peak lies above its largest sample: what the samples can
   have missed.
 
-A process that has forked but not yet called ``exec`` (``PF_FORKNOEXEC`` in its flags)
-is left out of every sum: between ``vfork`` and ``exec`` (how :mod:`subprocess` starts a
-child) it still runs in its parent's memory, and ``/proc`` shows the parent's figures,
-high-water mark included. Neither side keeps such processes (Signal's workers are
-started with ``exec``, reader uses threads); one that did would share pages with its
-parent that only the PSS figure counts correctly.
+Every process of the tree is counted, forked or exec'd: neither side starts programs
+during a measured run (Signal's workers are forked and never exec, reader uses
+threads), so a process caught between ``vfork`` and ``exec``, which would show its
+parent's memory as its own, does not occur; the samples that saw a process that had
+not exec'd are counted for the notes.
 """
 
 from __future__ import annotations
@@ -74,13 +76,14 @@ class TreeMemory:
     pss_every: int
     #: CPU time the sampler thread used (it runs in the harness, on the same cores).
     sampler_cpu_s: float
-    #: Samples in which some process had forked and not yet exec'd (left out of sums).
+    #: Samples in which some process had forked and not exec'd (a forked worker).
     forked_unexeced: int
 
     @property
     def peak(self) -> float:
-        """The figure to report: the best lower bound of the tree's simultaneous peak."""
-        return max(self.rss_peak, self.hwm_max)
+        """The figure to report: the best lower bound of the tree's footprint at its
+        peak (PSS, or one process's own peak if that was higher)."""
+        return max(self.pss_peak, self.hwm_max)
 
 
 def _parse_stat(data: bytes) -> tuple[int, int, int, int]:
@@ -132,7 +135,7 @@ class TreeSampler(threading.Thread):
     exits first.
     """
 
-    def __init__(self, root: int, *, interval: float = 0.01, pss_every: int = 20,
+    def __init__(self, root: int, *, interval: float = 0.01, pss_every: int = 10,
                  hwm_every: int = 5, tree_every: int = 5) -> None:
         super().__init__(daemon=True, name="tree-memory")
         self.root = root
@@ -198,7 +201,6 @@ class TreeSampler(threading.Thread):
             self._members[pid] = start
             if flags & _PF_FORKNOEXEC:
                 forked = True
-                continue
             key = (pid, start)
             rss_pages += rss
             if rss > self._own_rss.get(key, 0):

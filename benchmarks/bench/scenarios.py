@@ -108,7 +108,7 @@ def _cold(b: Bench, name: str, show: Path, corpus: corp.Corpus) -> list[Row]:
         mem_notes.append(f"reader{rdr_label(best[0])}: {best[1].memory_info()}")
     return [
         Row(name, sig_text, rdr_text, ratio_text, target, result, notes),
-        Row("   peak RSS of that run", sig_rss, rdr_rss, "—", "(info)", "n/a", mem_notes),
+        Row("   peak memory (PSS) of that run", sig_rss, rdr_rss, "—", "(info)", "n/a", mem_notes),
     ]
 
 
@@ -297,7 +297,7 @@ def scale(b: Bench) -> list[Row]:
     s = b.s
     big = s.scale_entries
     name_tp = f"6a. scale: upsert throughput with {big:,} entries stored vs empty"
-    name_rss = f"6b. scale: peak RSS with {big:,} entries stored vs empty"
+    name_rss = f"6b. scale: peak memory (PSS) with {big:,} entries stored vs empty"
     total, n = b.corpus.total_entries, b.corpus.feeds
     b.server.show(b.base)
 

@@ -44,7 +44,7 @@ class CheckFailed(RuntimeError):
 
 
 #: How the memory of a measured run is sampled (``run.py --mem-interval`` sets it).
-SAMPLING = {"interval": 0.01, "pss_every": 20}
+SAMPLING = {"interval": 0.01, "pss_every": 10}
 
 
 @dataclass(frozen=True)
@@ -62,7 +62,7 @@ class Measured:
 
     @property
     def rss_mb(self) -> float:
-        """The memory figure to report: the tree's simultaneous peak RSS when sampled."""
+        """The memory figure to report: the tree's simultaneous peak (PSS) when sampled."""
         if self.memory is not None and self.memory.samples:
             return self.memory.peak
         return self.max_rss_mb
@@ -72,9 +72,10 @@ def memory_method() -> str:
     """One line for the table: how the peak RSS figures were measured."""
     if not proc_available():
         return "peak RSS = ru_maxrss of the command (no /proc here: includes the harness's RSS)"
-    return (f"peak RSS = the largest sum of VmRSS over the command and all its descendants "
-            f"at one moment, sampled every {SAMPLING['interval'] * 1000:g} ms from /proc "
-            f"(or the largest single process's VmHWM, if larger)")
+    every = SAMPLING["interval"] * SAMPLING["pss_every"] * 1000
+    return (f"peak memory = the largest sum of PSS over the command and all its "
+            f"descendants at one moment, sampled every {every:g} ms from /proc (or the "
+            f"largest single process's VmHWM, if larger)")
 
 
 def child_env() -> dict[str, str]:
