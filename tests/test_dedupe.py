@@ -514,7 +514,8 @@ def test_the_reads_use_indexes(db_path: Path) -> None:
             assert f"entries_{column}" in _plan(
                 conn, f"SELECT id FROM entries WHERE {column} = ? AND {column} != ''", ("x",))
         # The candidate lookup: token rows by primary key; keys of close ones by seq.
-        candidate_plan = _plan(conn, _candidates_sql(8), ("u", "k", 51, "t", 1, *range(8)))
+        candidate_plan = _plan(conn, _candidates_sql(8), (
+            "u", "k", 51, "t", "k", 51, *(arg for t in range(8) for arg in (t, 1, 51))))
         assert "dedupe_text USING PRIMARY KEY (token=?)" in candidate_plan
         assert "entries_match_url" in candidate_plan and "entries_norm_title" in candidate_plan
         assert "entries_seq" in _plan(conn, "SELECT id FROM entries WHERE seq IN (?, ?)",

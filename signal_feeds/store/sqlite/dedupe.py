@@ -124,14 +124,16 @@ def _candidates_sql(tokens: int) -> str:
     # Each lookup keeps its own LIMIT, so one very common key costs at most
     # MAX_POSTINGS + 1 rows; one statement per row instead of one per key.
     # The row itself is left out here, not in Python: it would be one more row per key.
+    # Plain "?" placeholders, each lookup's (key, self, limit) in turn: numbered ones
+    # ("?1") with a sequence of values are deprecated from Python 3.12.
     terms = [f"SELECT {_LINK}, id FROM (SELECT id FROM entries "
-             "WHERE match_url = ?1 AND id != ?2 LIMIT ?3)",
+             "WHERE match_url = ? AND id != ? LIMIT ?)",
              f"SELECT {_TITLE}, id FROM (SELECT id FROM entries "
-             "WHERE norm_title = ?4 AND id != ?2 LIMIT ?3)"]
+             "WHERE norm_title = ? AND id != ? LIMIT ?)"]
     # Token rows name their entry by seq: keys are looked up later, for the few seqs
     # that share enough tokens.
     terms += [f"SELECT {i}, entry FROM (SELECT entry FROM dedupe_text "
-              f"WHERE token = ?{i + 6} AND entry != ?5 LIMIT ?3)" for i in range(tokens)]
+              "WHERE token = ? AND entry != ? LIMIT ?)" for i in range(tokens)]
     return " UNION ALL ".join(terms)
 
 
@@ -167,9 +169,10 @@ def _candidates(conn: sqlite3.Connection, row: DedupeRow,
     tokens = [token for token in posted_tokens(row.tokens) if token not in common]
     # One statement per number of tokens: at most POSTED_TOKENS + 1 are prepared (and
     # cached). Padding to a fixed count cost a fifth of the lookup's time.
-    args: list[object] = [row.match_url or None, row.key, limit, row.norm_title or None]
-    if tokens:  # ?5, the row's own seq, appears only in the token lookups
-        args += [row.seq, *tokens]
+    args: list[object] = [row.match_url or None, row.key, limit,
+                          row.norm_title or None, row.key, limit]
+    for token in tokens:
+        args += (token, row.seq, limit)
     hits: dict[int, list[Any]] = {}  # keys for the link and title, seqs for tokens
     for label, found in conn.execute(_candidates_sql(len(tokens)), args):
         hits.setdefault(label, []).append(found)
