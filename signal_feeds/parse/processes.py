@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import faulthandler
+import gc
 import logging
 import multiprocessing
 import os
@@ -223,6 +224,9 @@ def _start_worker(memory: int, stderr_fd: int, pids: Any) -> None:
     faulthandler.enable()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGALRM, _on_alarm)
+    # What the worker inherited from the parent stays as it is: the collector leaves it
+    # out, so collections neither walk it nor copy the pages it lies in.
+    gc.freeze()
     _limit_self(memory)
     pids.put(os.getpid())
 
