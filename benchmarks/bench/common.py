@@ -216,7 +216,7 @@ class Series:
         def med(attr: str) -> float:
             return median([getattr(x, attr) for x in m])
 
-        text = (f"sampled PSS sum {med('pss_peak'):.0f} MB (every {m[0].pss_every} "
+        return (f"sampled PSS sum {med('pss_peak'):.0f} MB (every {m[0].pss_every} "
                 f"samples), largest own peak (VmHWM) {med('hwm_max'):.0f} MB; RSS sum "
                 f"{med('rss_peak'):.0f} MB (pages shared with forked workers counted per "
                 f"process); own peaks summed {med('hwm_sum'):.0f} MB (the old figure); "
@@ -225,10 +225,6 @@ class Series:
                 f"{med('samples'):.0f} samples, one per "
                 f"{median([x.span_s * 1000 / max(x.samples, 1) for x in m]):.0f} ms, sampler "
                 f"{med('sampler_cpu_s'):.2f} s CPU")
-        forked = max(x.forked_unexeced for x in m)
-        if forked:
-            text += f"; {forked} samples saw a forked process that had not exec'd"
-        return text
 
 
 def _processes(n: int) -> str:

@@ -31,8 +31,7 @@ too. Also recorded, as information:
 Every process of the tree is counted, forked or exec'd: neither side starts programs
 during a measured run (Signal's workers are forked and never exec, reader uses
 threads), so a process caught between ``vfork`` and ``exec``, which would show its
-parent's memory as its own, does not occur; the samples that saw a process that had
-not exec'd are counted for the notes.
+parent's memory as its own, does not occur.
 """
 
 from __future__ import annotations
@@ -45,7 +44,6 @@ from dataclasses import dataclass
 __all__ = ["TreeMemory", "TreeSampler", "proc_available"]
 
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
-_PF_FORKNOEXEC = 0x40
 _MB = 1024.0 * 1024.0
 
 
@@ -76,8 +74,6 @@ class TreeMemory:
     pss_every: int
     #: CPU time the sampler thread used (it runs in the harness, on the same cores).
     sampler_cpu_s: float
-    #: Samples in which some process had forked and not exec'd (a forked worker).
-    forked_unexeced: int
 
     @property
     def peak(self) -> float:
@@ -154,7 +150,6 @@ class TreeSampler(threading.Thread):
         self._own_rss: dict[tuple[int, int], int] = {}  # (pid, start) -> largest sample
         self._own_hwm: dict[tuple[int, int], int] = {}  # (pid, start) -> VmHWM, kB
         self._samples = 0
-        self._forked = 0
         self._cpu = 0.0
         self._span = 0.0
 
@@ -186,7 +181,6 @@ class TreeSampler(threading.Thread):
         if n % self.tree_every == 0:
             self._update_tree()
         rss_pages = pss_kb = 0
-        forked = False
         with_pss = n % self.pss_every == 0
         with_hwm = n % self.hwm_every == 0
         for pid in list(self._members):
@@ -194,13 +188,11 @@ class TreeSampler(threading.Thread):
                 fd = self._fds.get(pid)
                 if fd is None:
                     fd = self._fds[pid] = os.open(f"/proc/{pid}/stat", os.O_RDONLY)
-                _ppid, flags, start, rss = _parse_stat(os.pread(fd, 4096, 0))
+                _ppid, _flags, start, rss = _parse_stat(os.pread(fd, 4096, 0))
             except (OSError, ValueError, IndexError):  # exited
                 self._forget(pid)
                 continue
             self._members[pid] = start
-            if flags & _PF_FORKNOEXEC:
-                forked = True
             key = (pid, start)
             rss_pages += rss
             if rss > self._own_rss.get(key, 0):
@@ -214,7 +206,6 @@ class TreeSampler(threading.Thread):
         self._rss_peak = max(self._rss_peak, rss_pages)
         if with_pss:
             self._pss_peak = max(self._pss_peak, pss_kb)
-        self._forked += forked
         self._samples += 1
 
     def _forget(self, pid: int) -> None:
@@ -256,5 +247,4 @@ class TreeSampler(threading.Thread):
             interval_ms=self.interval * 1000.0,
             pss_every=self.pss_every,
             sampler_cpu_s=self._cpu,
-            forked_unexeced=self._forked,
         )
