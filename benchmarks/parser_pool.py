@@ -49,6 +49,7 @@ from signal_feeds.parse.processes import (  # noqa: E402
     ParseJob,
     ParseOutcome,
     ParserPool,
+    default_workers,
     parse_job,
 )
 
@@ -89,7 +90,7 @@ def one_run(side: str, config: Config, database: Path) -> tuple[float, int]:
         leftover.unlink()
     t0 = time.perf_counter()
     pool: Any = (ParserPool() if side == "pool"
-                 else ExecutorPool(ParserPool().workers, side.removeprefix("executor-")))
+                 else ExecutorPool(default_workers(), side.removeprefix("executor-")))
     try:
         report = run_fetch(config, database=database, force=True, parser=pool)
     finally:

@@ -144,6 +144,11 @@ def parse_job(job: ParseJob) -> ParseOutcome:
                         search_texts=texts, feed_title=feed.title)
 
 
+def default_workers() -> int:
+    """How many parser processes a pool has unless asked: ``min(2, cores)``."""
+    return max(1, min(2, os.cpu_count() or 1))
+
+
 #: Seconds past the time limit after which a worker that did not stop itself is
 #: killed (its alarm cannot interrupt a long call inside C code).
 KILL_GRACE_SECONDS = 5.0
@@ -360,7 +365,7 @@ class ParserPool:
     def __init__(self, *, workers: int | None = None, memory: int = DEFAULT_PARSE_MEMORY,
                  timeout: float = DEFAULT_PARSE_TIMEOUT, tuned: bool = True) -> None:
         #: At most two by default (see the module's docstring).
-        self.workers = workers or max(1, min(2, os.cpu_count() or 1))
+        self.workers = workers or default_workers()
         #: False: workers parse with stock feedparser (to compare against).
         self.tuned = tuned
         #: Address space a worker may add to what it starts with (bytes).
