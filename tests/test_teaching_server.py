@@ -231,3 +231,28 @@ def test_command_line_prints_the_base_url(tmp_path: Path) -> None:
             proc.wait()
         if proc.stdout is not None:
             proc.stdout.close()
+
+
+# The kernel hands a process-directed signal to any thread that does not block it; the
+# command must stop even when that is one of the server's threads, not the main one.
+_SIGNAL_FROM_ANOTHER_THREAD = """
+import signal, sys, threading
+from signal_feeds.demo import teaching_server
+
+def send() -> None:
+    signal.pthread_kill(threading.get_ident(), getattr(signal, sys.argv[1]))
+
+threading.Timer(0.3, send).start()
+sys.exit(teaching_server.main(["--fixtures", sys.argv[2], "--quiet"]))
+"""
+
+
+@pytest.mark.skipif(not hasattr(signal, "pthread_kill"), reason="POSIX threads only")
+@pytest.mark.parametrize("name", ["SIGINT", "SIGTERM"])
+def test_command_line_stops_on_a_signal_another_thread_received(tmp_path: Path,
+                                                               name: str) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-c", _SIGNAL_FROM_ANOTHER_THREAD, name, str(tmp_path)],
+        capture_output=True, text=True, timeout=30, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("Signal teaching server at http://127.0.0.1:")

@@ -45,6 +45,8 @@ ATOM_TYPE = "application/atom+xml; charset=utf-8"
 XML_TYPE = "application/xml"
 #: How long :meth:`TeachingServer.stop` waits for handler threads to end, in seconds.
 DEFAULT_STOP_WAIT = 5.0
+#: How often ``main`` wakes to run signal handlers, in seconds.
+_SIGNAL_POLL_SECONDS = 0.2
 
 _ETAG_RE = re.compile(r'(W/)?"([^"]*)"')
 
@@ -376,7 +378,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda _signum, _frame: stop.set())
     try:
-        while not stop.wait(3600):
+        # The kernel may deliver Ctrl-C or SIGTERM to a server thread; Python then runs
+        # the handler only when the main thread next wakes, so it must wake often.
+        while not stop.wait(_SIGNAL_POLL_SECONDS):
             pass
     except KeyboardInterrupt:
         pass
