@@ -163,6 +163,10 @@ class Run:
                     None if broken.cancelled() else broken.exception())
             return list(reports.result())
         finally:
+            # Cancelled (Ctrl-C) or broken: the sources stop fetching now, and their
+            # cancellation is collected here rather than reported as never retrieved.
+            reports.cancel()
+            await asyncio.gather(reports, return_exceptions=True)
             claiming.cancel()
             await asyncio.gather(claiming, return_exceptions=True)
             self.parse_queue.close()
