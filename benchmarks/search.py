@@ -36,7 +36,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -87,7 +87,7 @@ def index_writes(enabled: bool, spent: list[float]) -> Iterator[None]:
 
 def fts_bytes(db: Path) -> int:
     """Bytes of the full-text index's tables (``dbstat``)."""
-    with sqlite3.connect(db) as conn:
+    with closing(sqlite3.connect(db)) as conn, conn:
         return int(conn.execute("SELECT coalesce(sum(pgsize), 0) FROM dbstat "
                                 "WHERE name LIKE 'entries_fts%'").fetchone()[0])
 
@@ -189,7 +189,7 @@ def build_big(db: Path, total: int, work: Path) -> list[str]:
     log(f"filled {added:,} entries in {time.perf_counter() - t0:.0f} s")
     t0 = time.perf_counter()
     rng = random.Random(20261203)
-    with sqlite3.connect(db, isolation_level=None) as conn:
+    with closing(sqlite3.connect(db, isolation_level=None)) as conn, conn:
         conn.execute("PRAGMA synchronous = OFF")
         conn.execute("BEGIN")
         seqs = [r[0] for r in conn.execute(
@@ -252,7 +252,7 @@ def queries(db: Path, repeat: int) -> list[str]:
         total = store.count("entries")
         rows.append(f"| database file / of which the index, {total:,} entries | "
                     f"{db.stat().st_size / 1e6:,.0f} MB / {fts_bytes(db) / 1e6:,.0f} MB | |")
-        with sqlite3.connect(db) as conn:
+        with closing(sqlite3.connect(db)) as conn, conn:
             drawn = title_phrases(conn, PHRASE_DRAW)
             source = conn.execute("SELECT source_id FROM entries ORDER BY random() LIMIT 1"
                                   ).fetchone()[0]
@@ -286,7 +286,7 @@ def queries(db: Path, repeat: int) -> list[str]:
 
 def _matching(db: Path, qs: Sequence[str]) -> float:
     """Median number of entries each query matches (before filters and limit)."""
-    with sqlite3.connect(db) as conn:
+    with closing(sqlite3.connect(db)) as conn, conn:
         return statistics.median(_count(conn, q) for q in qs)
 
 

@@ -9,6 +9,7 @@ import random
 import sqlite3
 import zlib
 from collections.abc import Callable, Iterator
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 from xml.sax.saxutils import escape
@@ -437,7 +438,7 @@ def test_a_version_1_database_is_upgraded_in_place(tmp_path: Path) -> None:
     db = tmp_path / "old.db"
     with Store(db):
         pass
-    with sqlite3.connect(db) as conn:  # turn it back into what version 1 wrote
+    with closing(sqlite3.connect(db)) as conn, conn:  # turn it back into what version 1 wrote
         for name in [*_V2_INDEXES, "entries_dup_link", "entries_dup_title",
                      "entries_dup_text", "entries_search_filter"]:
             conn.execute(f"DROP INDEX {name}")
@@ -466,7 +467,7 @@ def test_a_version_4_database_keeps_its_tokens_and_renames_its_versions(
                     "link": "https://pub.example/a", "description": STORY}))
     fetch("s", rss({"guid": "a", "title": "A corrected headline long enough to match",
                     "link": "https://pub.example/a", "description": STORY}))
-    with sqlite3.connect(db_path) as conn:  # turn it back into what version 4 wrote
+    with closing(sqlite3.connect(db_path)) as conn, conn:  # turn it back into what version 4 wrote
         conn.execute("DROP INDEX entry_versions_seq_fp")
         conn.execute("ALTER TABLE entry_versions DROP COLUMN entry_seq")
         conn.execute("CREATE UNIQUE INDEX entry_versions_entry_fp "

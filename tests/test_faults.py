@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterable, Iterator
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -114,6 +115,12 @@ def faulty_store(plan: Plan) -> type[Store]:
     return FaultyStore
 
 
+def copy_database(source: Path, target: Path) -> None:
+    """Copy an SQLite file with SQLite's backup API, closing both connections."""
+    with closing(sqlite3.connect(source)) as src, closing(sqlite3.connect(target)) as dst:
+        src.backup(dst)
+
+
 def _changed_feed() -> bytes:
     # The corrected title (an update), the other entries (unchanged) and one new entry.
     body = (FIXTURES / "variants" / "demo-rss-corrected.xml").read_bytes()
@@ -132,8 +139,7 @@ def test_a_fault_at_every_step_of_storing_leaves_the_database_as_before(
 
     # A dry pass on a copy of the database lists the statements of one response.
     copy = db_path.with_name("copy.db")
-    with sqlite3.connect(db_path) as src, sqlite3.connect(copy) as dst:
-        src.backup(dst)
+    copy_database(db_path, copy)
     recorder = Plan()
     monkeypatch.setattr(signal_feeds.run.pipeline, "open_store", faulty_store(recorder))
     dry = run_fetch(config, database=copy, clock=clock, force=True, parser=InlineParser())
@@ -159,8 +165,7 @@ def test_a_fault_at_every_step_of_storing_leaves_the_database_as_before(
 
     before = dump(db_path)
     snapshot = db_path.with_name("snapshot.db")
-    with sqlite3.connect(db_path) as src, sqlite3.connect(snapshot) as dst:
-        src.backup(dst)
+    copy_database(db_path, snapshot)
     for point in points:
         plan = Plan(fail_at=point)
         monkeypatch.setattr(signal_feeds.run.pipeline, "open_store", faulty_store(plan))
@@ -169,8 +174,7 @@ def test_a_fault_at_every_step_of_storing_leaves_the_database_as_before(
         assert plan.fired, point
         if point in tolerated:
             assert (rep.status, rep.created, rep.updated) == ("fetched", 1, 1), (point, rep)
-            with sqlite3.connect(snapshot) as src, sqlite3.connect(db_path) as dst:
-                src.backup(dst)  # back to the state before the response
+            copy_database(snapshot, db_path)  # back to the state before the response
             continue
         assert rep.status == "failed" and "injected fault" in rep.error, (point, rep)
         assert dump(db_path) == before, f"fault at {point} changed the database"
@@ -400,7 +404,7 @@ def test_database_damaged_inside(server: ScenarioServer, tmp_path: Path) -> None
     config = write_config(tmp_path / "signal.toml", db,
                           {"demo": server.url("/feeds/demo-rss.xml")})
     assert _cli("fetch", "--config", str(config), "--force").returncode == 0
-    with sqlite3.connect(db) as conn:
+    with closing(sqlite3.connect(db)) as conn, conn:
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     data = bytearray(db.read_bytes())
     page = 4096

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Iterator
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -138,7 +139,7 @@ def test_json_feed_over_http_stores_the_same_rows_as_rss(server: ScenarioServer,
         report = run_fetch(make_config(db, {"same": server.url(path)}), force=True,
                            parser=parser)
         assert (report.sources[0].status, report.sources[0].created) == ("fetched", 1)
-        with sqlite3.connect(db) as conn:
+        with closing(sqlite3.connect(db)) as conn, conn:
             stored[name] = conn.execute(
                 "SELECT id, remote_id, url, title, published, updated, author, summary, "
                 "fingerprint FROM entries").fetchall()

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from contextlib import closing
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -61,13 +62,13 @@ def test_sigkill_while_storing_leaves_the_database_as_it_was(server: ScenarioSer
     # row, as never fetched, with the dead run's lease), before the request went out.
     assert {t: rows for t, rows in killed.items() if t != "sources"} == {
         t: rows for t, rows in before.items() if t != "sources"}
-    with sqlite3.connect(db) as conn:
+    with closing(sqlite3.connect(db)) as conn, conn:
         assert conn.execute("SELECT status, etag, last_fetch_at, lease_owner IS NOT NULL "
                             "FROM sources WHERE id = 'demo-rss'").fetchone() == (
             "new", None, None, 1)
         assert conn.execute("SELECT * FROM sources WHERE id = 'demo-atom'"
                             ).fetchall() == [r for r in before["sources"] if r[0] == "demo-atom"]
-    with sqlite3.connect(db) as conn:
+    with closing(sqlite3.connect(db)) as conn, conn:
         assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
 
     done = subprocess.run([sys.executable, "-m", "signal_feeds", "fetch", "--config",
@@ -102,7 +103,7 @@ def test_two_fetch_processes_at_once(tmp_path: Path) -> None:
     for proc, (out, err) in zip(procs, outputs, strict=True):
         assert proc.returncode == 0, err + out
         assert "locked" not in out + err
-    with sqlite3.connect(tmp_path / "signal.db") as conn:
+    with closing(sqlite3.connect(tmp_path / "signal.db")) as conn, conn:
         assert conn.execute("SELECT count(*) FROM entries").fetchone()[0] == feeds * 25
         assert conn.execute("SELECT count(*), count(DISTINCT entry_id) FROM entry_versions"
                             ).fetchone() == (feeds * 25, feeds * 25)

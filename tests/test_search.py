@@ -7,6 +7,7 @@ import json
 import shlex
 import sqlite3
 from collections.abc import Callable, Iterator
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 from xml.sax.saxutils import escape
@@ -184,7 +185,7 @@ def test_the_index_follows_every_write_and_rebuilds_to_the_same(
     assert [h["title"] for h in search_json(database, "tunnel")["hits"]] == [
         "Tunnel under the river"]
     if isinstance(database, Path):  # SQLite's index is a table of its own
-        with sqlite3.connect(database) as conn:
+        with closing(sqlite3.connect(database)) as conn, conn:
             assert conn.execute("SELECT count(*) FROM entries_fts").fetchone()[0] == 1
     before = search_json(database, "river OR lorem")["hits"]
     rebuilt = search_json(database, "river", "--rebuild")
@@ -216,7 +217,7 @@ def test_a_version_5_database_gets_the_index_and_the_new_columns(
     fetch("blog", rss({"guid": "1", "title": "Museum night", "link": "https://b.example/1",
                        "description": "<p>Doors open at <b>nine</b>.</p>"}))
     old_order = "COALESCE(NULLIF(published, ''), first_seen_at)"
-    with sqlite3.connect(database) as conn:  # turn it back into what version 5 wrote
+    with closing(sqlite3.connect(database)) as conn, conn:  # turn it back into what version 5 wrote
         conn.execute("DROP TABLE entries_fts")
         conn.execute("DROP TABLE source_order")
         conn.execute("ALTER TABLE fetches DROP COLUMN skip_reasons")
@@ -229,7 +230,7 @@ def test_a_version_5_database_gets_the_index_and_the_new_columns(
         conn.execute("PRAGMA user_version = 5")
     with open_store(database) as store:
         assert [h.entry.title for h in store.search("nine")] == ["Museum night"]
-    with sqlite3.connect(database) as conn:
+    with closing(sqlite3.connect(database)) as conn, conn:
         assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 8
         indexes = dict(conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'index'"))
         assert all(ENTRY_ORDER_EXPR in indexes[n] for n in

@@ -10,6 +10,7 @@ import sqlite3
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -255,7 +256,7 @@ def test_a_corrupt_file_raises_store_errors_only(tmp_path: Path) -> None:
 
 
 def test_a_file_damaged_under_an_open_store_raises_store_errors_only(filled: Path) -> None:
-    with sqlite3.connect(filled) as conn:
+    with closing(sqlite3.connect(filled)) as conn, conn:
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     conn.close()
 
@@ -278,7 +279,7 @@ def test_a_directory_is_not_a_database(tmp_path: Path) -> None:
 def test_a_database_from_a_newer_signal_is_refused_and_left_alone(filled: Path) -> None:
     # A newer schema has tables and columns this code would not keep up to date (a
     # schema-6 Signal writing into a schema-7 file would leave its change log silent).
-    with sqlite3.connect(filled) as conn:
+    with closing(sqlite3.connect(filled)) as conn, conn:
         conn.execute("PRAGMA user_version = 99")
     conn.close()
     before = filled.read_bytes()

@@ -8,7 +8,7 @@ import datetime as dt
 import sqlite3
 import threading
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, closing
 from pathlib import Path
 from typing import Any
 
@@ -247,6 +247,6 @@ def test_the_full_text_index_commits_with_its_batch_and_a_failed_write_leaves_no
         found = store.search("bridge OR tunnel OR ferry")
         assert sorted(hit.entry.title for hit in found) == ["bridge", "ferry"]
         assert len(store.search("words")) == 2 and not store.search("tunnel")
-    with sqlite3.connect(db_path) as conn:
+    with closing(sqlite3.connect(db_path)) as conn, conn:
         assert conn.execute("SELECT count(*) FROM entries_fts").fetchone()[0] == 2
         assert conn.execute("SELECT count(*) FROM entries").fetchone()[0] == 2

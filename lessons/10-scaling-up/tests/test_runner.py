@@ -7,7 +7,7 @@ import sqlite3
 import subprocess
 import sys
 import tracemalloc
-from contextlib import ExitStack
+from contextlib import ExitStack, closing
 from pathlib import Path
 
 import pytest
@@ -119,7 +119,7 @@ def test_two_runs_at_once_neither_corrupt_nor_duplicate(tmp_path: Path) -> None:
     for process in runs:
         _, err = process.communicate(timeout=60)
         assert process.returncode == 0, err
-    with sqlite3.connect(db) as conn:
+    with closing(sqlite3.connect(db)) as conn, conn:
         assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
         assert conn.execute("SELECT count(*), count(DISTINCT id) FROM entries").fetchone() \
             == (5, 5)
