@@ -13,7 +13,9 @@ __all__ = ["NORMALIZER_VERSION", "ParsedEntry", "ParsedFeed"]
 
 #: Bumped whenever a change to normalization can change a stored field or fingerprint
 #: for the same bytes; stored with every row so the data says which rules produced it.
-NORMALIZER_VERSION = 2  # 2: http entry links are kept by default
+#: 2: http entry links are kept by default. 3: a summary that feedparser copied from HTML
+#: content is read as HTML (it was escaped as plain text).
+NORMALIZER_VERSION = 3
 
 
 @dataclass(frozen=True, slots=True)

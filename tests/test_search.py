@@ -143,6 +143,20 @@ def test_title_summary_and_content_are_searched_best_first_with_snippets(
     assert nothing.exit_code == 1 and nothing.output == ""
 
 
+def test_an_item_with_only_html_content_is_searched_as_text(
+        fetch: Fetch, database: Path | str) -> None:
+    # feedparser copies a lone <content:encoded> into the summary without its type;
+    # read as plain text, its markup was stored escaped and indexed as words.
+    fetch("gallery", rss({"guid": "g", "title": "Gallery", "link": "https://g.example/1",
+                          "content": '<p><img src="https://g.example/kite.png"> Kites '
+                                     "over the <b>harbour</b></p>"}))
+    (hit,) = search_json(database, "harbour")["hits"]
+    assert "<" not in hit["snippet"] and "&lt;" not in hit["snippet"]
+    assert "[harbour]" in hit["snippet"]
+    for markup in ("img", "src", "png"):
+        assert search_json(database, markup)["hits"] == [], markup
+
+
 def test_duplicates_are_collapsed_as_in_signal_entries(fetch: Fetch, database: Path | str) -> None:
     story = {"title": "Release of version seven", "link": "https://proj.example/v7",
              "description": STORY, "date": "Mon, 02 Mar 2026 10:00:00 GMT"}

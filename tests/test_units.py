@@ -126,6 +126,24 @@ def test_doctype_and_entities_are_removed_before_parsing() -> None:
     assert any("DOCTYPE" in w for w in feed.warnings)
 
 
+def test_a_summary_copied_from_html_content_is_html() -> None:
+    # feedparser fills ``summary`` from a lone Atom <content> or RSS <content:encoded>
+    # but gives it no type: it is the content's HTML, not text to escape.
+    atom = (b'<feed xmlns="http://www.w3.org/2005/Atom"><title>a</title><entry><id>e</id>'
+            b'<title>t</title><content type="html">&lt;p&gt;Hi &lt;b&gt;there&lt;/b&gt;'
+            b"&lt;/p&gt;</content></entry></feed>")
+    rss = (b'<rss version="2.0" xmlns:content="http://purl.org/rss/1.0/modules/content/">'
+           b"<channel><title>r</title><item><guid>e</guid><content:encoded><![CDATA["
+           b"<p>Hi <b>there</b></p>]]></content:encoded></item></channel></rss>")
+    for body in (atom, rss):
+        (entry,) = parse_feed(body).entries
+        assert entry.content == "<p>Hi <b>there</b></p>"
+        assert entry.summary == entry.content
+    # A summary of its own keeps its own type: plain text is escaped.
+    text = atom.replace(b"<content", b"<summary>1 &lt; 2</summary><content")
+    assert parse_feed(text).entries[0].summary == "1 &lt; 2"
+
+
 def test_relative_guid_is_kept_as_given_and_links_resolve() -> None:
     # The key must not depend on the URL the feed was fetched from (a 301 would re-key).
     body = (b'<rss version="2.0"><channel><title>t</title>'

@@ -216,6 +216,11 @@ def _entry(raw: dict[str, Any], base: str | None, require_https: bool,
     if isinstance(content_list, list) and content_list and isinstance(content_list[0], Mapping):
         content_detail = content_list[0]
         content = _text(content_detail.get("value"))
+    summary_detail = get(raw, "summary_detail")
+    if summary_detail is None and content_detail is not None and summary == content:
+        # feedparser copies a lone Atom <content> or RSS <content:encoded> into the summary
+        # without its type; read as plain text, the copy's markup came out escaped.
+        summary_detail = content_detail
     link, refused = check_link(_text(get(raw, "link")), base=base, require_https=require_https)
     return ParsedEntry(
         remote_id=limit("remote_id", _text(get(raw, "id"))),
@@ -224,7 +229,7 @@ def _entry(raw: dict[str, Any], base: str | None, require_https: bool,
         published=_iso(get(raw, "published_parsed")),
         updated=_iso(get(raw, "updated_parsed")),
         author=limit("author", _text(get(raw, "author"))),
-        summary=limit("summary", as_html(summary, get(raw, "summary_detail"))),
+        summary=limit("summary", as_html(summary, summary_detail)),
         content=limit("content", as_html(content, content_detail)),
         link_refused=refused,
     )
