@@ -144,6 +144,30 @@ def test_a_summary_copied_from_html_content_is_html() -> None:
     assert parse_feed(text).entries[0].summary == "1 &lt; 2"
 
 
+def _one_title(encoding: str, title: str, *, declare: bool = True) -> bytes:
+    declaration = f'<?xml version="1.0" encoding="{encoding}"?>' if declare else ""
+    return (declaration + '<rss version="2.0"><channel><title>c</title><item><guid>1</guid>'
+            f"<title>{title}</title></item></channel></rss>").encode(encoding)
+
+
+@pytest.mark.parametrize(("body", "content_type", "warned"), [
+    # text/xml without a charset: the declaration or BOM names the encoding (RFC 7303),
+    # not RFC 3023's US-ASCII default, so nothing is "overridden".
+    (_one_title("utf-8", "Crème brûlée"), "text/xml", False),
+    (_one_title("iso-8859-1", "Crème brûlée"), "text/xml", False),
+    (_one_title("utf-16", "Crème brûlée"), "text/rss+xml", False),
+    (_one_title("utf-8", "Crème brûlée", declare=False), "text/xml; qs=0.9", False),
+    # A charset parameter still wins, and a body that is not what it says still warns.
+    (_one_title("iso-8859-1", "Crème brûlée"), "text/xml; charset=iso-8859-1", False),
+    (_one_title("cp1252", "Crème brûlée", declare=False), "text/xml", True),
+])
+def test_text_xml_without_a_charset_is_read_by_its_declaration(
+        body: bytes, content_type: str, warned: bool) -> None:
+    feed = parse_feed(body, content_type=content_type)
+    assert feed.entries[0].title == "Crème brûlée"
+    assert bool(feed.warnings) is warned, feed.warnings
+
+
 def test_relative_guid_is_kept_as_given_and_links_resolve() -> None:
     # The key must not depend on the URL the feed was fetched from (a 301 would re-key).
     body = (b'<rss version="2.0"><channel><title>t</title>'

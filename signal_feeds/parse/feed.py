@@ -72,16 +72,35 @@ def _declaration_end(data: bytes, pos: int) -> int:
     return len(data)
 
 
+def _xml_media_type(content_type: str) -> str:
+    """``content_type`` as RFC 7303 reads it: a ``text/`` XML type without a charset
+    parameter names its encoding the way ``application/xml`` does (byte-order mark, then
+    the XML declaration, then UTF-8), so it is handed on as that type. RFC 3023, which
+    RFC 7303 replaced and feedparser still follows, made it US-ASCII: every UTF-8 feed
+    served as ``text/xml`` (nginx's type for ``.xml``) was decoded by a fallback and
+    reported "declared as us-ascii"."""
+    media, sep, params = content_type.partition(";")
+    kind = media.strip().lower()
+    if not kind.startswith("text/") or not (
+            kind in ("text/xml", "text/xml-external-parsed-entity") or kind.endswith("+xml")):
+        return content_type
+    if any(p.split("=", 1)[0].strip().lower() == "charset"
+           for p in params.split(";") if "=" in p):
+        return content_type
+    return "application/" + kind[len("text/"):] + sep + params
+
+
 def _to_utf8(body: bytes, content_type: str | None, url: str | None) -> tuple[bytes, str]:
-    """Decode the document exactly as feedparser would (BOM, XML declaration, HTTP
-    charset, RFC 3023, fallbacks) and re-encode it as UTF-8, so that byte-level defusing
-    sees the same markup the parser will: a declaration hidden in UTF-32 or UTF-7 is
-    still a declaration. Returns the bytes and feedparser's note about the encoding."""
+    """Decode the document as feedparser would (BOM, XML declaration, HTTP charset,
+    fallbacks; text/ XML types read by RFC 7303, see :func:`_xml_media_type`) and
+    re-encode it as UTF-8, so that byte-level defusing sees the same markup the parser
+    will: a declaration hidden in UTF-32 or UTF-7 is still a declaration. Returns the
+    bytes and feedparser's note about the encoding."""
     from feedparser.encodings import convert_to_utf8
 
     headers: dict[str, str] = {}
     if content_type:
-        headers["content-type"] = content_type
+        headers["content-type"] = _xml_media_type(content_type)
     if url:
         headers["content-location"] = url
     result: dict[str, Any] = {}
