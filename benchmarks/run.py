@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import importlib.metadata
+import importlib.util
 import os
 import platform
 import shutil
@@ -125,6 +126,18 @@ def version_of(dist: str) -> str:
         return "not installed"
 
 
+def httpx_cli_note() -> list[str]:
+    """A line when httpx's command-line packages are installed: ``import httpx`` then
+    imports its command line (click, pygments and rich) at every start-up, which users
+    of a plain install do not pay. The test extras bring rich (through import-linter)."""
+    if not all(importlib.util.find_spec(name) for name in ("click", "pygments", "rich")):
+        return []
+    return ["- **note:** click, pygments and rich are installed here, so every Signal "
+            "command also imports httpx's command line (about 40–60 ms more per command, "
+            "an eighth of an all-304 run); measure in a venv without the test extras "
+            "(\"Run it\")"]
+
+
 def environment(server: str, s: Settings) -> list[str]:
     return [
         f"- date: {dt.datetime.now(dt.UTC).strftime('%Y-%m-%d %H:%M UTC')}",
@@ -135,6 +148,7 @@ def environment(server: str, s: Settings) -> list[str]:
         f"- server: {server}",
         f"- corpus: {s.feeds} feeds × {s.entries} entries (half RSS 2.0, half Atom), "
         f"medians of {s.runs} runs; every figure is a whole subprocess (start-up counts)",
+        *httpx_cli_note(),
     ]
 
 
