@@ -43,8 +43,6 @@ finally:
 """
 
 
-
-
 def rss(items: str = "", *, prolog: str = "", channel: str = "",
         encoding: str = "utf-8") -> bytes:
     """An RSS 2.0 document around ``items``."""
