@@ -14,8 +14,9 @@ __all__ = ["NORMALIZER_VERSION", "ParsedEntry", "ParsedFeed"]
 #: Bumped whenever a change to normalization can change a stored field or fingerprint
 #: for the same bytes; stored with every row so the data says which rules produced it.
 #: 2: http entry links are kept by default. 3: a summary that feedparser copied from HTML
-#: content is read as HTML (it was escaped as plain text).
-NORMALIZER_VERSION = 3
+#: content is read as HTML (it was escaped as plain text). 4: relative links and image
+#: sources in summaries and content are made absolute (see ``parse.feed.html_base``).
+NORMALIZER_VERSION = 4
 
 
 @dataclass(frozen=True, slots=True)

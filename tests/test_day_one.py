@@ -13,6 +13,7 @@ import shlex
 import sqlite3
 import subprocess
 import sys
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -133,6 +134,29 @@ def test_an_entry_with_neither_id_nor_link_says_so() -> None:
     found = identify("s", [ParsedEntry(remote_id="", url="", title="a", published="",
                                        updated="")] * 3)
     assert (found.skipped, found.skip_reasons) == (3, ("no id and no link (3 entries)",))
+
+
+def test_relative_references_in_stored_html_are_absolute(httpserver: HTTPServer,
+                                                         tmp_path: Path) -> None:
+    # Stored HTML is shown far from the page it came from: "pic.png" must name the
+    # picture. The base is the address that answered (after a redirect), or the item's link.
+    body = (b'<rss version="2.0"><channel><title>t</title>'
+            b'<item><guid>a</guid><description>&lt;img src="pic.png"&gt;</description></item>'
+            b'<item><guid>b</guid><link>/2026/post/</link>'
+            b'<description>&lt;a href="#fn1"&gt;1&lt;/a&gt;</description></item>'
+            b"</channel></rss>")
+    httpserver.expect_request("/old.xml").respond_with_data(
+        "", status=301, headers={"Location": httpserver.url_for("/feeds/new.xml")})
+    httpserver.expect_request("/feeds/new.xml").respond_with_data(
+        body, content_type="application/rss+xml")
+    (source,) = fetch_json(write_config(tmp_path, httpserver.url_for("/old.xml")))["sources"]
+    assert source["created"] == 2, source
+    with closing(sqlite3.connect(tmp_path / "signal.db")) as conn:
+        summaries = dict(conn.execute("SELECT remote_id, summary FROM entries"))
+    origin = httpserver.url_for("/").rstrip("/")
+    assert summaries == {
+        "a": f'<img src="{origin}/feeds/pic.png">',
+        "b": f'<a href="{origin}/2026/post/#fn1" rel="noopener noreferrer">1</a>'}
 
 
 # -- 2. one normalization path for the dry run and the real run ------------------------

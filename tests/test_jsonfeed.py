@@ -106,6 +106,20 @@ def test_url_policy_limits_and_sanitizing_apply() -> None:
     assert escaped.summary == "&lt;b&gt;not markup&lt;/b&gt;"
 
 
+def test_relative_references_in_content_html_resolve_against_the_item() -> None:
+    html = '<p><a href="#fn1">1</a> <img src="pic.png"> <a href="/about">a</a></p>'
+    item = parse_feed(json_feed("1.1", url="/2026/post/", content_html=html,
+                                content_text=None),
+                      url="https://example.org/feed.json").entries[0]
+    assert item.content == (
+        '<p><a href="https://example.org/2026/post/#fn1" rel="noopener noreferrer">1</a> '
+        '<img src="https://example.org/2026/post/pic.png"> '
+        '<a href="https://example.org/about" rel="noopener noreferrer">a</a></p>')
+    no_link = parse_feed(json_feed("1.1", url=None, content_html=html, content_text=None),
+                         url="https://example.org/feeds/f.json").entries[0]
+    assert 'src="https://example.org/feeds/pic.png"' in no_link.content
+
+
 def test_dispatch_by_body_or_content_type_and_clear_errors() -> None:
     body = b"\xef\xbb\xbf \n" + json_feed("1.1")
     assert parse_feed(body).version == "json11"

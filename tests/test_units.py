@@ -144,6 +144,56 @@ def test_a_summary_copied_from_html_content_is_html() -> None:
     assert parse_feed(text).entries[0].summary == "1 &lt; 2"
 
 
+_RELATIVE_HTML = ('&lt;p&gt;&lt;a href="/about"&gt;a&lt;/a&gt; &lt;img src="pic.png"&gt; '
+                  '&lt;a href="#fn1"&gt;1&lt;/a&gt; &lt;a href="//cdn.example/x"&gt;x&lt;/a&gt; '
+                  '&lt;a href="https://other.example/y"&gt;y&lt;/a&gt;&lt;/p&gt;')
+
+
+@pytest.mark.parametrize(("body", "base"), [
+    # RSS: the item's link is the page the HTML was written for.
+    ('<rss version="2.0"><channel><title>r</title><item><link>/2026/post/</link>'
+     f"<description>{_RELATIVE_HTML}</description></item></channel></rss>",
+     "https://blog.example/2026/post/"),
+    # No link: the feed's own address.
+    ('<rss version="2.0"><channel><title>r</title><item><guid isPermaLink="false">g</guid>'
+     f"<description>{_RELATIVE_HTML}</description></item></channel></rss>",
+     "https://blog.example/feeds/all.xml"),
+    # Atom: the element's xml:base wins, itself relative to the document.
+    ('<feed xmlns="http://www.w3.org/2005/Atom"><title>a</title><entry><id>e</id>'
+     '<link href="/elsewhere/"/><content type="html" xml:base="/2026/post/">'
+     f"{_RELATIVE_HTML}</content></entry></feed>",
+     "https://blog.example/2026/post/"),
+    # An xml:base inherited from the feed element counts as well.
+    ('<feed xmlns="http://www.w3.org/2005/Atom" xml:base="https://mirror.example/p/">'
+     '<title>a</title><entry><id>e</id><link href="q/"/>'
+     f'<summary type="html">{_RELATIVE_HTML}</summary></entry></feed>',
+     "https://mirror.example/p/"),
+])
+def test_relative_references_in_html_are_made_absolute(body: str, base: str) -> None:
+    (entry,) = parse_feed(body.encode(), url="https://blog.example/feeds/all.xml").entries
+    html = entry.summary or entry.content
+    origin, folder = "/".join(base.split("/", 3)[:3]), base.rsplit("/", 1)[0]
+    assert f'href="{origin}/about"' in html
+    assert f'src="{folder}/pic.png"' in html
+    assert f'href="{base}#fn1"' in html
+    assert 'href="https://cdn.example/x"' in html  # scheme-relative: the base's scheme
+    assert 'href="https://other.example/y"' in html  # absolute: untouched
+
+
+def test_relative_references_stay_relative_without_a_web_base() -> None:
+    body = ('<rss version="2.0"><channel><title>r</title><item><guid>g</guid>'
+            f"<description>{_RELATIVE_HTML}</description></item></channel></rss>").encode()
+    for url in (None, "file:///tmp/feed.xml"):
+        (entry,) = parse_feed(body, url=url).entries
+        assert 'href="/about"' in entry.summary and 'src="pic.png"' in entry.summary
+    # A malformed xml:base is passed over for the next candidate.
+    atom = ('<feed xmlns="http://www.w3.org/2005/Atom"><title>a</title><entry><id>e</id>'
+            '<content type="html" xml:base="http://[bad">'
+            f"{_RELATIVE_HTML}</content></entry></feed>").encode()
+    (entry,) = parse_feed(atom, url="https://blog.example/a.xml").entries
+    assert 'src="https://blog.example/pic.png"' in entry.content
+
+
 def _one_title(encoding: str, title: str, *, declare: bool = True) -> bytes:
     declaration = f'<?xml version="1.0" encoding="{encoding}"?>' if declare else ""
     return (declaration + '<rss version="2.0"><channel><title>c</title><item><guid>1</guid>'

@@ -7,12 +7,14 @@ this module.
 
 from __future__ import annotations
 
+import contextlib
 import html
 import io
 import re
 import time
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import urljoin, urlsplit
 
 import feedparser
 import nh3
@@ -31,6 +33,7 @@ __all__ = [
     "ParsedFeed",
     "as_html",
     "defuse",
+    "html_base",
     "parse_feed",
 ]
 
@@ -193,13 +196,48 @@ def _is_html(detail: Any) -> bool:
     return isinstance(kind, str) and "html" in kind
 
 
-def as_html(value: str, detail: Any) -> str:
-    """Sanitized HTML for a summary or content value (plain text is escaped)."""
+def as_html(value: str, detail: Any, base: str | None = None) -> str:
+    """Sanitized HTML for a summary or content value (plain text is escaped).
+
+    With ``base`` (an absolute http or https URL), relative links and image sources are
+    made absolute against it: stored HTML is shown far from the page it came from.
+    """
     if not value:
         return ""
-    if _is_html(detail):
-        return nh3.clean(value).strip()
-    return html.escape(value, quote=False)
+    if not _is_html(detail):
+        return html.escape(value, quote=False)
+    if base:
+        try:
+            return nh3.clean(value, url_relative=("rewrite_with_base", base)).strip()
+        except ValueError:  # a base the sanitizer cannot parse: leave them relative
+            pass
+    return nh3.clean(value).strip()
+
+
+def html_base(element_base: Any, document: str | None, link: str | None) -> str | None:
+    """The absolute http(s) URL relative references in an entry's HTML resolve against,
+    or ``None`` (they stay as written).
+
+    The element's own ``xml:base`` first (which may itself be relative to the document);
+    else the entry's link, since in practice feeds write their HTML for the entry's page
+    (``#footnote`` and ``image.png`` mean that page's); else the document's URL.
+    """
+    candidates = [link, document]
+    if isinstance(element_base, str) and element_base.strip():
+        with contextlib.suppress(ValueError):  # a malformed xml:base is passed over
+            candidates.insert(0, urljoin(document or "", element_base.strip()))
+    for candidate in candidates:
+        if candidate and _is_web_url(candidate):
+            return candidate
+    return None
+
+
+def _is_web_url(url: str) -> bool:
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return False
+    return parts.scheme in ("http", "https") and bool(parts.netloc)
 
 
 def _plain_title(value: str, detail: Any) -> str:
@@ -224,6 +262,11 @@ class FieldLimiter:
         return value[:limit]
 
 
+def _detail_base(detail: Any) -> Any:
+    # feedparser records each text construct's xml:base (None or "" when there is none).
+    return detail.get("base") if isinstance(detail, Mapping) else None
+
+
 def _entry(raw: dict[str, Any], base: str | None, require_https: bool,
            limit: FieldLimiter) -> ParsedEntry:
     get = dict.get  # bypass FeedParserDict's aliases (and their deprecation warnings)
@@ -241,6 +284,8 @@ def _entry(raw: dict[str, Any], base: str | None, require_https: bool,
         # without its type; read as plain text, the copy's markup came out escaped.
         summary_detail = content_detail
     link, refused = check_link(_text(get(raw, "link")), base=base, require_https=require_https)
+    summary_base = html_base(_detail_base(summary_detail), base, link)
+    content_base = html_base(_detail_base(content_detail), base, link)
     return ParsedEntry(
         remote_id=limit("remote_id", _text(get(raw, "id"))),
         url=link or "",
@@ -248,8 +293,8 @@ def _entry(raw: dict[str, Any], base: str | None, require_https: bool,
         published=_iso(get(raw, "published_parsed")),
         updated=_iso(get(raw, "updated_parsed")),
         author=limit("author", _text(get(raw, "author"))),
-        summary=limit("summary", as_html(summary, summary_detail)),
-        content=limit("content", as_html(content, content_detail)),
+        summary=limit("summary", as_html(summary, summary_detail, summary_base)),
+        content=limit("content", as_html(content, content_detail, content_base)),
         link_refused=refused,
     )
 

@@ -21,6 +21,7 @@ from signal_feeds.parse.feed import (
     ParsedEntry,
     ParsedFeed,
     as_html,
+    html_base,
 )
 from signal_feeds.parse.settings import DEFAULT_MAX_ENTRIES
 from signal_feeds.urls import check_link, normalize_link
@@ -78,10 +79,11 @@ def _remote_id(value: Any) -> str:
 
 def _entry(item: Mapping[str, Any], base: str | None, require_https: bool, limit: FieldLimiter,
            warnings: list[str]) -> ParsedEntry:
-    content_html, content_text = _str(item.get("content_html")), _str(item.get("content_text"))
-    content = (as_html(content_html, _HTML) if content_html
-               else as_html(content_text, _TEXT))
     link, refused = check_link(_str(item.get("url")), base=base, require_https=require_https)
+    content_html, content_text = _str(item.get("content_html")), _str(item.get("content_text"))
+    # Relative references in content_html: the item's page, else the feed's (as for RSS).
+    content = (as_html(content_html, _HTML, html_base(None, base, link)) if content_html
+               else as_html(content_text, _TEXT))
     return ParsedEntry(
         remote_id=limit("remote_id", _remote_id(item.get("id"))),
         url=link or "",
