@@ -159,6 +159,20 @@ def test_relative_references_in_stored_html_are_absolute(httpserver: HTTPServer,
         "b": f'<a href="{origin}/2026/post/#fn1" rel="noopener noreferrer">1</a>'}
 
 
+def test_a_utf8_feed_served_as_latin1_is_stored_as_written(httpserver: HTTPServer,
+                                                           tmp_path: Path) -> None:
+    # Servers with a default charset (Apache's AddDefaultCharset) label UTF-8 feeds
+    # ISO-8859-1; read by the label, "Crème" would be stored as "CrÃ¨me".
+    body = ('<?xml version="1.0" encoding="utf-8"?><rss version="2.0"><channel><title>t'
+            "</title><item><guid>a</guid><title>Crème brûlée</title></item></channel></rss>")
+    httpserver.expect_request("/feed.xml").respond_with_data(
+        body.encode("utf-8"), content_type="application/rss+xml; charset=ISO-8859-1")
+    (source,) = fetch_json(write_config(tmp_path, httpserver.url_for("/feed.xml")))["sources"]
+    assert source["created"] == 1
+    assert any("charset=iso-8859-1" in w for w in source["warnings"]), source
+    assert [row["title"] for row in stored_rows(tmp_path / "signal.db")] == ["Crème brûlée"]
+
+
 # -- 2. one normalization path for the dry run and the real run ------------------------
 
 

@@ -218,6 +218,32 @@ def test_text_xml_without_a_charset_is_read_by_its_declaration(
     assert bool(feed.warnings) is warned, feed.warnings
 
 
+_OVERRULED = "the server said charset="
+
+
+@pytest.mark.parametrize(("body", "content_type", "overruled"), [
+    # UTF-8 bytes behind a default Latin charset: the header is the mistake.
+    (_one_title("utf-8", "Crème brûlée"), "application/rss+xml; charset=ISO-8859-1", True),
+    (_one_title("utf-8", "Crème brûlée", declare=False), 'text/xml; charset="us-ascii"', True),
+    (_one_title("utf-8", "Crème brûlée"), "application/xml; charset=windows-1252", True),
+    # Real Latin-1 bytes are not valid UTF-8: the header stands.
+    (_one_title("iso-8859-1", "Crème brûlée", declare=False),
+     "application/xml; charset=iso-8859-1", False),
+    # The document itself says Latin-1: it is read as it says.
+    (_one_title("iso-8859-1", "Crème brûlée"), "application/xml; charset=iso-8859-1", False),
+    # ASCII bytes (accents as character references): nothing to overrule.
+    (_one_title("utf-8", "Cr&#232;me br&#251;l&#233;e"), "text/xml; charset=iso-8859-1",
+     False),
+    # Any other header charset is not a server default: it is obeyed.
+    (_one_title("utf-8", "Crème brûlée"), "application/xml; charset=utf-8", False),
+])
+def test_a_utf8_feed_behind_a_default_latin_charset_is_read_as_utf8(
+        body: bytes, content_type: str, overruled: bool) -> None:
+    feed = parse_feed(body, content_type=content_type)
+    assert feed.entries[0].title == "Crème brûlée"
+    assert any(_OVERRULED in w for w in feed.warnings) is overruled, feed.warnings
+
+
 def test_relative_guid_is_kept_as_given_and_links_resolve() -> None:
     # The key must not depend on the URL the feed was fetched from (a 301 would re-key).
     body = (b'<rss version="2.0"><channel><title>t</title>'

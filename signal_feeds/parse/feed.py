@@ -102,7 +102,9 @@ def _to_utf8(body: bytes, content_type: str | None, url: str | None) -> tuple[by
     from feedparser.encodings import convert_to_utf8
 
     headers: dict[str, str] = {}
+    overruled = ""
     if content_type:
+        content_type, overruled = _overrule_latin_charset(content_type, body)
         headers["content-type"] = _xml_media_type(content_type)
     if url:
         headers["content-location"] = url
@@ -115,9 +117,51 @@ def _to_utf8(body: bytes, content_type: str | None, url: str | None) -> tuple[by
     if not result.get("encoding") or not isinstance(data, bytes):
         data = body.decode("utf-8", "replace").encode("utf-8")
     if not note:
-        return data, ""
+        return data, overruled
     kind = "content type" if type(note).__name__ == "NonXMLContentType" else "character encoding"
-    return data, f"{kind}: {note}"
+    return data, "; ".join(filter(None, (overruled, f"{kind}: {note}")))
+
+
+#: Header charsets that servers send by default (Apache's old ``AddDefaultCharset``,
+#: frameworks' text defaults) for whatever bytes they serve.
+_DEFAULT_CHARSETS = frozenset({"iso-8859-1", "iso8859-1", "latin-1", "latin1", "l1",
+                               "us-ascii", "ascii", "windows-1252", "cp1252"})
+_UTF8_DECLARATION = re.compile(rb"""^<\?xml[^>]*\bencoding\s*=\s*["']utf-?8["']""",
+                               re.IGNORECASE)
+_ANY_DECLARATION = re.compile(rb"^<\?xml[^>]*\bencoding\s*=", re.IGNORECASE)
+
+
+def _overrule_latin_charset(content_type: str, body: bytes) -> tuple[str, str]:
+    """Drop a default-looking Latin charset from the header when the document is UTF-8.
+
+    A UTF-8 feed served with ``charset=iso-8859-1`` (or us-ascii, windows-1252) would be
+    decoded as the header says, and every accented letter stored as two (``Ã©``). When
+    the bytes are valid UTF-8, contain non-ASCII text, and the document itself says
+    UTF-8 (its declaration, or none, whose default is UTF-8), the header is the mistake:
+    real Latin-1 text almost never forms valid UTF-8. Returns the content type to use
+    and the warning ("" when nothing was overruled).
+    """
+    media, _, params = content_type.partition(";")
+    kept: list[str] = []
+    charset = ""
+    for param in params.split(";"):
+        name, eq, value = param.partition("=")
+        if eq and name.strip().lower() == "charset":
+            charset = value.strip().strip("\"'").lower()
+        elif param.strip():
+            kept.append(param.strip())
+    if charset not in _DEFAULT_CHARSETS or body.isascii():
+        return content_type, ""
+    head = body[:512].lstrip()
+    if not _UTF8_DECLARATION.match(head) and _ANY_DECLARATION.match(head):
+        return content_type, ""
+    try:
+        body.decode("utf-8")
+    except UnicodeDecodeError:
+        return content_type, ""
+    return ("; ".join([media.strip(), *kept]),
+            f"character encoding: the server said charset={charset}, but the document is "
+            "UTF-8 (valid UTF-8 that declares UTF-8): read as UTF-8")
 
 
 def _cut_utf8(text: bytes, limit: int) -> bytes:
