@@ -244,6 +244,24 @@ def test_a_utf8_feed_behind_a_default_latin_charset_is_read_as_utf8(
     assert any(_OVERRULED in w for w in feed.warnings) is overruled, feed.warnings
 
 
+def test_dates_feedparser_cannot_read_are_reported() -> None:
+    # Left empty, such entries are listed by when Signal first saw them: the report says
+    # why. One warning per document, not one per entry.
+    dates = ["Tue, 01 Dec 2026 10:00:00 EST", "Di, 01 Dez 2026 10:00:00 +0100",
+             "Tue, 31 Nov 2026 10:00:00 GMT"]
+    items = "".join(f"<item><guid>g{i}</guid><pubDate>{d}</pubDate></item>"
+                    for i, d in enumerate(dates))
+    feed = parse_feed(f'<rss version="2.0"><channel><title>t</title>{items}'
+                      "</channel></rss>".encode())
+    assert [e.published for e in feed.entries] == ["2026-12-01T15:00:00Z", "", ""]
+    assert feed.warnings == (
+        "date 'Di, 01 Dez 2026 10:00:00 +0100' and 1 more not understood; left empty",)
+    first = items[:items.index("</item>") + len("</item>")]
+    clean = parse_feed(f'<rss version="2.0"><channel><title>t</title>{first}'
+                       "</channel></rss>".encode())
+    assert clean.warnings == ()
+
+
 def test_relative_guid_is_kept_as_given_and_links_resolve() -> None:
     # The key must not depend on the URL the feed was fetched from (a 301 would re-key).
     body = (b'<rss version="2.0"><channel><title>t</title>'

@@ -343,6 +343,17 @@ def _entry(raw: dict[str, Any], base: str | None, require_https: bool,
     )
 
 
+def _unread_dates(raw_entries: list[Any]) -> list[str]:
+    """One warning for the dates feedparser could not read (left empty, so those entries
+    are listed by when Signal first saw them): the first such date, and how many."""
+    unread = [text for raw in raw_entries for key in ("published", "updated")
+              if (text := _text(dict.get(raw, key))) and not dict.get(raw, f"{key}_parsed")]
+    if not unread:
+        return []
+    more = f" and {len(unread) - 1} more" if len(unread) > 1 else ""
+    return [f"date {unread[0][:40]!r}{more} not understood; left empty"]
+
+
 def _ttl(feed: dict[str, Any]) -> int | None:
     raw = _text(dict.get(feed, "ttl"))
     if raw.isdigit():
@@ -429,6 +440,7 @@ def parse_feed(
     entries = tuple(_entry(raw, base, require_https_links, limit) for raw in raw_entries)
     for field, count in sorted(limit.cut.items()):
         warnings.append(f"{field} cut to {field_limits[field]} characters in {count} entries")
+    warnings.extend(_unread_dates(raw_entries))
     return ParsedFeed(
         title=_text(feed.get("title")),
         link=normalize_link(_text(dict.get(feed, "link"))) or "",
