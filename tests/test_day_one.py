@@ -128,6 +128,21 @@ def test_the_text_report_gives_the_reasons() -> None:
     assert f"skipped 1 ({JAVASCRIPT_REASON})" in report.lines()[0]
 
 
+def test_the_text_report_gives_the_warnings() -> None:
+    # Until now only --json carried them: a feed read leniently looked clean.
+    report = signal_feeds.RunReport(
+        sources=(SourceReport(source="blog", status="fetched", http_status=200, created=2,
+                              warnings=("date 'Di, 01 Dez 2026' not understood; "
+                                        "left empty",)),
+                 SourceReport(source="two", status="fetched", http_status=200,
+                              warnings=("a", "b"))),
+        started_at=dt.datetime(2026, 1, 1, tzinfo=dt.UTC))
+    lines = report.lines()
+    assert lines[0].endswith(
+        "+2 ~0 =0 (warning: date 'Di, 01 Dez 2026' not understood; left empty)")
+    assert lines[1].endswith("+0 ~0 =0 (2 warnings: a; b)")
+
+
 def test_an_entry_with_neither_id_nor_link_says_so() -> None:
     from signal_feeds import ParsedEntry, identify
 

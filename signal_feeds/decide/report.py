@@ -120,6 +120,9 @@ class RunReport:
                       + (f" skipped {r.skipped}" if r.skipped else "")
                       + (f" ({'; '.join(r.skip_reasons)})" if r.skip_reasons else ""))
             extra = ""
+            if r.warnings:  # what the parse read leniently, cut or corrected
+                noun = "warning" if len(r.warnings) == 1 else f"{len(r.warnings)} warnings"
+                counts += f" ({noun}: {'; '.join(r.warnings)})"
             if r.moved_to:
                 extra += f" -> {r.moved_to}"
             if r.retry_after is not None:
