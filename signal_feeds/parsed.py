@@ -16,7 +16,8 @@ __all__ = ["NORMALIZER_VERSION", "ParsedEntry", "ParsedFeed"]
 #: 2: http entry links are kept by default. 3: a summary that feedparser copied from HTML
 #: content is read as HTML (it was escaped as plain text). 4: relative links and image
 #: sources in summaries and content are made absolute (see ``parse.feed.html_base``), and
-#: a UTF-8 document served with a default Latin charset is read as UTF-8.
+#: a UTF-8 document served with a default Latin charset is read as UTF-8, and a Media RSS
+#: description is no longer the content (see ``parse.captions``).
 NORMALIZER_VERSION = 4
 
 

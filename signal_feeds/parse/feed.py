@@ -20,6 +20,7 @@ import feedparser
 import nh3
 
 from signal_feeds.errors import ParseError
+from signal_feeds.parse.captions import caption, set_captions_aside
 from signal_feeds.parse.decoding import to_utf8
 from signal_feeds.parse.settings import DEFAULT_MAX_ENTRIES
 from signal_feeds.parsed import NORMALIZER_VERSION, ParsedEntry, ParsedFeed
@@ -235,6 +236,8 @@ def _entry(raw: dict[str, Any], base: str | None, require_https: bool,
         content_detail = content_list[0]
         content = _text(content_detail.get("value"))
     summary_detail = get(raw, "summary_detail")
+    if not summary and not content:  # a YouTube video's description, say
+        summary, summary_detail = caption(raw)
     if summary_detail is None and content_detail is not None and summary == content:
         # feedparser copies a lone Atom <content> or RSS <content:encoded> into the summary
         # without its type; read as plain text, the copy's markup came out escaped.
@@ -321,7 +324,7 @@ def parse_feed(
                               field_limits=field_limits, max_entries=max_entries)
     data, defuse_warnings = defuse(body, content_type=content_type, url=url)
     headers = dict(_UTF8_HEADERS)  # defuse() decoded the body; the declared charset is spent
-    data, total_entries = _cap_entries(data, max_entries)
+    data, total_entries = _cap_entries(set_captions_aside(data), max_entries)
     if total_entries > max_entries:
         defuse_warnings += (f"the feed has {total_entries} entries; only the first "
                             f"{max_entries} were read",)
