@@ -8,6 +8,7 @@ this module.
 from __future__ import annotations
 
 import contextlib
+import functools
 import html
 import io
 import re
@@ -176,19 +177,21 @@ def html_base(element_base: Any, document: str | None, link: str | None) -> str 
     or ``None`` (they stay as written).
 
     The element's own ``xml:base`` first (which may itself be relative to the document);
-    else the entry's link, since in practice feeds write their HTML for the entry's page
-    (``#footnote`` and ``image.png`` mean that page's); else the document's URL.
+    else the entry's link (``link`` has passed the URL policy), since in practice feeds
+    write their HTML for the entry's page (``#footnote`` and ``image.png`` mean that
+    page's); else the document's URL.
     """
-    candidates = [link, document]
     if isinstance(element_base, str) and element_base.strip():
         with contextlib.suppress(ValueError):  # a malformed xml:base is passed over
-            candidates.insert(0, urljoin(document or "", element_base.strip()))
-    for candidate in candidates:
-        if candidate and _is_web_url(candidate):
-            return candidate
-    return None
+            resolved = urljoin(document or "", element_base.strip())
+            if _is_web_url(resolved):
+                return resolved
+    if link:
+        return link
+    return document if document and _is_web_url(document) else None
 
 
+@functools.lru_cache(maxsize=256)  # one document URL per feed, asked once per entry
 def _is_web_url(url: str) -> bool:
     try:
         parts = urlsplit(url)
@@ -243,8 +246,9 @@ def _entry(raw: dict[str, Any], base: str | None, require_https: bool,
         # without its type; read as plain text, the copy's markup came out escaped.
         summary_detail = content_detail
     link, refused = check_link(_text(get(raw, "link")), base=base, require_https=require_https)
-    summary_base = html_base(_detail_base(summary_detail), base, link)
-    content_base = html_base(_detail_base(content_detail), base, link)
+    summary_base = (html_base(_detail_base(summary_detail), base, link) if summary
+                    else None)
+    content_base = html_base(_detail_base(content_detail), base, link) if content else None
     return ParsedEntry(
         remote_id=limit("remote_id", _text(get(raw, "id"))),
         url=link or "",
