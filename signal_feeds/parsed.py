@@ -17,7 +17,8 @@ __all__ = ["NORMALIZER_VERSION", "ParsedEntry", "ParsedFeed"]
 #: content is read as HTML (it was escaped as plain text). 4: relative links and image
 #: sources in summaries and content are made absolute (see ``parse.feed.html_base``), and
 #: a UTF-8 document served with a default Latin charset is read as UTF-8, and a Media RSS
-#: description is no longer the content (see ``parse.captions``).
+#: description is no longer the content (see ``parse.captions``); titles and authors lose
+#: their control characters.
 NORMALIZER_VERSION = 4
 
 

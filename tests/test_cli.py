@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 import subprocess
 import sys
+from contextlib import closing
 from pathlib import Path
 
 from click.testing import CliRunner
 from conftest import FIXTURES
+from pytest_httpserver import HTTPServer
 from scenario_server import ScenarioServer
 
 from signal_feeds import digest
@@ -123,3 +126,51 @@ def test_demo_runs_as_a_process(tmp_path: Path) -> None:
     assert "1 updated" in out and "Заметки о выпуске 1.0" in out
     assert str(tmp_path / "signal-demo.db") in out
     assert (tmp_path / "signal-demo.db").exists()
+
+
+def entry_key(db: Path, remote_id: str) -> str:
+    with closing(sqlite3.connect(db)) as conn:
+        return str(conn.execute("SELECT id FROM entries WHERE remote_id = ?",
+                                (remote_id,)).fetchone()[0])
+
+
+def test_feed_text_cannot_drive_the_terminal(httpserver: HTTPServer, tmp_path: Path) -> None:
+    # ESC (C0) and CSI (C1) begin the sequences that clear a terminal, move its cursor or
+    # retitle its window; a feed is untrusted text that every reading command prints.
+    esc, csi = "\x1b", "\x9b"
+    rss = ("<rss version='2.0'><channel><title>t</title><item><guid>a</guid>"
+           "<title>Alpha &#27;[2J title</title><author>x&#7;y</author>"
+           f"<description>alpha {esc}]0;pwned{chr(7)} body</description></item>"
+           "</channel></rss>").encode()
+    feed = json.dumps({"version": "https://jsonfeed.org/version/1.1", "title": "j",
+                       "items": [{"id": "b", "title": f"Beta {csi}2J title",
+                                  "content_text": f"beta {csi}31m body"}]}).encode()
+    httpserver.expect_request("/rss").respond_with_data(rss, content_type="application/rss+xml")
+    httpserver.expect_request("/json").respond_with_data(feed,
+                                                         content_type="application/feed+json")
+    config = tmp_path / "signal.toml"
+    config.write_text(f'[settings]\ndatabase = "s.db"\nmin_interval = 0\n\n'
+                      f'[[sources]]\nid = "rss"\nurl = "{httpserver.url_for("/rss")}"\n\n'
+                      f'[[sources]]\nid = "json"\nurl = "{httpserver.url_for("/json")}"\n')
+    runner = CliRunner()
+    assert runner.invoke(cli, ["fetch", "--config", str(config)]).exit_code == 0
+    outputs = {}
+    for args in (["entries"], ["entries", "--json"], ["search", "body"],
+                 ["search", "body", "--json"], ["export"], ["export", "--format", "atom"],
+                 ["history", entry_key(tmp_path / "s.db", "b")]):
+        result = runner.invoke(cli, [*args, "--config", str(config)])
+        assert result.exit_code == 0, result.output
+        outputs[" ".join(args)] = result.output
+    for name, text in outputs.items():
+        assert esc not in text and csi not in text and "\x07" not in text, name
+    # Titles and authors are stored without C0 controls; the text output shows what
+    # remains (here a C1 control from JSON Feed) as U+FFFD, and JSON keeps the data.
+    assert "Alpha [2J title" in outputs["entries"]
+    assert "Beta \ufffd2J title" in outputs["entries"]
+    entries = {e["remote_id"]: e for e in json.loads(outputs["entries --json"])["entries"]}
+    exported = {e["remote_id"]: e for e in json.loads(outputs["export"])["entries"]}
+    assert exported["b"]["title"] == entries["b"]["title"]  # escaped, not changed
+    assert "Beta &#x9b;2J title" in outputs["export --format atom"]
+    assert entries["b"]["title"] == f"Beta {csi}2J title"
+    assert entries["a"]["author"] == "xy"
+    assert entries["a"]["summary"] == f"alpha {esc}]0;pwned{chr(7)} body"

@@ -17,7 +17,15 @@ import json
 
 import click
 
-from signal_feeds.cli.common import EXIT_USAGE, config_option, db_option, fail, json_option
+from signal_feeds.cli.common import (
+    EXIT_USAGE,
+    config_option,
+    db_option,
+    fail,
+    json_option,
+    say,
+    say_json,
+)
 from signal_feeds.cli.reading import open_store
 from signal_feeds.errors import CursorError, SignalError
 from signal_feeds.records import Change
@@ -56,10 +64,12 @@ def changes(config_path: str | None, db_path: str | None, after: str | None,
         with open_store(config_path, db_path) as store:
             found = read_changes(store, after=after, limit=limit, source_id=source_id)
     except CursorError as exc:  # the caller's input, not the database, is at fault
-        click.echo(f"signal: error: {exc}", err=True)
+        say(f"signal: error: {exc}", err=True)
         raise SystemExit(EXIT_USAGE) from exc
     except SignalError as exc:
         fail(exc)
     for change in found:
-        click.echo(json.dumps(change.to_dict(), ensure_ascii=False) if as_json
-                   else change_line(change))
+        if as_json:
+            say_json(json.dumps(change.to_dict(), ensure_ascii=False))
+        else:
+            say(change_line(change))

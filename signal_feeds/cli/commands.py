@@ -20,6 +20,8 @@ from signal_feeds.cli.common import (
     fail,
     json_option,
     load,
+    say,
+    say_json,
 )
 from signal_feeds.errors import SignalError
 
@@ -95,10 +97,10 @@ def fetch(config_path: str | None, db_path: str | None, source_ids: tuple[str, .
         if progress is not None:
             progress.close()
     if as_json:
-        click.echo(report.to_json())
+        say_json(report.to_json())
     else:
         for line in _fetch_lines(report, verbose=verbose, quiet=quiet):
-            click.echo(line)
+            say(line)
     raise SystemExit(EXIT_OK if report.ok else EXIT_FAILED)
 
 
@@ -147,7 +149,7 @@ def parse(files: tuple[str, ...], source_id: str, config_path: str | None) -> No
     failed = False
     for result in parse_files([Path(f) for f in files], source_id=source_id, config=config):
         failed = failed or not result["ok"]
-        click.echo(json.dumps(result, ensure_ascii=False))
+        say_json(json.dumps(result, ensure_ascii=False))
     raise SystemExit(EXIT_FAILED if failed else EXIT_OK)
 
 
@@ -184,13 +186,13 @@ def sources(ctx: click.Context, config_path: str | None, db_path: str | None,
         database = database_path(config, db_path)
         if reset_id is not None:
             reset_source(config, reset_id, database=database)
-            click.echo(f"{reset_id}: reset; it will be fetched on the next run")
+            say(f"{reset_id}: reset; it will be fetched on the next run")
             return
         rows = source_table(config, database=database)
     except SignalError as exc:
         fail(exc)
     if as_json:
-        click.echo(json.dumps({"sources": rows}, ensure_ascii=False))
+        say_json(json.dumps({"sources": rows}, ensure_ascii=False))
         return
     headers = ["id", "status", "last fetch", "http", "next due", "errors", "leased by",
                "since", "note"]
@@ -201,7 +203,7 @@ def sources(ctx: click.Context, config_path: str | None, db_path: str | None,
     widths = [max(len(h), *(len(row[i]) for row in table)) if table else len(h)
               for i, h in enumerate(headers)]
     for row in [headers, *table]:
-        click.echo("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+        say("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
 
 
 def main() -> None:

@@ -3,6 +3,7 @@ finding the database (checked here, at the command line, before any store opens 
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
@@ -29,9 +30,48 @@ db_option = click.option("--db", "db_path", default=None, metavar="PATH|URL",
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 
 
+# C0 and C1 control characters: ESC and CSI start the sequences that move a terminal's
+# cursor, recolour it, clear it or retitle its window. Feeds are untrusted text.
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_BREAKS = re.compile("[\t\n\r]")
+_C1 = re.compile("[\x7f-\x9f]")
+
+
+def printable(text: str, *, lines: bool = False) -> str:
+    """``text`` safe to show on a terminal: each control character becomes U+FFFD, and
+    tabs and line breaks a space (kept, with ``lines``, where the text is several lines)."""
+    if not lines:
+        text = _BREAKS.sub(" ", text)
+    return _CONTROLS.sub("\ufffd", text)
+
+
+def say(text: str, *, err: bool = False, lines: bool = False) -> None:
+    """Print a line of human-readable output, which may quote feed text (see
+    :func:`printable`). Exported files are printed as they are, JSON by :func:`say_json`."""
+    click.echo(printable(text, lines=lines), err=err)
+
+
+def json_without_c1(text: str) -> str:
+    """JSON text with C1 controls and DEL escaped (``\\u009b``): JSON escapes C0
+    controls itself but may leave these raw. The same data, nothing for a terminal to act
+    on when the output is shown rather than piped."""
+    return _C1.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def xml_without_c1(text: str) -> str:
+    """XML text with C1 controls and DEL as character references (``&#x9b;``): the
+    same document, as :func:`json_without_c1` for JSON."""
+    return _C1.sub(lambda m: f"&#x{ord(m.group()):x};", text)
+
+
+def say_json(text: str) -> None:
+    """Print JSON text (see :func:`json_without_c1`)."""
+    click.echo(json_without_c1(text))
+
+
 def fail(exc: SignalError) -> NoReturn:
     """Print a library error (every line of it) and exit with its code."""
-    click.echo(f"signal: error: {exc}", err=True)
+    say(f"signal: error: {exc}", err=True, lines=True)
     usage = isinstance(exc, ConfigError | DatabaseUnavailableError)
     raise SystemExit(EXIT_USAGE if usage else EXIT_FAILED)
 

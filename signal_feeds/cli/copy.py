@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from signal_feeds.cli.common import config_option, db_option, fail, json_option
+from signal_feeds.cli.common import config_option, db_option, fail, json_option, say, say_json
 from signal_feeds.cli.reading import reading_settings
 from signal_feeds.errors import ConfigError, SignalError
 
@@ -45,7 +45,7 @@ def copy(config_path: str | None, db_path: str | None, target: str, replace: boo
     except SignalError as exc:
         fail(exc)
     if as_json:
-        click.echo(json.dumps(report.to_dict(), ensure_ascii=False))
+        say_json(json.dumps(report.to_dict(), ensure_ascii=False))
     else:
         for line in report.lines():
-            click.echo(line)
+            say(line)

@@ -19,8 +19,12 @@ from signal_feeds.cli.common import (
     db_option,
     fail,
     json_option,
+    json_without_c1,
     load,
     reading_database,
+    say,
+    say_json,
+    xml_without_c1,
 )
 from signal_feeds.config.source_list import DEFAULT_CONFIG_PATH, Settings
 from signal_feeds.errors import ConfigError, SignalError
@@ -116,10 +120,10 @@ def entries(config_path: str | None, db_path: str | None, source_id: str | None,
     except SignalError as exc:
         fail(exc)
     if as_json:
-        click.echo(json.dumps({"entries": [r.to_dict() for r in rows]}, ensure_ascii=False))
+        say_json(json.dumps({"entries": [r.to_dict() for r in rows]}, ensure_ascii=False))
         return
     for row in rows:
-        click.echo(entry_line(row))
+        say(entry_line(row))
 
 
 @click.command(short_help="Every version of one entry.")
@@ -141,14 +145,14 @@ def history(key: str, config_path: str | None, db_path: str | None, as_json: boo
     except SignalError as exc:
         fail(exc)
     if found is None:
-        click.echo(f"signal: no entry with key {key!r}", err=True)
+        say(f"signal: no entry with key {key!r}", err=True)
         raise SystemExit(EXIT_FAILED)
     if as_json:
-        click.echo(json.dumps(found.to_dict(), ensure_ascii=False))
+        say_json(json.dumps(found.to_dict(), ensure_ascii=False))
         return
-    click.echo(entry_line(found.entry))
+    say(entry_line(found.entry))
     for v in found.versions:
-        click.echo(f"  {v.first_seen_at[:19]} .. {v.last_seen_at[:19]}  {v.fingerprint[:12]}  "
+        say(f"  {v.first_seen_at[:19]} .. {v.last_seen_at[:19]}  {v.fingerprint[:12]}  "
                    f"{v.title}  {v.url}  published={v.published or '-'} "
                    f"updated={v.updated or '-'}")
 
@@ -168,16 +172,16 @@ def lookup(url: str, config_path: str | None, db_path: str | None, as_json: bool
     except SignalError as exc:
         fail(exc)
     if as_json:
-        click.echo(json.dumps({"found": found is not None,
+        say_json(json.dumps({"found": found is not None,
                                **(found.to_dict() if found else {"query": url})},
                               ensure_ascii=False))
     elif found is not None:
-        click.echo(entry_line(found.canonical))
+        say(entry_line(found.canonical))
         for m in found.matches:
             if m.key != found.canonical.key:
-                click.echo(f"  matched {m.key[:12]} in {m.source_id}: {m.url}")
+                say(f"  matched {m.key[:12]} in {m.source_id}: {m.url}")
     else:
-        click.echo(f"not known: {url}")
+        say(f"not known: {url}")
     raise SystemExit(EXIT_OK if found is not None else EXIT_FAILED)
 
 
@@ -210,6 +214,7 @@ def export(config_path: str | None, db_path: str | None, fmt: str, output: str,
                                       source_titles=_source_titles(config_path, db_path))
     except SignalError as exc:
         fail(exc)
+    text = json_without_c1(text) if fmt == "json" else xml_without_c1(text)
     if output == "-":
         click.echo(text, nl=False)
     else:
@@ -228,10 +233,10 @@ def dedupe(config_path: str | None, db_path: str | None, as_json: bool) -> None:
     except SignalError as exc:
         fail(exc)
     if as_json:
-        click.echo(json.dumps(report.to_dict()))
+        say_json(json.dumps(report.to_dict()))
         return
     per_channel = ", ".join(f"{name} {count}" for name, count in report.changed.items())
-    click.echo(f"{report.rows} entries checked; markers changed: {per_channel}; "
+    say(f"{report.rows} entries checked; markers changed: {per_channel}; "
                f"{report.duplicates} rows marked as duplicates")
 
 
@@ -251,13 +256,13 @@ def import_opml(file: str, config_path: str | None, dry_run: bool, as_json: bool
     except SignalError as exc:
         fail(exc)
     if as_json:
-        click.echo(json.dumps(report.to_dict(), ensure_ascii=False))
+        say_json(json.dumps(report.to_dict(), ensure_ascii=False))
         return
     verb = "would add" if dry_run else "added"
-    click.echo(f"{verb} {len(report.added)} source(s) to {report.config_path}")
+    say(f"{verb} {len(report.added)} source(s) to {report.config_path}")
     for a in report.added:
-        click.echo(f"  + {a.id}  {a.url}")
+        say(f"  + {a.id}  {a.url}")
     if report.skipped:
-        click.echo(f"skipped {len(report.skipped)}:")
+        say(f"skipped {len(report.skipped)}:")
         for s in report.skipped:
-            click.echo(f"  - {s.title or '(untitled)'}  {s.url or '-'}: {s.reason}")
+            say(f"  - {s.title or '(untitled)'}  {s.url or '-'}: {s.reason}")

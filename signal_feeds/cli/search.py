@@ -15,6 +15,8 @@ from signal_feeds.cli.common import (
     db_option,
     fail,
     json_option,
+    say,
+    say_json,
 )
 from signal_feeds.cli.reading import entry_line, open_store, parse_since, selection_options
 from signal_feeds.errors import SignalError
@@ -61,12 +63,12 @@ def search(query: str | None, config_path: str | None, db_path: str | None,
         out: dict[str, object] = {"query": query, "hits": [h.to_dict() for h in hits]}
         if indexed is not None:
             out["indexed"] = indexed
-        click.echo(json.dumps(out, ensure_ascii=False))
+        say_json(json.dumps(out, ensure_ascii=False))
     else:
         if indexed is not None:
-            click.echo(f"search index rebuilt: {indexed} entries")
+            say(f"search index rebuilt: {indexed} entries")
         for hit in hits:
-            click.echo(entry_line(hit.entry))
+            say(entry_line(hit.entry))
             if hit.snippet:
-                click.echo(f"    {hit.snippet}")
+                say(f"    {hit.snippet}")
     raise SystemExit(EXIT_OK if hits or query is None else EXIT_FAILED)

@@ -37,6 +37,7 @@ __all__ = [
     "as_html",
     "defuse",
     "html_base",
+    "plain_text",
     "parse_feed",
 ]
 
@@ -149,6 +150,16 @@ def _text(value: Any) -> str:
     return value.strip() if isinstance(value, str) else ""
 
 
+# C0 controls but tab and line breaks: XML 1.0 forbids them, yet a leniently read feed
+# (&#27; in a title) brings them in, and ESC in a title is a terminal escape sequence.
+_CONTROLS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f]")
+
+
+def plain_text(value: str) -> str:
+    """A title or author as stored: without control characters."""
+    return _CONTROLS.sub("", value)
+
+
 def _is_html(detail: Any) -> bool:
     kind = detail.get("type", "") if isinstance(detail, Mapping) else ""
     return isinstance(kind, str) and "html" in kind
@@ -252,10 +263,10 @@ def _entry(raw: dict[str, Any], base: str | None, require_https: bool,
     return ParsedEntry(
         remote_id=limit("remote_id", _text(get(raw, "id"))),
         url=link or "",
-        title=limit("title", title),
+        title=limit("title", plain_text(title)),
         published=_iso(get(raw, "published_parsed")),
         updated=_iso(get(raw, "updated_parsed")),
-        author=limit("author", _text(get(raw, "author"))),
+        author=limit("author", plain_text(_text(get(raw, "author")))),
         summary=limit("summary", as_html(summary, summary_detail, summary_base)),
         content=limit("content", as_html(content, content_detail, content_base)),
         link_refused=refused,

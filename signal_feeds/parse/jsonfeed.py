@@ -22,6 +22,7 @@ from signal_feeds.parse.feed import (
     ParsedFeed,
     as_html,
     html_base,
+    plain_text,
 )
 from signal_feeds.parse.settings import DEFAULT_MAX_ENTRIES
 from signal_feeds.urls import check_link, normalize_link
@@ -88,10 +89,10 @@ def _entry(item: Mapping[str, Any], base: str | None, require_https: bool, limit
         remote_id=limit("remote_id", _remote_id(item.get("id"))),
         url=link or "",
         # JSON Feed titles are plain text: never markup.
-        title=limit("title", _str(item.get("title"))),
+        title=limit("title", plain_text(_str(item.get("title")))),
         published=_date(item.get("date_published"), warnings),
         updated=_date(item.get("date_modified"), warnings),
-        author=limit("author", _authors(item)),
+        author=limit("author", plain_text(_authors(item))),
         summary=limit("summary", as_html(_str(item.get("summary")), _TEXT)),
         content=limit("content", content),
         link_refused=refused,
