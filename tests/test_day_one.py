@@ -188,6 +188,45 @@ def test_a_utf8_feed_served_as_latin1_is_stored_as_written(httpserver: HTTPServe
     assert [row["title"] for row in stored_rows(tmp_path / "signal.db")] == ["Crème brûlée"]
 
 
+SITE = b"""<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>Blog</title>
+<link rel="stylesheet" href="/style.css">
+<link rel="alternate" type="application/rss+xml" title="Posts" href="/feed/">
+<link rel="alternate" hreflang="de" href="/de/">
+</head><body><p>Welcome</p>
+<link rel="alternate" type="application/rss+xml" href="/comments/feed/"></body></html>"""
+
+
+def test_a_site_address_given_for_its_feed_says_which_address_to_use(
+        httpserver: HTTPServer, tmp_path: Path) -> None:
+    # The commonest first-day mistake: the blog's address instead of its feed's. Nothing
+    # is fetched or changed; the error names the feed the page itself links to.
+    httpserver.expect_request("/").respond_with_data(SITE, content_type="text/html")
+    config = write_config(tmp_path, httpserver.url_for("/"))
+    result = CliRunner().invoke(cli, ["fetch", "--config", str(config), "--json"])
+    assert result.exit_code == 1
+    (source,) = json.loads(result.stdout)["sources"]
+    assert source["status"] == "rejected"
+    assert source["error"] == (
+        "not an RSS or Atom feed: a web page that names its feed at "
+        f"{httpserver.url_for('/feed/')} (use that address as the source's url)")
+    assert len(httpserver.log) == 1  # the named feed was not fetched
+
+
+def test_feed_links_of_a_page() -> None:
+    from signal_feeds.parse.discovery import feed_links
+
+    two = SITE.replace(b'hreflang="de" href="/de/"',
+                       b'type="application/atom+xml" href="https://cdn.example/a.xml"')
+    assert feed_links(two, "https://blog.example/") == [
+        "https://blog.example/feed/", "https://cdn.example/a.xml"]
+    refused = SITE.replace(b'href="/feed/"', b'href="javascript:alert(1)"')
+    assert feed_links(refused, "https://blog.example/") == []  # the link policy applies
+    assert feed_links(b"<rss><channel></channel></rss>", None) == []
+    # Only the start of a page is read.
+    late = b"<html><head>" + b" " * (300 * 1024) + SITE.split(b"<head>", 1)[1]
+    assert feed_links(late, "https://blog.example/") == []
+
+
 # -- 2. one normalization path for the dry run and the real run ------------------------
 
 

@@ -23,6 +23,7 @@ import nh3
 from signal_feeds.errors import ParseError
 from signal_feeds.parse.captions import caption, set_captions_aside
 from signal_feeds.parse.decoding import to_utf8
+from signal_feeds.parse.discovery import feed_links
 from signal_feeds.parse.settings import DEFAULT_MAX_ENTRIES
 from signal_feeds.parsed import NORMALIZER_VERSION, ParsedEntry, ParsedFeed
 from signal_feeds.urls import check_link, normalize_link
@@ -359,6 +360,13 @@ def parse_feed(
     raw_entries = result.get("entries") or []
     bozo = result.get("bozo_exception")
     if not version and not raw_entries:
+        links = feed_links(data, url)
+        if links:  # a site's address given for its feed's: say which one to use
+            named, use = (("its feed at", "that address") if len(links) == 1
+                          else ("feeds at", "one of those addresses"))
+            raise ParseError(f"not an RSS or Atom feed: a web page that names {named} "
+                             f"{', '.join(links)} (use {use} as the source's url)",
+                             source_id=source_id)
         reason = f" ({type(bozo).__name__}: {bozo})" if bozo else ""
         raise ParseError(f"not an RSS or Atom feed{reason}", source_id=source_id)
     warnings = list(defuse_warnings)

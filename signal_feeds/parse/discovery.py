@@ -1,0 +1,68 @@
+"""The feeds an HTML page names, for the error that says a source is a web page.
+
+A new user often gives the address of a site rather than of its feed. Such a page
+usually names its feeds (``<link rel="alternate" type="application/rss+xml"
+href="...">`` in its head), so the error can say which address to use. Nothing is
+fetched and the source list is not changed: the user decides.
+"""
+
+from __future__ import annotations
+
+from html.parser import HTMLParser
+
+from signal_feeds.urls import check_link
+
+__all__ = ["FEED_TYPES", "MAX_SCANNED_BYTES", "feed_links"]
+
+#: The link types that name a feed.
+FEED_TYPES = frozenset({"application/rss+xml", "application/atom+xml",
+                        "application/feed+json", "application/json"})
+#: Only the start of a page is read: its head, where the links are.
+MAX_SCANNED_BYTES = 256 * 1024
+_MAX_LINKS = 5
+
+
+class _FeedLinks(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.found: list[str] = []
+        self.done = False
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if self.done:
+            return
+        if tag == "body":
+            self.done = True
+            return
+        if tag != "link":
+            return
+        values = {name.lower(): (value or "") for name, value in attrs}
+        rels = values.get("rel", "").lower().split()
+        kind = values.get("type", "").split(";")[0].strip().lower()
+        if "alternate" in rels and kind in FEED_TYPES and values.get("href", "").strip():
+            self.found.append(values["href"].strip())
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "head":
+            self.done = True
+
+
+def feed_links(body: bytes, base: str | None) -> list[str]:
+    """The absolute http(s) feed addresses an HTML page names in its head, in page order
+    and at most five (``[]`` when it names none, or is not HTML)."""
+    head = body[:MAX_SCANNED_BYTES].lower()
+    if b"<link" not in head or b"alternate" not in head:
+        return []
+    parser = _FeedLinks()
+    text = body[:MAX_SCANNED_BYTES].decode("utf-8", "replace")
+    try:
+        parser.feed(text)
+        parser.close()
+    except Exception:  # noqa: BLE001  # a page too broken to read names nothing
+        pass
+    links: list[str] = []
+    for href in parser.found:
+        link, _ = check_link(href, base=base)
+        if link and link not in links:
+            links.append(link)
+    return links[:_MAX_LINKS]
