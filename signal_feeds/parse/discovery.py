@@ -8,6 +8,7 @@ fetched and the source list is not changed: the user decides.
 
 from __future__ import annotations
 
+import re
 from html.parser import HTMLParser
 
 from signal_feeds.urls import check_link
@@ -22,18 +23,18 @@ MAX_SCANNED_BYTES = 256 * 1024
 _MAX_LINKS = 5
 
 
+#: A ``<link>`` start tag, bounded: the page is untrusted, and html.parser has taken
+#: quadratic time on some malformed markup, so it only ever reads these tags.
+_LINK_TAG = re.compile(rb"<link\b[^<>]{0,2048}>", re.IGNORECASE)
+_MAX_TAGS = 200
+
+
 class _FeedLinks(HTMLParser):
     def __init__(self) -> None:
         super().__init__(convert_charrefs=True)
         self.found: list[str] = []
-        self.done = False
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if self.done:
-            return
-        if tag == "body":
-            self.done = True
-            return
         if tag != "link":
             return
         values = {name.lower(): (value or "") for name, value in attrs}
@@ -42,24 +43,22 @@ class _FeedLinks(HTMLParser):
         if "alternate" in rels and kind in FEED_TYPES and values.get("href", "").strip():
             self.found.append(values["href"].strip())
 
-    def handle_endtag(self, tag: str) -> None:
-        if tag == "head":
-            self.done = True
+    handle_startendtag = handle_starttag
 
 
 def feed_links(body: bytes, base: str | None) -> list[str]:
     """The absolute http(s) feed addresses an HTML page names in its head, in page order
     and at most five (``[]`` when it names none, or is not HTML)."""
-    head = body[:MAX_SCANNED_BYTES].lower()
-    if b"<link" not in head or b"alternate" not in head:
-        return []
+    head = body[:MAX_SCANNED_BYTES]
+    end = head.lower().find(b"<body")
+    if end >= 0:
+        head = head[:end]
     parser = _FeedLinks()
-    text = body[:MAX_SCANNED_BYTES].decode("utf-8", "replace")
-    try:
-        parser.feed(text)
-        parser.close()
-    except Exception:  # noqa: BLE001  # a page too broken to read names nothing
-        pass
+    for count, match in enumerate(_LINK_TAG.finditer(head)):
+        if count == _MAX_TAGS:
+            break
+        parser.feed(match.group().decode("utf-8", "replace"))
+    parser.close()
     links: list[str] = []
     for href in parser.found:
         link, _ = check_link(href, base=base)
