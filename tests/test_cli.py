@@ -174,3 +174,27 @@ def test_feed_text_cannot_drive_the_terminal(httpserver: HTTPServer, tmp_path: P
     assert entries["b"]["title"] == f"Beta {csi}2J title"
     assert entries["a"]["author"] == "xy"
     assert entries["a"]["summary"] == f"alpha {esc}]0;pwned{chr(7)} body"
+
+
+def test_an_untitled_entry_is_listed_by_the_start_of_its_text(httpserver: HTTPServer,
+                                                              tmp_path: Path) -> None:
+    # Mastodon and micro-blog posts have no title: their link alone says nothing.
+    long = "word " * 40
+    rss = ("<rss version='2.0'><channel><title>t</title>"
+           "<item><guid>https://social.example/@ana/1</guid>"
+           "<description>&lt;p&gt;Hello &lt;a href='/tags/rss'&gt;#rss&lt;/a&gt; "
+           "&amp;amp; friends&lt;/p&gt;</description></item>"
+           f"<item><guid>https://social.example/@ana/2</guid><description>{long}"
+           "</description></item>"
+           "<item><guid>https://social.example/@ana/3</guid></item></channel></rss>").encode()
+    httpserver.expect_request("/rss").respond_with_data(rss, content_type="application/rss+xml")
+    config = tmp_path / "signal.toml"
+    config.write_text(f'[settings]\ndatabase = "s.db"\nmin_interval = 0\n\n'
+                      f'[[sources]]\nid = "ana"\nurl = "{httpserver.url_for("/rss")}"\n')
+    runner = CliRunner()
+    assert runner.invoke(cli, ["fetch", "--config", str(config)]).exit_code == 0
+    result = runner.invoke(cli, ["entries", "--config", str(config)])
+    names = sorted(line.split("  ana  ", 1)[1] for line in result.output.splitlines())
+    assert names == ["https://social.example/@ana/3",
+                     "“Hello #rss & friends”",
+                     "“" + ("word " * 16).strip() + "…”"]

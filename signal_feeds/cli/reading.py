@@ -28,6 +28,7 @@ from signal_feeds.cli.common import (
 )
 from signal_feeds.config.source_list import DEFAULT_CONFIG_PATH, Settings
 from signal_feeds.errors import ConfigError, SignalError
+from signal_feeds.identity.search_text import searchable_text
 
 if TYPE_CHECKING:  # the store (and through it the parser) loads only when a command runs
     from signal_feeds.store import FeedStore
@@ -76,13 +77,29 @@ def parse_since(value: str | None) -> str | dt.date | dt.datetime | None:
     return moment if moment.tzinfo else moment.replace(tzinfo=dt.UTC)
 
 
+#: Characters of an untitled entry's text shown in its place.
+EXCERPT_CHARS = 80
+
+
+def entry_name(e: Any) -> str:
+    """What a line calls an entry: its title; for an untitled one (a Mastodon post, a
+    micro-blog note) the start of its text in quotes; else its link or id."""
+    if e.title:
+        return str(e.title)
+    text = searchable_text(e.summary or e.content or "")
+    if text:
+        cut = text if len(text) <= EXCERPT_CHARS else text[:EXCERPT_CHARS - 1].rstrip() + "…"
+        return f"“{cut}”"
+    return str(e.url or e.remote_id)
+
+
 def entry_line(e: Any) -> str:
     """One entry as a line: key prefix, date (published, else updated, else first
-    seen), source, title."""
+    seen), source, title (see :func:`entry_name`)."""
     when = e.date[:16].replace("T", " ")
     also = f"  (+{len(e.duplicates)}: {', '.join(e.also_in)})" if e.duplicates else ""
     dup = f"  [duplicate of {e.duplicate_of[:12]}]" if e.duplicate_of else ""
-    return f"{e.key[:12]}  {when}  {e.source_id}  {e.title or e.url or e.remote_id}{also}{dup}"
+    return f"{e.key[:12]}  {when}  {e.source_id}  {entry_name(e)}{also}{dup}"
 
 
 def selection_options(func: Any) -> Any:
