@@ -296,6 +296,27 @@ def test_fetch_prints_every_config_problem_and_exits_2(tmp_path: Path) -> None:
     assert lines[4].startswith("  sources[1]: id: 'B' is not a slug")
 
 
+@pytest.mark.parametrize(("url", "hint"), [
+    ("feed://blog.example/rss", "https://blog.example/rss"),  # a browser's feed: link
+    ("feed:https://blog.example/atom", "https://blog.example/atom"),
+    ("blog.example/feed", "https://blog.example/feed"),  # the scheme left out
+    ("javascript:alert(1)", None),
+    ("not a url", None),
+])
+def test_a_refused_source_url_comes_with_a_likely_fix(tmp_path: Path, url: str,
+                                                      hint: str | None) -> None:
+    path = write_config(tmp_path, url)
+    result = CliRunner().invoke(cli, ["fetch", "--config", str(path)])
+    assert result.exit_code == 2
+    (problem,) = result.stderr.splitlines()  # one problem: on the error's own line
+    assert problem.startswith(f"signal: error: {path}: sources[0] (id 'blog'): url: "
+                              f"{url!r} refused: ")
+    if hint:
+        assert problem.endswith(f" (did you mean {hint!r}?)")
+    else:
+        assert "did you mean" not in problem
+
+
 # -- 7. a database in a folder that does not exist ------------------------------------
 
 

@@ -324,7 +324,7 @@ def _source(entry: object, index: int, problems: _Problems) -> Source | None:
         try:
             canonical_source_url(url)
         except UrlRejected as exc:
-            problems.add(label, f"url: {url!r} refused: {exc}", sid)
+            problems.add(label, f"url: {url!r} refused: {exc}{_url_hint(url)}", sid)
     review_by = entry.get("review_by")
     if isinstance(review_by, str):
         try:
@@ -405,3 +405,24 @@ def load_config(path: str | Path = DEFAULT_CONFIG_PATH) -> Config:
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"cannot read config file: {exc}", path=str(p)) from exc
     return parse_config(text, path=p)
+
+
+def _url_hint(url: str) -> str:
+    """A suggestion for the two source URLs new users write most: a browser's ``feed:``
+    link and an address without its scheme."""
+    text = url.strip()
+    lower = text.lower()
+    if lower.startswith("feed:"):
+        rest = text[len("feed:"):]
+        guess = rest if rest.lower().startswith(("http://", "https://")) else (
+            "https:" + rest if rest.startswith("//") else "")
+    elif "://" not in text and "." in text.split("/", 1)[0] and " " not in text:
+        guess = "https://" + text
+    else:
+        guess = ""
+    try:
+        canonical_source_url(guess)
+    except UrlRejected:
+        return ""
+    return f" (did you mean {guess!r}?)"
+
