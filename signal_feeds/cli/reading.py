@@ -170,8 +170,8 @@ def history(key: str, config_path: str | None, db_path: str | None, as_json: boo
     say(entry_line(found.entry))
     for v in found.versions:
         say(f"  {v.first_seen_at[:19]} .. {v.last_seen_at[:19]}  {v.fingerprint[:12]}  "
-                   f"{v.title}  {v.url}  published={v.published or '-'} "
-                   f"updated={v.updated or '-'}")
+            f"{v.title}  {v.url}  published={v.published or '-'} "
+            f"updated={v.updated or '-'}")
 
 
 @click.command(short_help="Do we know this link?")
@@ -190,8 +190,8 @@ def lookup(url: str, config_path: str | None, db_path: str | None, as_json: bool
         fail(exc)
     if as_json:
         say_json(json.dumps({"found": found is not None,
-                               **(found.to_dict() if found else {"query": url})},
-                              ensure_ascii=False))
+                             **(found.to_dict() if found else {"query": url})},
+                            ensure_ascii=False))
     elif found is not None:
         say(entry_line(found.canonical))
         for m in found.matches:
@@ -254,7 +254,7 @@ def dedupe(config_path: str | None, db_path: str | None, as_json: bool) -> None:
         return
     per_channel = ", ".join(f"{name} {count}" for name, count in report.changed.items())
     say(f"{report.rows} entries checked; markers changed: {per_channel}; "
-               f"{report.duplicates} rows marked as duplicates")
+        f"{report.duplicates} rows marked as duplicates")
 
 
 @click.command("import-opml", short_help="Add the feeds of an OPML file.")

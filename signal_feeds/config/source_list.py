@@ -425,4 +425,3 @@ def _url_hint(url: str) -> str:
     except UrlRejected:
         return ""
     return f" (did you mean {guess!r}?)"
-

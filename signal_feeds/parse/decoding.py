@@ -99,4 +99,4 @@ def _overrule_latin_charset(content_type: str, body: bytes) -> tuple[str, str]:
         return content_type, ""
     return ("; ".join([media.strip(), *kept]),
             f"character encoding: the server said charset={charset}, but the document is "
-            "UTF-8 (valid UTF-8 that declares UTF-8): read as UTF-8")
+            "valid UTF-8 and does not declare another encoding: read as UTF-8")
