@@ -19,7 +19,6 @@ renamed too, a cost accepted for a sample of Media RSS quoted in a post.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from typing import Any
 
 __all__ = ["caption", "set_captions_aside"]
@@ -62,11 +61,11 @@ def set_captions_aside(data: bytes) -> bytes:
     return data
 
 
-def caption(raw: Mapping[str, Any]) -> tuple[str, dict[str, str] | None]:
+def caption(raw: dict[str, Any]) -> tuple[str, dict[str, str] | None]:
     """The entry's Media RSS description and a detail giving its type, or ``("", None)``.
     (The last one in the entry, when it has several.)"""
     for key, kind in _KEYS.items():
-        value = dict.get(raw, key) if isinstance(raw, dict) else raw.get(key)
+        value = dict.get(raw, key)  # past FeedParserDict's aliases, as feed.py reads
         if isinstance(value, str) and value.strip():
             return value.strip(), {"type": kind}
     return "", None

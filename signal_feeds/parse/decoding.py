@@ -25,10 +25,23 @@ def _xml_media_type(content_type: str) -> str:
     if not kind.startswith("text/") or not (
             kind in ("text/xml", "text/xml-external-parsed-entity") or kind.endswith("+xml")):
         return content_type
-    if any(p.split("=", 1)[0].strip().lower() == "charset"
-           for p in params.split(";") if "=" in p):
+    if _charset_and_others(params)[0] is not None:
         return content_type
     return "application/" + kind[len("text/"):] + sep + params
+
+
+def _charset_and_others(params: str) -> tuple[str | None, list[str]]:
+    """A Content-Type's parameters (what follows the first ``;``): the charset, lower-case
+    and unquoted (``None`` when there is none), and the other parameters as written."""
+    charset: str | None = None
+    others: list[str] = []
+    for param in params.split(";"):
+        name, eq, value = param.partition("=")
+        if eq and name.strip().lower() == "charset":
+            charset = value.strip().strip("\"'").lower()
+        elif param.strip():
+            others.append(param.strip())
+    return charset, others
 
 
 def to_utf8(body: bytes, content_type: str | None, url: str | None) -> tuple[bytes, str]:
@@ -80,14 +93,7 @@ def _overrule_latin_charset(content_type: str, body: bytes) -> tuple[str, str]:
     and the warning ("" when nothing was overruled).
     """
     media, _, params = content_type.partition(";")
-    kept: list[str] = []
-    charset = ""
-    for param in params.split(";"):
-        name, eq, value = param.partition("=")
-        if eq and name.strip().lower() == "charset":
-            charset = value.strip().strip("\"'").lower()
-        elif param.strip():
-            kept.append(param.strip())
+    charset, kept = _charset_and_others(params)
     if charset not in _DEFAULT_CHARSETS or body.isascii():
         return content_type, ""
     head = body[:512].lstrip()
