@@ -100,6 +100,11 @@ def test_migrations_are_numbered_and_recorded(postgres_url: str) -> None:
     with psycopg.connect(postgres_url) as conn:
         assert conn.execute("SELECT version FROM schema_version").fetchall() == [
             (SCHEMA_VERSION,)]
+        # Version 4 rebuilt the reading order's indexes on today's expression.
+        indexes = dict(conn.execute("SELECT indexname, indexdef FROM pg_indexes "
+                                    "WHERE tablename = 'entries'").fetchall())
+        assert all("LEAST(" in indexes[name] for name in
+                   ("entries_shown_order", "entries_source_order", "entries_order"))
 
 
 def test_a_schema_newer_than_the_code_is_refused(postgres_url: str) -> None:

@@ -262,6 +262,32 @@ def test_an_entry_with_only_updated_is_listed_and_shown_by_that_date(
         assert [e.key for e in store.entries()] == [new, old]
 
 
+def test_a_date_after_first_seen_does_not_hold_the_top_of_the_list(
+        fetch: Fetch, database: Path | str) -> None:
+    # A typo (2099) in one item: by its own date it would stay above every later entry.
+    typo = {"guid": "typo", "title": "Dated 2099 by a typo", "link": "https://t.example/typo",
+            "date": "Thu, 01 Jan 2099 00:00:00 GMT"}
+    old = {"guid": "old", "title": "Last month", "link": "https://t.example/old",
+           "date": "Sun, 01 Nov 2026 10:00:00 GMT"}
+    fetch("blog", rss(typo, old))  # the clock says 2026-12-02 12:01
+    fetch("blog", rss({"guid": "new", "title": "Written after the typo was first seen",
+                       "link": "https://t.example/new", "date": "Wed, 02 Dec 2026 12:01:30 GMT"},
+                      typo, old))
+    keys = [digest(["blog", g]) for g in ("new", "typo", "old")]
+    db = ("--db", str(database))
+    listed = as_json("entries", *db)["entries"]
+    assert [e["id"] for e in listed] == keys
+    shown = listed[1]
+    assert shown["published"] == "2099-01-01T00:00:00Z"  # the data keeps what the feed said
+    assert shown["date"] == shown["first_seen_at"]
+    assert shown["date"].startswith("2026-12-02T12:01:00")
+    assert invoke("entries", *db).output.splitlines()[1].startswith(
+        f"{keys[1][:12]}  2026-12-02 12:01  blog  Dated 2099 by a typo")
+    assert as_json("entries", *db, "--since", "2027-01-01")["entries"] == []
+    with open_store(database) as store:
+        assert [e.key for e in store.entries()] == keys
+
+
 def test_the_fetch_row_keeps_why_entries_were_skipped(fetch: Fetch, database: Path | str) -> None:
     fetch("blog", rss({"guid": "kept", "title": "Kept", "link": "https://b.example/1"},
                       {"title": "No id, a script link", "link": "javascript:alert(1)"}))

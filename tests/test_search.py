@@ -225,6 +225,23 @@ def test_bad_query_syntax_is_a_usage_error_naming_the_query(fetch: Fetch,
     assert invoke("search", "--db", str(database)).exit_code == 2  # no query, no --rebuild
 
 
+_ORDER_INDEXES = {"entries_shown_order": "duplicate_of, {} DESC, id",
+                  "entries_source_order": "source_id, {} DESC, id",
+                  "entries_order": "{} DESC, id"}
+
+
+def build_order_indexes(conn: sqlite3.Connection, order: str) -> None:
+    """The reading order's indexes as an older version built them, on ``order``."""
+    for name, columns in _ORDER_INDEXES.items():
+        conn.execute(f"DROP INDEX {name}")
+        conn.execute(f"CREATE INDEX {name} ON entries ({columns.format(order)})")
+
+
+def assert_order_indexes_are_current(conn: sqlite3.Connection) -> None:
+    indexes = dict(conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'index'"))
+    assert all(ENTRY_ORDER_EXPR in indexes[name] for name in _ORDER_INDEXES)
+
+
 @pytest.mark.parametrize("database", ["sqlite"], indirect=True)  # SQLite's own files
 def test_a_version_5_database_gets_the_index_and_the_new_columns(
         fetch: Fetch, database: Path | str) -> None:
@@ -236,19 +253,13 @@ def test_a_version_5_database_gets_the_index_and_the_new_columns(
         conn.execute("DROP TABLE source_order")
         conn.execute("ALTER TABLE fetches DROP COLUMN skip_reasons")
         conn.execute("ALTER TABLE sources DROP COLUMN feed_title")
-        for name, columns in (("entries_shown_order", f"duplicate_of, {old_order} DESC, id"),
-                              ("entries_source_order", f"source_id, {old_order} DESC, id"),
-                              ("entries_order", f"{old_order} DESC, id")):
-            conn.execute(f"DROP INDEX {name}")
-            conn.execute(f"CREATE INDEX {name} ON entries ({columns})")
+        build_order_indexes(conn, old_order)
         conn.execute("PRAGMA user_version = 5")
     with open_store(database) as store:
         assert [h.entry.title for h in store.search("nine")] == ["Museum night"]
     with closing(sqlite3.connect(database)) as conn, conn:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 8
-        indexes = dict(conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'index'"))
-        assert all(ENTRY_ORDER_EXPR in indexes[n] for n in
-                   ("entries_shown_order", "entries_source_order", "entries_order"))
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 9
+        assert_order_indexes_are_current(conn)
         assert conn.execute("SELECT skip_reasons FROM fetches").fetchone()[0] == "[]"
         # The reading query walks the rebuilt index instead of sorting.
         plan = " ".join(r[3] for r in conn.execute(
@@ -259,6 +270,27 @@ def test_a_version_5_database_gets_the_index_and_the_new_columns(
     fetch("blog", rss({"guid": "2", "title": "Museum day", "link": "https://b.example/2"}))
     with open_store(database) as store:
         assert len(store.search("museum")) == 2
+
+
+@pytest.mark.parametrize("database", ["sqlite"], indirect=True)  # SQLite's own files
+def test_a_version_8_database_gets_the_reading_order_of_version_9(
+        fetch: Fetch, database: Path | str) -> None:
+    fetch("blog", rss({"guid": "1", "title": "Museum night", "link": "https://b.example/1"}))
+    v8_order = "COALESCE(NULLIF(published, ''), NULLIF(updated, ''), first_seen_at)"
+    with closing(sqlite3.connect(database)) as conn, conn:  # what version 8 wrote
+        build_order_indexes(conn, v8_order)
+        conn.execute("PRAGMA user_version = 8")
+    with open_store(database) as store:
+        assert [e.title for e in store.entries()] == ["Museum night"]
+    with closing(sqlite3.connect(database)) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 9
+        assert_order_indexes_are_current(conn)
+        for where, index in (("duplicate_of = ''", "entries_shown_order"),
+                             ("source_id = 'blog'", "entries_source_order")):
+            plan = " ".join(r[3] for r in conn.execute(
+                f"EXPLAIN QUERY PLAN SELECT * FROM entries WHERE {where} "
+                f"ORDER BY {ENTRY_ORDER_EXPR} DESC, id LIMIT 5"))
+            assert index in plan and "TEMP B-TREE" not in plan
 
 
 def test_the_readme_search_examples_run_as_printed(fetch: Fetch, database: Path | str) -> None:

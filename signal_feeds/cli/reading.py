@@ -94,8 +94,8 @@ def entry_name(e: Any) -> str:
 
 
 def entry_line(e: Any) -> str:
-    """One entry as a line: key prefix, date (published, else updated, else first
-    seen), source, title (see :func:`entry_name`)."""
+    """One entry as a line: key prefix, date (:attr:`EntryView.date`), source, title
+    (see :func:`entry_name`)."""
     when = e.date[:16].replace("T", " ")
     also = f"  (+{len(e.duplicates)}: {', '.join(e.also_in)})" if e.duplicates else ""
     dup = f"  [duplicate of {e.duplicate_of[:12]}]" if e.duplicate_of else ""

@@ -197,9 +197,10 @@ class FeedStore(Protocol):
 
     def entries(self, *, source_id: str | None = None, limit: int | None = None,
                 include_duplicates: bool = False) -> list[StoredEntry]:
-        """Stored entries, newest first (by published, else updated, else first seen;
-        then key), with the same selection as :meth:`entry_views`: without
-        ``include_duplicates`` only canonical rows, as ``signal entries`` shows."""
+        """Stored entries, newest first (by :attr:`EntryView.date
+        <signal_feeds.store.views.EntryView.date>`, then key), with the same selection
+        as :meth:`entry_views`: without ``include_duplicates`` only canonical rows, as
+        ``signal entries`` shows."""
         ...
 
     def entry(self, key: str) -> StoredEntry | None:

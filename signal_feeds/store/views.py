@@ -40,8 +40,10 @@ class EntryView:
     @property
     def date(self) -> str:
         """The date it is listed and shown by: published, else updated, else when
-        Signal first saw it."""
-        return self.published or self.updated or self.first_seen_at
+        Signal first saw it. A date later than when Signal first saw it (a typo such as
+        2099, a wrong time zone) gives way to that moment; ``published`` and ``updated``
+        keep what the feed said."""
+        return min(self.published or self.updated or self.first_seen_at, self.first_seen_at)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (``key`` is also given as ``id``, as in ``signal parse``;

@@ -17,7 +17,7 @@ from signal_feeds.store.sqlite.search import create_search_index
 __all__ = ["ENTRY_ORDER_EXPR", "SCHEMA_VERSION", "create_schema", "is_signal_database",
            "schema_version"]
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 
 def is_signal_database(path: Path) -> bool:
@@ -83,13 +83,18 @@ def create_schema(conn: sqlite3.Connection) -> None:
     _upgrade_to_v6(conn)
     _upgrade_to_v7(conn)
     _upgrade_to_v8(conn)
+    _rebuild_order_indexes(conn)  # version 9
     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
 
 #: Newest-first order of the reading commands: an entry's own date (published, else
-#: updated), else when Signal first saw it. The indexes below are built on exactly this
-#: expression so that SQLite can walk them instead of sorting.
-ENTRY_ORDER_EXPR = "COALESCE(NULLIF(published, ''), NULLIF(updated, ''), first_seen_at)"
+#: updated), else when Signal first saw it; a date later than when Signal first saw the
+#: entry (a typo such as 2099, a wrong time zone) counts as that moment, so it cannot
+#: hold the top of the list. Both are ISO 8601 UTC text, which sorts as time. The
+#: indexes below are built on exactly this expression so that SQLite can walk them
+#: instead of sorting.
+ENTRY_ORDER_EXPR = ("min(COALESCE(NULLIF(published, ''), NULLIF(updated, ''), first_seen_at), "
+                    "first_seen_at)")
 
 # Version 2: cross-source duplicate markers (one per detection channel), the derived
 # duplicate_of, the match keys they are computed from, and the indexes reads rely on.
@@ -193,12 +198,7 @@ def _upgrade_to_v6(conn: sqlite3.Connection) -> None:
         conn.execute("ALTER TABLE sources ADD COLUMN feed_title TEXT NOT NULL DEFAULT ''")
     conn.execute("CREATE TABLE IF NOT EXISTS source_order (source_id TEXT PRIMARY KEY, "
                  "position INTEGER NOT NULL) WITHOUT ROWID")
-    for name in _V6_ORDER_INDEXES:
-        sql = conn.execute("SELECT sql FROM sqlite_master WHERE type = 'index' AND name = ?",
-                           (name,)).fetchone()
-        if sql is not None and ENTRY_ORDER_EXPR not in sql[0]:
-            conn.execute(f"DROP INDEX {name}")  # built on the version-2 order
-        conn.execute(f"CREATE INDEX IF NOT EXISTS {name} ON {_V2_INDEXES[name]}")
+    _rebuild_order_indexes(conn)
     # A search checks each full-text match against the reading filters: from this
     # index alone, without reading the entry's row (its summary and content).
     conn.execute("CREATE INDEX IF NOT EXISTS entries_search_filter "
@@ -252,3 +252,15 @@ def _upgrade_to_v8(conn: sqlite3.Connection) -> None:
     for column in _V8_LEASE_COLUMNS:
         if column not in have:
             conn.execute(f"ALTER TABLE sources ADD COLUMN {column} TEXT")
+
+
+# Version 9: a date later than when the entry was first seen no longer sorts as itself
+# (see ENTRY_ORDER_EXPR); versions 2 and 6 had other orders. Indexes already built on
+# today's expression are kept, so the step is cheap to repeat.
+def _rebuild_order_indexes(conn: sqlite3.Connection) -> None:
+    for name in _V6_ORDER_INDEXES:
+        sql = conn.execute("SELECT sql FROM sqlite_master WHERE type = 'index' AND name = ?",
+                           (name,)).fetchone()
+        if sql is not None and ENTRY_ORDER_EXPR not in sql[0]:
+            conn.execute(f"DROP INDEX {name}")
+        conn.execute(f"CREATE INDEX IF NOT EXISTS {name} ON {_V2_INDEXES[name]}")

@@ -216,7 +216,8 @@ class Store:
 
     def entries(self, *, source_id: str | None = None, limit: int | None = None,
                 include_duplicates: bool = False) -> list[StoredEntry]:
-        """Stored entries, newest first (by published, else updated, else first seen);
+        """Stored entries, newest first (by
+        :attr:`EntryView.date <signal_feeds.store.views.EntryView.date>`);
         cross-source duplicates only with ``include_duplicates``, as ``signal
         entries`` and ``signal entries --all``."""
         with self._db.errors("cannot read entries", source_id):
