@@ -18,8 +18,9 @@ __all__ = ["NORMALIZER_VERSION", "ParsedEntry", "ParsedFeed"]
 #: sources in summaries and content are made absolute (see ``parse.feed.html_base``), and
 #: a UTF-8 document served with a default Latin charset is read as UTF-8, and a Media RSS
 #: description is no longer the content (see ``parse.captions``); titles and authors lose
-#: their control characters.
-NORMALIZER_VERSION = 4
+#: their control characters. 5: a date given as a Unix timestamp (``1733047200``) is read
+#: as one (feedparser took it for the year 1733).
+NORMALIZER_VERSION = 5
 
 
 @dataclass(frozen=True, slots=True)

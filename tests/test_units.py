@@ -333,3 +333,21 @@ def test_the_worker_speedups_change_no_field(monkeypatch: pytest.MonkeyPatch) ->
     assert [_raw_parse(b) for b in bodies] == plain_raw
     assert len(plain[-2].entries[2].summary) > 48 * 1024  # the escaped text: > 64 KiB
     assert "\u2013" in plain[-1].entries[0].title  # &#150; read as Windows-1252's en dash
+
+
+@pytest.mark.parametrize(("given", "stored"), [
+    ("1733047200", "2024-12-01T10:00:00Z"),  # seconds since 1970 (feedparser: year 1733)
+    ("1733047200123", "2024-12-01T10:00:00Z"),  # milliseconds
+    ("999999999", "2001-09-09T01:46:39Z"),
+    ("2026", "2026-01-01T00:00:00Z"),  # a year alone stays feedparser's reading
+    ("20261201", "2026-12-01T00:00:00Z"),  # so does a compact ISO 8601 date
+])
+def test_a_unix_timestamp_is_read_as_one(given: str, stored: str) -> None:
+    for element in ("pubDate", "atom:updated"):
+        feed = parse_feed(
+            '<rss version="2.0" xmlns:atom="http://www.w3.org/2005/Atom"><channel><title>t'
+            f"</title><item><guid>g</guid><{element}>{given}</{element}></item>"
+            "</channel></rss>".encode())
+        entry = feed.entries[0]
+        assert (entry.published or entry.updated) == stored, element
+        assert feed.warnings == ()

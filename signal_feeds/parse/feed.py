@@ -147,6 +147,20 @@ def _iso(value: Any) -> str:
         return ""
 
 
+def _date(raw: dict[str, Any], key: str) -> str:
+    """The entry's ``published`` or ``updated`` as ISO 8601 UTC, ``""`` when unknown.
+
+    feedparser has no reading for a Unix timestamp: it takes the first four digits of
+    ``1733047200`` for a year. Seconds (9 or 10 digits, 1973 to 2286) and milliseconds
+    (12 or 13) since 1970 are read here; anything else is feedparser's reading.
+    """
+    text = _text(dict.get(raw, key))
+    if text.isascii() and text.isdigit() and len(text) in (9, 10, 12, 13):
+        seconds = int(text) / (1000 if len(text) > 10 else 1)
+        return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
+    return _iso(dict.get(raw, f"{key}_parsed"))
+
+
 def _text(value: Any) -> str:
     return value.strip() if isinstance(value, str) else ""
 
@@ -265,8 +279,8 @@ def _entry(raw: dict[str, Any], base: str | None, require_https: bool,
         remote_id=limit("remote_id", _text(get(raw, "id"))),
         url=link or "",
         title=limit("title", plain_text(title)),
-        published=_iso(get(raw, "published_parsed")),
-        updated=_iso(get(raw, "updated_parsed")),
+        published=_date(raw, "published"),
+        updated=_date(raw, "updated"),
         author=limit("author", plain_text(_text(get(raw, "author")))),
         summary=limit("summary", as_html(summary, summary_detail, summary_base)),
         content=limit("content", as_html(content, content_detail, content_base)),
