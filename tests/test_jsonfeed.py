@@ -11,7 +11,9 @@ from typing import Any
 
 import pytest
 from conftest import make_config
+from pytest_httpserver import HTTPServer
 from scenario_server import ScenarioServer
+from werkzeug import Request, Response
 
 from signal_feeds import ParseError, digest, parse_feed, run_fetch
 from signal_feeds.parse.feed import ParsedEntry
@@ -159,3 +161,18 @@ def test_json_feed_over_http_stores_the_same_rows_as_rss(server: ScenarioServer,
                 "fingerprint FROM entries").fetchall()
     assert stored["json"] == stored["rss"]
     assert stored["json"][0][0] == digest(["same", "story-1"])
+
+
+def test_a_server_that_negotiates_is_asked_for_json_feed_too(httpserver: HTTPServer,
+                                                             tmp_path: Path,
+                                                             parser: ParserPool) -> None:
+    # One address, a page for browsers and the JSON Feed for clients that ask for it.
+    def negotiate(request: Request) -> Response:
+        if "application/feed+json" in request.headers.get("Accept", ""):
+            return Response(json_feed("1.1"), content_type="application/feed+json")
+        return Response("<html><body>Latest posts</body></html>", content_type="text/html")
+
+    httpserver.expect_request("/posts").respond_with_handler(negotiate)
+    report = run_fetch(make_config(tmp_path / "s.db", {"blog": httpserver.url_for("/posts")}),
+                       force=True, parser=parser)
+    assert (report.sources[0].status, report.sources[0].created) == ("fetched", 1)

@@ -44,8 +44,11 @@ __all__ = ["FetchLimits", "FetchResponse", "Resolver", "fetch", "is_private_addr
 
 _REDIRECTS = {301, 302, 303, 307, 308}
 _PERMANENT = {301, 308}
-_ACCEPT = ("application/atom+xml, application/rss+xml, application/xml;q=0.9, "
-           "text/xml;q=0.8, */*;q=0.1")
+# Every format Signal parses, JSON Feed's own type included (a server that negotiates
+# would otherwise choose its HTML page); plain application/json is left to */*, since
+# at a feed's address that is more often an API than a feed.
+_ACCEPT = ("application/atom+xml, application/rss+xml, application/feed+json, "
+           "application/xml;q=0.9, text/xml;q=0.8, */*;q=0.1")
 #: A redirect's own body is read and dropped up to this size (then the connection can
 #: be reused); beyond it the connection is closed instead.
 _REDIRECT_BODY_LIMIT = 64 * 1024
