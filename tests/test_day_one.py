@@ -227,6 +227,40 @@ def test_feed_links_of_a_page() -> None:
     assert feed_links(late, "https://blog.example/") == []
 
 
+BOT_CHECK = (b"<!DOCTYPE html><html lang=\"en-US\"><head><title>Just a moment...</title>"
+             b"<meta http-equiv=\"refresh\" content=\"390\"></head><body>Checking your "
+             b"browser</body></html>")
+
+
+def test_a_page_that_names_no_feed_is_called_a_web_page_with_its_title(
+        httpserver: HTTPServer, tmp_path: Path) -> None:
+    # A bot check, a login wall or an error page answers 200 where the feed was: its
+    # title says which, where the XML parser's complaint said nothing useful.
+    httpserver.expect_request("/feed").respond_with_data(BOT_CHECK, content_type="text/html")
+    config = write_config(tmp_path, httpserver.url_for("/feed"))
+    result = CliRunner().invoke(cli, ["fetch", "--config", str(config), "--json"])
+    (source,) = json.loads(result.stdout)["sources"]
+    assert (source["status"], source["error"]) == (
+        "rejected", "not an RSS or Atom feed: a web page titled 'Just a moment...' that "
+        "names no feed")
+
+
+@pytest.mark.parametrize(("body", "said"), [
+    (BOT_CHECK, "a web page titled 'Just a moment...'"),
+    (b"\xef\xbb\xbf\n<!-- generated -->\n<html><head><title>\n  Sign in &amp; "
+     b"continue\x1b[2J </title></head></html>", "a web page titled 'Sign in & continue[2J'"),
+    (b"<html><body><title>Late</title></body></html>", "a web page"),  # the head's only
+    (b"<!doctype html><title>" + b"x" * 200 + b"</title>", "a web page titled '"
+     + "x" * 79 + "\u2026'"),
+    (b"<rss version='2.0'><channel><title>Not a page</title></channel></rss>", ""),
+    (b"Service unavailable", ""),
+])
+def test_web_page(body: bytes, said: str) -> None:
+    from signal_feeds.parse.discovery import web_page
+
+    assert web_page(body) == said
+
+
 # -- 2. one normalization path for the dry run and the real run ------------------------
 
 

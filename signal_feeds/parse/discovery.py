@@ -1,19 +1,23 @@
-"""The feeds an HTML page names, for the error that says a source is a web page.
+"""The feeds an HTML page names, and its title, for the error that says a source is a
+web page.
 
 A new user often gives the address of a site rather than of its feed. Such a page
 usually names its feeds (``<link rel="alternate" type="application/rss+xml"
 href="...">`` in its head), so the error can say which address to use. Nothing is
-fetched and the source list is not changed: the user decides.
+fetched and the source list is not changed: the user decides. A page that names no
+feed is often not the site's at all (a bot check, a login wall, an error page): its
+title says which.
 """
 
 from __future__ import annotations
 
+import html
 import re
 from html.parser import HTMLParser
 
 from signal_feeds.urls import check_link
 
-__all__ = ["FEED_TYPES", "MAX_SCANNED_BYTES", "feed_links"]
+__all__ = ["FEED_TYPES", "MAX_SCANNED_BYTES", "feed_links", "web_page"]
 
 #: The link types that name a feed.
 FEED_TYPES = frozenset({"application/rss+xml", "application/atom+xml",
@@ -65,3 +69,31 @@ def feed_links(body: bytes, base: str | None) -> list[str]:
         if link and link not in links:
             links.append(link)
     return links[:_MAX_LINKS]
+
+
+#: The start of an HTML document: a doctype or an ``<html>`` tag, after at most a BOM,
+#: white space, an XML declaration and comments (bounded: the page is untrusted).
+_HTML_START = re.compile(
+    rb"\A(?:\xef\xbb\xbf)?\s*(?:<\?xml[^>]{0,200}>\s*)?(?:<!--.{0,2000}?-->\s*){0,5}"
+    rb"<(?:!doctype\s+html|html)\b", re.IGNORECASE | re.DOTALL)
+_TITLE = re.compile(rb"<title\b[^<>]{0,200}>([^<]{0,1000})</title", re.IGNORECASE)
+_TITLE_SHOWN = 80
+
+
+def web_page(body: bytes) -> str:
+    """``"a web page"``, with its title when it has one (``a web page titled 'Just a
+    moment...'``), when ``body`` is an HTML document; ``""`` otherwise."""
+    if not _HTML_START.match(body[:4096]):
+        return ""
+    head = body[:MAX_SCANNED_BYTES]
+    end = head.lower().find(b"<body")
+    match = _TITLE.search(head if end < 0 else head[:end])
+    if match is None:
+        return "a web page"
+    title = " ".join(html.unescape(match.group(1).decode("utf-8", "replace")).split())
+    title = "".join(c for c in title if c.isprintable())
+    if not title:
+        return "a web page"
+    if len(title) > _TITLE_SHOWN:
+        title = title[:_TITLE_SHOWN - 1] + "…"
+    return f"a web page titled {title!r}"

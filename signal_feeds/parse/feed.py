@@ -23,7 +23,7 @@ import nh3
 from signal_feeds.errors import ParseError
 from signal_feeds.parse.captions import caption, set_captions_aside
 from signal_feeds.parse.decoding import to_utf8
-from signal_feeds.parse.discovery import feed_links
+from signal_feeds.parse.discovery import feed_links, web_page
 from signal_feeds.parse.settings import DEFAULT_MAX_ENTRIES
 from signal_feeds.parsed import NORMALIZER_VERSION, ParsedEntry, ParsedFeed
 from signal_feeds.urls import check_link, normalize_link
@@ -380,6 +380,10 @@ def parse_feed(
                           else ("feeds at", "one of those addresses"))
             raise ParseError(f"not an RSS or Atom feed: a web page that names {named} "
                              f"{', '.join(links)} (use {use} as the source's url)",
+                             source_id=source_id)
+        page = web_page(data)
+        if page:  # the parser's complaint about HTML would say nothing useful
+            raise ParseError(f"not an RSS or Atom feed: {page} that names no feed",
                              source_id=source_id)
         reason = f" ({type(bozo).__name__}: {bozo})" if bozo else ""
         raise ParseError(f"not an RSS or Atom feed{reason}", source_id=source_id)
