@@ -206,7 +206,7 @@ async def _drain(response: httpx.Response) -> None:
 
 
 def _next_hop(start: str, current: str, location: str, redirects: list[tuple[int, str]],
-              limits: FetchLimits, private_allowed: bool) -> str:
+              limits: FetchLimits, private_allowed: bool, *, cookie_set: bool = False) -> str:
     if len(redirects) >= limits.max_redirects:
         raise FetchError(f"more than {limits.max_redirects} redirects", reason="redirect")
     try:
@@ -221,7 +221,10 @@ def _next_hop(start: str, current: str, location: str, redirects: list[tuple[int
     if parts.username or parts.password:
         raise FetchError("redirect to a URL with credentials refused", reason="redirect")
     target = target.split("#", 1)[0]
-    if target in (start, current) or any(t == target for _, t in redirects):
+    # A redirect that sets a cookie may come back to an address already asked: a site
+    # that checks for its cookie first. Only the redirect limit bounds such a chain.
+    if not cookie_set and (target in (start, current)
+                           or any(t == target for _, t in redirects)):
         raise FetchError(f"redirect loop at {target}", reason="redirect")
     # A literal address is refused here, before any client sees it (a MockTransport
     # included); a name is checked by the network backend on the address it resolves to.
@@ -265,6 +268,9 @@ async def fetch(
     # a private address only from a private source, or when the settings allow it.
     private_allowed = True
     host = ""
+    # Cookies set along the redirects, sent on the later hops of this request and then
+    # forgotten: nothing is stored between requests or shared between sources.
+    cookies: httpx.Cookies | None = None
     try:
         async with asyncio.timeout(limits.deadline):
             while True:
@@ -276,6 +282,8 @@ async def fetch(
                     async with clients.lease(target) as send:
                         request = httpx.Request("GET", target, headers=headers,
                                                 extensions={"timeout": timeout})
+                        if cookies:
+                            cookies.set_cookie_header(request)
                         response = await send(request)
                         try:
                             if not redirects:
@@ -283,8 +291,13 @@ async def fetch(
                                                    or _connected_to_private(response, host))
                             location = response.headers.get("location", "").strip()
                             if response.status_code in _REDIRECTS and location:
+                                cookie_set = "set-cookie" in response.headers
+                                if cookie_set:
+                                    response.request = request  # a transport's answer has none
+                                    cookies = cookies if cookies is not None else httpx.Cookies()
+                                    cookies.extract_cookies(response)
                                 following = _next_hop(url, current, location, redirects, limits,
-                                                      private_allowed)
+                                                      private_allowed, cookie_set=cookie_set)
                                 await _drain(response)
                                 redirects.append((response.status_code, following))
                                 current = following
