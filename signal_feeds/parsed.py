@@ -19,7 +19,8 @@ __all__ = ["NORMALIZER_VERSION", "ParsedEntry", "ParsedFeed"]
 #: a UTF-8 document served with a default Latin charset is read as UTF-8, and a Media RSS
 #: description is no longer the content (see ``parse.captions``); titles and authors lose
 #: their control characters. 5: a date given as a Unix timestamp (``1733047200``) is read
-#: as one (feedparser took it for the year 1733).
+#: as one (feedparser took it for the year 1733); white space or a script's warning text
+#: before the XML declaration is dropped, so the document is parsed strictly.
 NORMALIZER_VERSION = 5
 
 

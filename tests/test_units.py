@@ -351,3 +351,33 @@ def test_a_unix_timestamp_is_read_as_one(given: str, stored: str) -> None:
         entry = feed.entries[0]
         assert (entry.published or entry.updated) == stored, element
         assert feed.warnings == ()
+
+
+_DECLARED = (b'<?xml version="1.0" encoding="UTF-8"?>\n<rss version="2.0"><channel>'
+             b"<title>T</title><item><guid>g</guid><title>Caf\xc3\xa9 &amp; co</title>"
+             b"<description><![CDATA[<p>Hi</p>]]></description></item></channel></rss>")
+_PHP = (b"<br />\n<b>Warning</b>:  Cannot modify header information - headers already sent "
+        b"in <b>/var/www/wp-content/themes/t/functions.php</b> on line <b>12</b><br />\n")
+
+
+@pytest.mark.parametrize(("body", "note"), [
+    (b"\n\n" + _DECLARED, "white space before the XML declaration removed"),
+    (b"\xef\xbb\xbf \r\n" + _DECLARED, "white space before the XML declaration removed"),
+    (_PHP + _DECLARED, f"{len(_PHP)} bytes of text before the XML declaration removed"),
+    (_DECLARED, None),
+])
+def test_what_comes_before_the_xml_declaration_is_dropped(body: bytes,
+                                                          note: str | None) -> None:
+    feed = parse_feed(body, content_type="application/rss+xml")
+    assert [(e.title, e.summary) for e in feed.entries] == [("Café & co", "<p>Hi</p>")]
+    assert feed.warnings == ((note,) if note else ())  # parsed strictly, not leniently
+
+
+@pytest.mark.parametrize("body", [
+    b"<rss version='2.0'><channel><title>x</title></channel></rss>\n" + _DECLARED,
+    b"x" * 5000 + _DECLARED,  # more than 4 KB before it: left to the lenient reading
+])
+def test_a_lead_that_may_be_the_document_is_kept(body: bytes) -> None:
+    from signal_feeds.parse.feed import _from_declaration
+
+    assert _from_declaration(body) == (body, "")
