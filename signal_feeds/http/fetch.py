@@ -31,6 +31,7 @@ from signal_feeds.http.addresses import (
 )
 from signal_feeds.http.decoding import CappedDecoder
 from signal_feeds.http.slots import HostHold
+from signal_feeds.http.tls import certificate_problem
 
 if TYPE_CHECKING:
     # httpx (with httpcore, certifi, its CLI's imports where installed) is imported by
@@ -344,6 +345,8 @@ def _translated(exc: httpx.TransportError, limits: FetchLimits,
     if isinstance(exc, httpx.ProxyError):
         return FetchError(f"proxy error: {text}", source_id=source_id, reason="proxy")
     if isinstance(exc, httpx.ConnectError):
+        if refused := certificate_problem(exc):
+            return FetchError(refused, source_id=source_id, reason="connect")
         return FetchError(f"cannot connect: {text or 'connection failed'}",
                           source_id=source_id, reason="connect")
     detail = text or _describe(exc)
