@@ -1,6 +1,6 @@
 """The ``signal`` command. Each command calls one library function and turns a
 :class:`SignalError` into a clean message and an exit code (0 ok, 1 some source failed,
-2 usage or configuration error)."""
+2 usage or configuration error, 130 interrupted)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import click
 
 from signal_feeds.cli.common import (
     EXIT_FAILED,
+    EXIT_INTERRUPTED,
     EXIT_OK,
     config_option,
     database_path,
@@ -29,7 +30,19 @@ if TYPE_CHECKING:
     from signal_feeds.decide.report import RunReport
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _SignalGroup(click.Group):
+    def invoke(self, ctx: click.Context) -> Any:
+        # click would print "Aborted!" and exit 1, which for `signal fetch` means "a
+        # source failed". Whatever a command had written stays (each source's response
+        # is stored whole or not at all); the next run does the rest.
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            say("signal: interrupted", err=True)
+            raise SystemExit(EXIT_INTERRUPTED) from None
+
+
+@click.group(cls=_SignalGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="signal-feeds")
 def cli() -> None:
     """Signal: aggregate RSS and Atom feeds from a fixed source list into SQLite."""
@@ -52,6 +65,7 @@ class _ProgressLine:
         if self.width:
             sys.stderr.write("\r" + " " * self.width + "\r")
             sys.stderr.flush()
+            self.width = 0
 
 
 @cli.command(short_help="Fetch the due sources and store them.")

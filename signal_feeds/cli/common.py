@@ -18,6 +18,8 @@ if TYPE_CHECKING:
 
 #: 0 ok, 1 some source (or the lookup) failed, 2 usage or configuration error.
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+#: Stopped by Ctrl-C (SIGINT): 128 + 2, as shells report it.
+EXIT_INTERRUPTED = 130
 
 # No click default: a reading command must know whether the user named a config file.
 config_option = click.option("--config", "config_path", default=None,
