@@ -245,6 +245,26 @@ def test_a_page_that_names_no_feed_is_called_a_web_page_with_its_title(
         "names no feed")
 
 
+def test_an_error_status_names_the_page_it_came_with(httpserver: HTTPServer,
+                                                    tmp_path: Path) -> None:
+    # A bot check or a firewall answers 403 with a page: its title says whose it is.
+    httpserver.expect_request("/feed").respond_with_data(BOT_CHECK, status=403,
+                                                         content_type="text/html")
+    httpserver.expect_request("/gone").respond_with_data(
+        b"<html><head><title>404 Not Found</title></head></html>", status=404,
+        content_type="text/html")
+    config = tmp_path / "signal.toml"
+    config.write_text(
+        f'[settings]\ndatabase = "{tmp_path / "signal.db"}"\n\n'
+        f'[[sources]]\nid = "guarded"\nurl = "{httpserver.url_for("/feed")}"\n\n'
+        f'[[sources]]\nid = "missing"\nurl = "{httpserver.url_for("/gone")}"\n',
+        encoding="utf-8")
+    result = CliRunner().invoke(cli, ["fetch", "--config", str(config), "--json"])
+    errors = {s["source"]: s["error"] for s in json.loads(result.stdout)["sources"]}
+    assert errors == {"guarded": "HTTP 403 Forbidden: a web page titled 'Just a moment...'",
+                      "missing": "HTTP 404 Not Found"}
+
+
 @pytest.mark.parametrize(("body", "said"), [
     (BOT_CHECK, "a web page titled 'Just a moment...'"),
     (b"\xef\xbb\xbf\n<!-- generated -->\n<html><head><title>\n  Sign in &amp; "

@@ -61,6 +61,9 @@ class ResponseFacts:
     #: (:meth:`signal_feeds.parse.settings.ParseSettings.input_digest`; "" for no body).
     body_digest: str = ""
     wire_bytes: int = 0
+    #: The title of the HTML page an error status came with (a bot check, a login wall),
+    #: "" when there is none.
+    page_title: str = ""
 
     @property
     def etag(self) -> str:
@@ -209,7 +212,12 @@ class Decider:
             return self._save(new, "moved" if new.moved_to else "not_modified", response,
                               http_status=304, moved_to=new.moved_to)
         if not 200 <= status < 300:
-            error = f"HTTP {status} {_reason_phrase(status)}".strip()
+            phrase = _reason_phrase(status)
+            error = f"HTTP {status} {phrase}".strip()
+            title = response.page_title
+            # A title that only repeats the status ("404 Not Found") adds nothing.
+            if title and str(status) not in title and title.casefold() != phrase.casefold():
+                error += f": a web page titled {title!r}"
             return self._failed(state, response, response.url, error, "failed")
         return self._ok(state, response, parsed)
 

@@ -17,7 +17,7 @@ from html.parser import HTMLParser
 
 from signal_feeds.urls import check_link
 
-__all__ = ["FEED_TYPES", "MAX_SCANNED_BYTES", "feed_links", "web_page"]
+__all__ = ["FEED_TYPES", "MAX_SCANNED_BYTES", "feed_links", "page_title", "web_page"]
 
 #: The link types that name a feed.
 FEED_TYPES = frozenset({"application/rss+xml", "application/atom+xml",
@@ -80,20 +80,28 @@ _TITLE = re.compile(rb"<title\b[^<>]{0,200}>([^<]{0,1000})</title", re.IGNORECAS
 _TITLE_SHOWN = 80
 
 
-def web_page(body: bytes) -> str:
-    """``"a web page"``, with its title when it has one (``a web page titled 'Just a
-    moment...'``), when ``body`` is an HTML document; ``""`` otherwise."""
+def page_title(body: bytes) -> str | None:
+    """The title of an HTML document, as shown (unescaped, one line, no control
+    characters, at most 80 characters): ``""`` when it has none, ``None`` when ``body``
+    is not an HTML document."""
     if not _HTML_START.match(body[:4096]):
-        return ""
+        return None
     head = body[:MAX_SCANNED_BYTES]
     end = head.lower().find(b"<body")
     match = _TITLE.search(head if end < 0 else head[:end])
     if match is None:
-        return "a web page"
+        return ""
     title = " ".join(html.unescape(match.group(1).decode("utf-8", "replace")).split())
     title = "".join(c for c in title if c.isprintable())
-    if not title:
-        return "a web page"
     if len(title) > _TITLE_SHOWN:
-        title = title[:_TITLE_SHOWN - 1] + "…"
-    return f"a web page titled {title!r}"
+        title = title[:_TITLE_SHOWN - 1] + "\u2026"
+    return title
+
+
+def web_page(body: bytes) -> str:
+    """``"a web page"``, with its title when it has one (``a web page titled 'Just a
+    moment...'``), when ``body`` is an HTML document; ``""`` otherwise."""
+    title = page_title(body)
+    if title is None:
+        return ""
+    return f"a web page titled {title!r}" if title else "a web page"

@@ -431,7 +431,13 @@ def _report(report: asyncio.Future[SourceReport], decision: Decision,
 
 
 def _response_facts(response: FetchResponse, settings: ParseSettings) -> ResponseFacts:
+    title = ""
+    if response.status >= 400 and response.body:
+        # Imported here: a run of 304s never needs it (nor html.parser, which it loads).
+        from signal_feeds.parse.discovery import page_title
+
+        title = page_title(response.body) or ""
     return ResponseFacts(status=response.status, url=response.url, headers=response.headers,
                          permanent_url=response.permanent_url,
                          body_digest=settings.input_digest(response.body_digest),
-                         wire_bytes=response.wire_bytes)
+                         wire_bytes=response.wire_bytes, page_title=title)
