@@ -56,14 +56,16 @@ def check_link(
     """Apply the entry-link policy; return ``(link, "")`` or ``(None, reason)``.
 
     http and https are kept (https only with ``require_https``); the fragment is removed,
-    scheme and host are lower-cased, a default port is dropped and the query string is
-    kept exactly as given. Userinfo and any other scheme (``javascript:``, ``data:``,
+    scheme and host are lower-cased, a default port is dropped, a space becomes ``%20``
+    and the query string is otherwise kept exactly as given. Userinfo and any other scheme (``javascript:``, ``data:``,
     ``file:``, ``urn:``) are refused. A relative link is resolved against ``base`` first.
     The reason is ``""`` for a missing link, else what the policy refused.
     """
     if not url or not url.strip():
         return None, ""
-    text = url.strip()
+    # A space inside a link ("/uploads/Annual report.pdf") is what a browser sends as
+    # %20; other white space and control characters are still refused.
+    text = url.strip().replace(" ", "%20")
     try:  # urlsplit raises on some malformed links ("https://127.0.0.1["): refuse them
         if base and not urlsplit(text).scheme:
             text = urljoin(base, text)

@@ -24,6 +24,11 @@ from signal_feeds.urls import check_link, normalize_link
     ("https://user:pw@example.org/", None),
     ("https://example.org:99999/", None),
     ("", None),
+    # A space is sent as %20 by every browser; a tab or a line break is not a link's.
+    ("https://example.org/uploads/Annual report.pdf?x=a b",
+     "https://example.org/uploads/Annual%20report.pdf?x=a%20b"),
+    ("https://example.org/a\tb", None),
+    ("https://example.org/a\nb", None),
 ])
 def test_link_policy(raw: str, expected: str | None) -> None:
     assert normalize_link(raw) == expected
