@@ -57,9 +57,10 @@ def check_link(
 
     http and https are kept (https only with ``require_https``); the fragment is removed,
     scheme and host are lower-cased, a default port is dropped, a space becomes ``%20``
-    and the query string is otherwise kept exactly as given. Userinfo and any other scheme (``javascript:``, ``data:``,
-    ``file:``, ``urn:``) are refused. A relative link is resolved against ``base`` first.
-    The reason is ``""`` for a missing link, else what the policy refused.
+    and the query string is otherwise kept exactly as given. Userinfo and any other
+    scheme (``javascript:``, ``data:``, ``file:``, ``urn:``) are refused. A relative link
+    is resolved against ``base`` first. The reason is ``""`` for a missing link, else
+    what the policy refused.
     """
     if not url or not url.strip():
         return None, ""
