@@ -186,6 +186,29 @@ def test_chunked_gzip_body_and_informational_responses(raw: Callable[..., RawSer
     assert (rep.status, rep.created) == ("fetched", 3), rep
 
 
+@pytest.mark.parametrize(("header", "body"), [
+    # An .xml.gz served as the file itself, or stored compressed without its encoding.
+    ("", gzip.compress(FEED)),
+    # Compressed twice: once by the application, once more by the server.
+    ("Content-Encoding: gzip", gzip.compress(gzip.compress(FEED))),
+])
+def test_a_body_compressed_once_more_than_it_says_is_read(
+        raw: Callable[..., RawServer], db_path: Path, header: str, body: bytes) -> None:
+    server = raw(lambda _head: (ok(body, *([header] if header else [])), False))
+    rep = run_fetch(make_config(db_path, {"gz": server.url("/feed.xml")}),
+                    force=True).get("gz")
+    assert (rep.status, rep.created) == ("fetched", 3), rep
+
+
+def test_an_undeclared_gzip_bomb_meets_the_body_cap(raw: Callable[..., RawServer],
+                                                    db_path: Path) -> None:
+    body = gzip.compress(b"<rss>" + b" " * 3_000_000)
+    server = raw(lambda _head: (ok(body), False))
+    rep = run_fetch(make_config(db_path, {"bomb": server.url("/feed.xml")},
+                                max_body_bytes=1_000_000), force=True).get("bomb")
+    assert (rep.status, rep.error) == ("failed", "body larger than the cap of 1000000 bytes")
+
+
 def test_validators_go_back_byte_for_byte(raw: Callable[..., RawServer],
                                           db_path: Path) -> None:
     # Header values are opaque bytes: a Latin-1 byte in an ETag comes back unchanged.

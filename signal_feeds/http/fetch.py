@@ -187,13 +187,28 @@ async def _read_body(response: httpx.Response, limits: FetchLimits) -> tuple[byt
         body = response.content
         if len(body) > cap:
             raise FetchError(f"body larger than the cap of {cap} bytes", reason="too_large")
-        return body, len(body)
+        return _gunzipped_again(body, cap), len(body)
     decoder = CappedDecoder(encoding, cap)
     wire = 0
     async for chunk in response.aiter_raw():
         wire += len(chunk)
         decoder.feed(chunk)
-    return bytes(decoder.out), wire
+    return _gunzipped_again(bytes(decoder.out), cap), wire
+
+
+_GZIP_MAGIC = b"\x1f\x8b"
+
+
+def _gunzipped_again(body: bytes, cap: int) -> bytes:
+    """A body still gzip-compressed once its Content-Encoding is undone (a ``.xml.gz``
+    served as the file itself, an object stored compressed without its
+    Content-Encoding, compression applied twice), decompressed once more under the
+    same cap: no feed document starts with those two bytes."""
+    if not body.startswith(_GZIP_MAGIC):
+        return body
+    decoder = CappedDecoder("gzip", cap)
+    decoder.feed(body)
+    return bytes(decoder.out)
 
 
 async def _drain(response: httpx.Response) -> None:
