@@ -142,3 +142,19 @@ def test_parse_opml_reads_nested_outlines_and_refuses_non_opml() -> None:
         parse_opml(b"<rss><channel/></rss>")
     with pytest.raises(ConfigError, match="well-formed"):
         parse_opml(b"<opml><body>")
+
+
+def test_a_browsers_feed_link_in_opml_is_skipped_with_the_address_to_use(
+        tmp_path: Path) -> None:
+    config = tmp_path / "signal.toml"
+    config.write_text(EXISTING, encoding="utf-8")
+    file = tmp_path / "subscriptions.opml"
+    file.write_bytes(opml([("Feed scheme", "feed://news.example/rss"),
+                           ("Gopher hole", "gopher://old.example/1/feed")], nested=False))
+    result = CliRunner().invoke(cli, ["sources", "import-opml", str(file), "--config",
+                                      str(config), "--json"])
+    skipped = {s["title"]: s["reason"] for s in json.loads(result.output)["skipped"]}
+    assert skipped == {
+        "Feed scheme": "bad url: scheme feed: is not http or https (did you mean "
+                       "'https://news.example/rss'?)",
+        "Gopher hole": "bad url: scheme gopher: is not http or https"}

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from signal_feeds.config.source_list import Config, parse_config
+from signal_feeds.config.source_list import Config, parse_config, url_hint
 from signal_feeds.errors import ConfigError
 from signal_feeds.urls import UrlRejected, canonical_source_url
 
@@ -208,7 +208,8 @@ def import_opml(
         try:
             canonical = canonical_source_url(feed.url)
         except UrlRejected as exc:
-            skipped.append(SkippedFeed(feed.title, feed.url, f"bad url: {exc}"))
+            skipped.append(SkippedFeed(feed.title, feed.url,
+                                       f"bad url: {exc}{url_hint(feed.url)}"))
             continue
         if canonical in known:
             skipped.append(SkippedFeed(feed.title, feed.url,

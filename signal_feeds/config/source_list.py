@@ -56,6 +56,7 @@ __all__ = [
     "Source",
     "load_config",
     "parse_config",
+    "url_hint",
 ]
 
 DEFAULT_CONFIG_PATH = "signal.toml"
@@ -324,7 +325,7 @@ def _source(entry: object, index: int, problems: _Problems) -> Source | None:
         try:
             canonical_source_url(url)
         except UrlRejected as exc:
-            problems.add(label, f"url: {url!r} refused: {exc}{_url_hint(url)}", sid)
+            problems.add(label, f"url: {url!r} refused: {exc}{url_hint(url)}", sid)
     review_by = entry.get("review_by")
     if isinstance(review_by, str):
         try:
@@ -407,9 +408,9 @@ def load_config(path: str | Path = DEFAULT_CONFIG_PATH) -> Config:
     return parse_config(text, path=p)
 
 
-def _url_hint(url: str) -> str:
-    """A suggestion for the two source URLs new users write most: a browser's ``feed:``
-    link and an address without its scheme."""
+def url_hint(url: str) -> str:
+    """A suggestion for the two source URLs new users write most, a browser's ``feed:``
+    link and an address without its scheme (`` (did you mean 'https://…'?)``), or ``""``."""
     text = url.strip()
     lower = text.lower()
     if lower.startswith("feed:"):
