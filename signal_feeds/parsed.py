@@ -21,7 +21,8 @@ __all__ = ["NORMALIZER_VERSION", "ParsedEntry", "ParsedFeed"]
 #: their control characters. 5: a date given as a Unix timestamp (``1733047200``) is read
 #: as one (feedparser took it for the year 1733); white space or a script's warning text
 #: before the XML declaration is dropped, so the document is parsed strictly; a space in an
-#: entry's link becomes %20 (the link was refused).
+#: entry's link becomes %20 (the link was refused); character references to UTF-16
+#: surrogates and lone surrogates in JSON are repaired (the document was rejected).
 NORMALIZER_VERSION = 5
 
 

@@ -176,3 +176,18 @@ def test_a_server_that_negotiates_is_asked_for_json_feed_too(httpserver: HTTPSer
     report = run_fetch(make_config(tmp_path / "s.db", {"blog": httpserver.url_for("/posts")}),
                        force=True, parser=parser)
     assert (report.sources[0].status, report.sources[0].created) == ("fetched", 1)
+
+
+def test_a_lone_surrogate_escape_is_replaced_and_the_feed_kept() -> None:
+    # An emoji cut in half by a generator: json.loads keeps the lone surrogate, which no
+    # UTF-8 text can hold; the whole feed was rejected ("surrogates not allowed").
+    body = (b'{"version": "https://jsonfeed.org/version/1.1", "title": "J", "items": ['
+            b'{"id": "1", "title": "Cut \\ud83d here", "content_text": "x \\udfff y"},'
+            b'{"id": "2", "title": "Whole \\ud83d\\ude00", "content_text": "fine"}]}')
+    feed = parse_feed(body, content_type="application/feed+json")
+    assert [e.title for e in feed.entries] == ["Cut \ufffd here", "Whole \U0001F600"]
+    assert feed.entries[0].content == "x \ufffd y"
+    assert feed.warnings == ("2 unpaired UTF-16 surrogate(s) replaced with U+FFFD",)
+    whole = parse_feed(body.replace(b"\\ud83d here", b"here").replace(b"\\udfff ", b""),
+                       content_type="application/feed+json")
+    assert whole.warnings == ()

@@ -383,6 +383,27 @@ def test_what_comes_before_the_xml_declaration_is_dropped(body: bytes,
     b"x" * 5000 + _DECLARED,  # more than 4 KB before it: left to the lenient reading
 ])
 def test_a_lead_that_may_be_the_document_is_kept(body: bytes) -> None:
-    from signal_feeds.parse.feed import _from_declaration
+    from signal_feeds.parse.repairs import from_declaration
 
-    assert _from_declaration(body) == (body, "")
+    assert from_declaration(body) == (body, "")
+
+
+@pytest.mark.parametrize(("title", "shown", "repaired"), [
+    ("pair &#55357;&#56832; end", "pair \U0001F600 end", 2),  # an emoji as UTF-16 pair
+    ("hex pair &#xd83d;&#xDE00;", "hex pair \U0001F600", 2),
+    ("alone &#xD800; here", "alone \ufffd here", 1),
+    ("reversed &#56832;&#55357;", "reversed \ufffd\ufffd", 2),
+    ("apart &#55357; &#56832;", "apart \ufffd \ufffd", 2),
+    ("near misses &#55000; &#57344; &#x1F600;", "near misses \ud6d8 \ue000 \U0001F600", 0),
+])
+def test_character_references_to_surrogates_are_repaired(title: str, shown: str,
+                                                         repaired: int) -> None:
+    # XML forbids them, and feedparser's lenient parser failed on the whole document
+    # ("UnicodeEncodeError: surrogates not allowed"): every entry was lost.
+    feed = parse_feed(f'<rss version="2.0"><channel><title>t</title><item><guid>g</guid>'
+                      f"<title>{title}</title><description>{title}</description></item>"
+                      "</channel></rss>".encode())
+    (entry,) = feed.entries
+    assert (entry.title, entry.summary) == (shown, shown)
+    assert feed.warnings == ((f"{repaired * 2} character reference(s) to UTF-16 surrogates "
+                              "repaired",) if repaired else ())

@@ -24,6 +24,7 @@ from signal_feeds.errors import ParseError
 from signal_feeds.parse.captions import caption, set_captions_aside
 from signal_feeds.parse.decoding import to_utf8
 from signal_feeds.parse.discovery import feed_links, web_page
+from signal_feeds.parse.repairs import from_declaration, without_surrogate_refs
 from signal_feeds.parse.settings import DEFAULT_MAX_ENTRIES
 from signal_feeds.parsed import NORMALIZER_VERSION, ParsedEntry, ParsedFeed
 from signal_feeds.urls import check_link, normalize_link
@@ -92,8 +93,9 @@ def defuse(body: bytes, *, content_type: str | None = None,
            url: str | None = None) -> tuple[bytes, tuple[str, ...]]:
     """Remove what makes a feed dangerous to parse; return UTF-8 bytes and warnings.
 
-    - blank lines or script warnings before the XML declaration (see
-      :func:`_from_declaration`), which would make the whole document malformed;
+    - blank lines or script warnings before the XML declaration, and character
+      references to UTF-16 surrogates (see :mod:`signal_feeds.parse.repairs`), each of
+      which made the whole document malformed;
     - the document is decoded the way feedparser decodes it (``content_type`` is the
       response header) and re-encoded as UTF-8, so nothing hides in another encoding;
     - NUL bytes, which no XML document may contain (removed first: a UTF-16 document
@@ -103,7 +105,7 @@ def defuse(body: bytes, *, content_type: str | None = None,
     - author-like element text past a limit (a slow regular expression in feedparser).
     """
     warnings: list[str] = []
-    body, lead = _from_declaration(body)
+    body, lead = from_declaration(body)
     if lead:
         warnings.append(lead)
     data, note = to_utf8(body, content_type, url)
@@ -112,6 +114,9 @@ def defuse(body: bytes, *, content_type: str | None = None,
     if b"\x00" in data:
         data = data.replace(b"\x00", b"")
         warnings.append("NUL bytes removed")
+    data, repaired = without_surrogate_refs(data)
+    if repaired:
+        warnings.append(f"{repaired} character reference(s) to UTF-16 surrogates repaired")
     if _DOCTYPE_OR_ENTITY.search(data):
         parts: list[bytes] = []
         pos = 0
@@ -129,31 +134,6 @@ def defuse(body: bytes, *, content_type: str | None = None,
         if count:
             warnings.append(f"{count} author field(s) cut to {_AUTHOR_RAW_LIMIT} bytes")
     return data, tuple(warnings)
-
-
-#: An XML declaration (not ``<?xml-stylesheet``), looked for this far into the body.
-_DECLARATION = re.compile(rb"<\?xml[ \t\r\n]")
-_LEAD_LIMIT = 4096
-_ROOT_ELEMENT = re.compile(rb"<(?:rss|feed|rdf:RDF)\b")
-
-
-def _from_declaration(body: bytes) -> tuple[bytes, str]:
-    """The body from its XML declaration on, and a warning, when something comes before
-    the declaration: blank lines (the commonest WordPress feed error: a theme file that
-    ends in a newline) or a server-side script's warning text. XML allows nothing there,
-    so the parser gave up and feedparser read the rest leniently. Only an ASCII-compatible
-    lead of at most 4 KB with no feed element in it is dropped."""
-    bom = b"\xef\xbb\xbf" if body.startswith(b"\xef\xbb\xbf") else b""
-    found = _DECLARATION.search(body, len(bom), len(bom) + _LEAD_LIMIT + 6)
-    if found is None or found.start() == len(bom):
-        return body, ""
-    lead = body[len(bom):found.start()]
-    if b"\x00" in lead or _ROOT_ELEMENT.search(lead):
-        return body, ""
-    if not lead.strip():
-        return bom + body[found.start():], "white space before the XML declaration removed"
-    return bom + body[found.start():], (f"{len(lead)} bytes of text before the XML "
-                                        "declaration removed")
 
 
 def _cap_entries(data: bytes, limit: int) -> tuple[bytes, int]:

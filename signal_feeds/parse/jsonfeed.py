@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -41,6 +42,31 @@ _TEXT = {"type": "text/plain"}
 
 def _str(value: Any) -> str:
     return value.strip() if isinstance(value, str) else ""
+
+
+# JSON may escape a surrogate alone ("\\ud83d" of an emoji cut in half): json.loads keeps
+# it, and no UTF-8 text (a digest, the database) can hold it.
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _repair_surrogates(data: Any) -> int:
+    """Replace, in place, every lone surrogate in the strings of a decoded JSON document
+    with U+FFFD (json.loads has already joined the valid pairs); return how many."""
+    count = 0
+    stack = [data]
+    while stack:  # not recursive: a document may nest as deep as json.loads allows
+        node = stack.pop()
+        slots = node.items() if isinstance(node, dict) else enumerate(node)
+        for key, value in list(slots):
+            if isinstance(value, str):
+                fixed, found = _LONE_SURROGATE.subn("\ufffd", value)
+                if found:
+                    node[key] = fixed
+                    count += found
+            elif isinstance(value, dict | list):
+                stack.append(value)
+    return count
 
 
 def _date(value: Any, warnings: list[str]) -> str:
@@ -126,6 +152,8 @@ def parse_jsonfeed(
         raise ParseError("not a JSON Feed: no jsonfeed.org version or no items list",
                          source_id=source_id)
     warnings: list[str] = []
+    if _SURROGATE_ESCAPE.search(body) and (repaired := _repair_surrogates(data)):
+        warnings.append(f"{repaired} unpaired UTF-16 surrogate(s) replaced with U+FFFD")
     version = JSON_FEED_VERSIONS.get(version_url.rstrip("/"), "json")
     if version == "json":
         warnings.append(f"unknown JSON Feed version {version_url[:80]!r}; read as 1.1")

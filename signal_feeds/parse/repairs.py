@@ -1,0 +1,76 @@
+"""Repairs a feed document needs before feedparser reads it, where one small fault would
+otherwise cost every entry: XML allows it nowhere, expat gives up, and feedparser's
+lenient reading either loses structure or, for some faults, fails on the whole document.
+
+Each repair works on the raw bytes, changes only the fault, and is reported as a warning.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["from_declaration", "without_surrogate_refs"]
+
+
+# A numeric character reference that may name a UTF-16 surrogate (checked exactly below):
+# XML forbids them, and feedparser's lenient parser fails on the whole document.
+_SURROGATE_REF = re.compile(rb"&#(?:[xX]0*([dD][89a-fA-F][0-9a-fA-F]{2})|0*(5[5-7][0-9]{3}));")
+
+
+def _surrogate(match: re.Match[bytes]) -> int | None:
+    hex_digits, decimal = match.groups()
+    value = int(hex_digits, 16) if hex_digits else int(decimal)
+    return value if 0xD800 <= value <= 0xDFFF else None
+
+
+def without_surrogate_refs(data: bytes) -> tuple[bytes, int]:
+    """Character references to UTF-16 surrogates made valid, and how many were changed.
+
+    Some publishers write an emoji as its surrogate pair (``&#55357;&#56832;``): a high
+    and a low reference side by side become the one character they encode
+    (``&#128512;``); any other such reference becomes U+FFFD, as a browser shows it.
+    """
+    matches = [m for m in _SURROGATE_REF.finditer(data) if _surrogate(m) is not None]
+    if not matches:
+        return data, 0
+    parts: list[bytes] = []
+    pos = index = 0
+    while index < len(matches):
+        match = matches[index]
+        high = _surrogate(match) or 0
+        low = (_surrogate(matches[index + 1]) or 0) if index + 1 < len(matches) else 0
+        parts.append(data[pos:match.start()])
+        if (0xD800 <= high <= 0xDBFF and 0xDC00 <= low <= 0xDFFF
+                and matches[index + 1].start() == match.end()):
+            parts.append(b"&#%d;" % (0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00)))
+            pos, index = matches[index + 1].end(), index + 2
+        else:
+            parts.append(b"&#xFFFD;")
+            pos, index = match.end(), index + 1
+    parts.append(data[pos:])
+    return b"".join(parts), len(matches)
+
+
+#: An XML declaration (not ``<?xml-stylesheet``), looked for this far into the body.
+_DECLARATION = re.compile(rb"<\?xml[ \t\r\n]")
+_LEAD_LIMIT = 4096
+_ROOT_ELEMENT = re.compile(rb"<(?:rss|feed|rdf:RDF)\b")
+
+
+def from_declaration(body: bytes) -> tuple[bytes, str]:
+    """The body from its XML declaration on, and a warning, when something comes before
+    the declaration: blank lines (the commonest WordPress feed error: a theme file that
+    ends in a newline) or a server-side script's warning text. XML allows nothing there,
+    so the parser gave up and feedparser read the rest leniently. Only an ASCII-compatible
+    lead of at most 4 KB with no feed element in it is dropped."""
+    bom = b"\xef\xbb\xbf" if body.startswith(b"\xef\xbb\xbf") else b""
+    found = _DECLARATION.search(body, len(bom), len(bom) + _LEAD_LIMIT + 6)
+    if found is None or found.start() == len(bom):
+        return body, ""
+    lead = body[len(bom):found.start()]
+    if b"\x00" in lead or _ROOT_ELEMENT.search(lead):
+        return body, ""
+    if not lead.strip():
+        return bom + body[found.start():], "white space before the XML declaration removed"
+    return bom + body[found.start():], (f"{len(lead)} bytes of text before the XML "
+                                        "declaration removed")
