@@ -395,8 +395,11 @@ def test_a_lead_that_may_be_the_document_is_kept(body: bytes) -> None:
     ("reversed &#56832;&#55357;", "reversed \ufffd\ufffd", 2),
     ("apart &#55357; &#56832;", "apart \ufffd \ufffd", 2),
     ("near misses &#55000; &#57344; &#x1F600;", "near misses \ud6d8 \ue000 \U0001F600", 0),
+    ("past the last &#99999999; &#x110000;", "past the last \ufffd \ufffd", 2),
+    ("the last &#1114111; &#x10FFFF; &#0000001114111;", "the last " + "\U0010ffff " * 2
+     + "\U0010ffff", 0),
 ])
-def test_character_references_to_surrogates_are_repaired(title: str, shown: str,
+def test_character_references_to_no_character_are_repaired(title: str, shown: str,
                                                          repaired: int) -> None:
     # XML forbids them, and feedparser's lenient parser failed on the whole document
     # ("UnicodeEncodeError: surrogates not allowed"): every entry was lost.
@@ -405,5 +408,5 @@ def test_character_references_to_surrogates_are_repaired(title: str, shown: str,
                       "</channel></rss>".encode())
     (entry,) = feed.entries
     assert (entry.title, entry.summary) == (shown, shown)
-    assert feed.warnings == ((f"{repaired * 2} character reference(s) to UTF-16 surrogates "
+    assert feed.warnings == ((f"{repaired * 2} character reference(s) to no character "
                               "repaired",) if repaired else ())

@@ -24,7 +24,7 @@ from signal_feeds.errors import ParseError
 from signal_feeds.parse.captions import caption, set_captions_aside
 from signal_feeds.parse.decoding import to_utf8
 from signal_feeds.parse.discovery import feed_links, web_page
-from signal_feeds.parse.repairs import from_declaration, without_surrogate_refs
+from signal_feeds.parse.repairs import from_declaration, valid_char_refs
 from signal_feeds.parse.settings import DEFAULT_MAX_ENTRIES
 from signal_feeds.parsed import NORMALIZER_VERSION, ParsedEntry, ParsedFeed
 from signal_feeds.urls import check_link, normalize_link
@@ -94,8 +94,8 @@ def defuse(body: bytes, *, content_type: str | None = None,
     """Remove what makes a feed dangerous to parse; return UTF-8 bytes and warnings.
 
     - blank lines or script warnings before the XML declaration, and character
-      references to UTF-16 surrogates (see :mod:`signal_feeds.parse.repairs`), each of
-      which made the whole document malformed;
+      references to no character (see :mod:`signal_feeds.parse.repairs`), each of which
+      made the whole document malformed;
     - the document is decoded the way feedparser decodes it (``content_type`` is the
       response header) and re-encoded as UTF-8, so nothing hides in another encoding;
     - NUL bytes, which no XML document may contain (removed first: a UTF-16 document
@@ -114,9 +114,9 @@ def defuse(body: bytes, *, content_type: str | None = None,
     if b"\x00" in data:
         data = data.replace(b"\x00", b"")
         warnings.append("NUL bytes removed")
-    data, repaired = without_surrogate_refs(data)
+    data, repaired = valid_char_refs(data)
     if repaired:
-        warnings.append(f"{repaired} character reference(s) to UTF-16 surrogates repaired")
+        warnings.append(f"{repaired} character reference(s) to no character repaired")
     if _DOCTYPE_OR_ENTITY.search(data):
         parts: list[bytes] = []
         pos = 0

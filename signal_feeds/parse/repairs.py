@@ -9,36 +9,42 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["from_declaration", "without_surrogate_refs"]
+__all__ = ["from_declaration", "valid_char_refs"]
 
 
-# A numeric character reference that may name a UTF-16 surrogate (checked exactly below):
-# XML forbids them, and feedparser's lenient parser fails on the whole document.
-_SURROGATE_REF = re.compile(rb"&#(?:[xX]0*([dD][89a-fA-F][0-9a-fA-F]{2})|0*(5[5-7][0-9]{3}));")
+# A numeric character reference that may name no character (checked exactly below): a
+# UTF-16 surrogate, or a value past U+10FFFF. XML forbids them, and feedparser's lenient
+# parser then fails on the whole document.
+_SUSPECT_REF = re.compile(
+    rb"&#(?:[xX]0*([dD][89a-fA-F][0-9a-fA-F]{2}|[1-9a-fA-F][0-9a-fA-F]{5,})"
+    rb"|0*(5[5-7][0-9]{3}|[1-9][0-9]{6,}));")
+_LAST_CODE_POINT = 0x10FFFF
 
 
-def _surrogate(match: re.Match[bytes]) -> int | None:
+def _invalid(match: re.Match[bytes]) -> int | None:
+    """The value a reference names when it is no character, else ``None``."""
     hex_digits, decimal = match.groups()
     value = int(hex_digits, 16) if hex_digits else int(decimal)
-    return value if 0xD800 <= value <= 0xDFFF else None
+    return value if 0xD800 <= value <= 0xDFFF or value > _LAST_CODE_POINT else None
 
 
-def without_surrogate_refs(data: bytes) -> tuple[bytes, int]:
-    """Character references to UTF-16 surrogates made valid, and how many were changed.
+def valid_char_refs(data: bytes) -> tuple[bytes, int]:
+    """Character references that name no character made valid, and how many there were.
 
-    Some publishers write an emoji as its surrogate pair (``&#55357;&#56832;``): a high
-    and a low reference side by side become the one character they encode
-    (``&#128512;``); any other such reference becomes U+FFFD, as a browser shows it.
+    Some publishers write an emoji as its UTF-16 surrogate pair (``&#55357;&#56832;``):
+    a high and a low reference side by side become the one character they encode
+    (``&#128512;``). Any other surrogate, and any value past U+10FFFF, becomes U+FFFD,
+    as a browser shows it.
     """
-    matches = [m for m in _SURROGATE_REF.finditer(data) if _surrogate(m) is not None]
+    matches = [m for m in _SUSPECT_REF.finditer(data) if _invalid(m) is not None]
     if not matches:
         return data, 0
     parts: list[bytes] = []
     pos = index = 0
     while index < len(matches):
         match = matches[index]
-        high = _surrogate(match) or 0
-        low = (_surrogate(matches[index + 1]) or 0) if index + 1 < len(matches) else 0
+        high = _invalid(match) or 0
+        low = (_invalid(matches[index + 1]) or 0) if index + 1 < len(matches) else 0
         parts.append(data[pos:match.start()])
         if (0xD800 <= high <= 0xDBFF and 0xDC00 <= low <= 0xDFFF
                 and matches[index + 1].start() == match.end()):
