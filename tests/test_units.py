@@ -410,3 +410,17 @@ def test_character_references_to_no_character_are_repaired(title: str, shown: st
     assert (entry.title, entry.summary) == (shown, shown)
     assert feed.warnings == ((f"{repaired * 2} character reference(s) to no character "
                               "repaired",) if repaired else ())
+
+
+@pytest.mark.parametrize(("ttl", "seconds"), [
+    ("60", 3600),
+    (" 30 ", 1800),
+    ("99999999999999999999", 366 * 24 * 3600),  # fits the database: a year at most
+    ("\u00b2", None),  # a digit to str.isdigit, not to int(): the parse used to fail
+    ("-5", None),
+    ("1e3", None),
+])
+def test_a_feeds_ttl_is_read_within_bounds(ttl: str, seconds: int | None) -> None:
+    feed = parse_feed(f'<rss version="2.0"><channel><title>t</title><ttl>{ttl}</ttl>'
+                      "<item><guid>g</guid></item></channel></rss>".encode())
+    assert feed.ttl_seconds == seconds

@@ -309,10 +309,16 @@ def _unread_dates(raw_entries: list[Any]) -> list[str]:
     return [f"date {unread[0][:40]!r}{more} not understood; left empty"]
 
 
+#: The longest ``<ttl>`` kept (a year, in minutes): the schedule caps the wait far below
+#: it anyway, and a value of twenty digits does not fit the database's INTEGER.
+_MAX_TTL_MINUTES = 366 * 24 * 60
+
+
 def _ttl(feed: dict[str, Any]) -> int | None:
     raw = _text(dict.get(feed, "ttl"))
-    if raw.isdigit():
-        return int(raw) * 60  # <ttl> is in minutes
+    # isdecimal, not isdigit: int() refuses digits such as "²" that isdigit accepts.
+    if raw.isdecimal():
+        return min(int(raw), _MAX_TTL_MINUTES) * 60  # <ttl> is in minutes
     return None
 
 
