@@ -89,6 +89,14 @@ def test_retry_after_forms() -> None:
     assert parse_retry_after("soon", NOW) is None
     assert parse_retry_after("-5", NOW) is None
     assert parse_retry_after("", NOW) is None
+    # Header values are read as Latin-1, where "²" is a digit to str.isdigit() that
+    # int() refuses: a hostile server must not turn it into an internal error.
+    assert parse_retry_after("\u00b2", NOW) is None
+
+
+def test_cache_headers_with_latin1_digits_are_ignored() -> None:
+    assert freshness_lifetime({"cache-control": "max-age=\u00b2"}, NOW) is None
+    assert freshness_lifetime({"cache-control": "max-age=60", "age": "\u00b3"}, NOW) == 60
 
 
 def test_freshness_lifetime_says_nothing_without_headers() -> None:

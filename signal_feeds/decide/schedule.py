@@ -60,7 +60,9 @@ def parse_retry_after(value: str | None, now: dt.datetime) -> dt.datetime | None
     if not value:
         return None
     text = value.strip()
-    if text.isdigit():
+    # isdecimal, not isdigit: a header decoded as Latin-1 may hold "²", a digit to
+    # isdigit that int() refuses.
+    if text.isdecimal():
         seconds = min(int(text), 10 * 365 * 86400)  # absurd values must not overflow
         return now + dt.timedelta(seconds=seconds)
     moment = parse_http_date(text)
@@ -86,9 +88,9 @@ def freshness_lifetime(headers: Mapping[str, str], now: dt.datetime) -> float | 
     if "no-store" in cc or "no-cache" in cc:
         return 0.0
     age = headers.get("age", "").strip()
-    age_seconds = float(age) if age.isdigit() else 0.0
+    age_seconds = float(age) if age.isdecimal() else 0.0
     max_age = cc.get("max-age", "")
-    if max_age.isdigit():
+    if max_age.isdecimal():
         return max(0.0, float(max_age) - age_seconds)
     if "expires" in headers:
         expires = parse_http_date(headers["expires"])

@@ -178,7 +178,7 @@ async def _read_body(response: httpx.Response, limits: FetchLimits) -> tuple[byt
     cap = limits.max_body_bytes
     declared = response.headers.get("content-length", "")
     encoding = response.headers.get("content-encoding", "")
-    if declared.isdigit() and not encoding and int(declared) > cap:
+    if declared.isdecimal() and not encoding and int(declared) > cap:
         raise FetchError(f"Content-Length {declared} is larger than the cap of {cap} bytes",
                          reason="too_large")
     if response.is_stream_consumed:

@@ -282,7 +282,7 @@ class _Parser:
         if self.peek() == ("punct", ","):
             self.take()
             kind, value = self.take()
-            if kind != "word" or not value.isdigit():
+            if kind != "word" or not (value.isascii() and value.isdigit()):
                 self._error(f'syntax error near "{value}"')
         if self.take() != ("punct", ")") or not parts:
             self._error("syntax error in NEAR(...)")
