@@ -381,3 +381,21 @@ def test_the_atom_export_titles_sources_by_config_or_feed_never_by_id(
                                        outcome="fetched"))
         assert _source_titles(export_entries(store, format="atom")) == set()
         assert "<title>blog</title>" not in export_entries(store, format="atom")
+
+
+def test_sources_with_only_a_database_lists_what_it_holds(
+        fetch: Fetch, database: Path | str, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # A copy of someone's database and no source list: `signal sources --db` still shows
+    # each source's state, as `signal entries --db` shows its entries.
+    fetch("publisher", rss(PUB))
+    fetch("planet", rss({**PUB, "guid": "x-1"}))
+    monkeypatch.chdir(tmp_path)  # no signal.toml here
+    listed = as_json("sources", "--db", str(database))["sources"]
+    assert [(s["id"], s["status"], s["http_status"]) for s in listed] == [
+        ("planet", "ok", 200), ("publisher", "ok", 200)]
+    assert all(s["url"].endswith(f"/{s['id']}.xml") and not s["expired"] for s in listed)
+    missing = tmp_path / "nothing.db"
+    result = invoke("sources", "--db", str(missing))
+    assert result.exit_code == 2 and "no database at" in result.output
+    assert not missing.exists()

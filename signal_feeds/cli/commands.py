@@ -24,6 +24,7 @@ from signal_feeds.cli.common import (
     say,
     say_json,
 )
+from signal_feeds.config.source_list import DEFAULT_CONFIG_PATH
 from signal_feeds.errors import SignalError
 
 if TYPE_CHECKING:
@@ -190,19 +191,25 @@ def demo(db_path: str) -> None:
 @click.pass_context
 def sources(ctx: click.Context, config_path: str | None, db_path: str | None,
             reset_id: str | None, as_json: bool) -> None:
-    """Show the sources and their polling state (or run a subcommand)."""
+    """Show the sources and their polling state (or run a subcommand). With --db and no
+    source list, the sources the database holds."""
+    from signal_feeds.cli.reading import existing_database
     from signal_feeds.run.source_status import reset_source, source_table
 
     if ctx.invoked_subcommand is not None:
         return
     try:
-        config = load(config_path)
-        database = database_path(config, db_path)
-        if reset_id is not None:
-            reset_source(config, reset_id, database=database)
-            say(f"{reset_id}: reset; it will be fetched on the next run")
-            return
-        rows = source_table(config, database=database)
+        if (reset_id is None and db_path is not None and config_path is None
+                and not Path(DEFAULT_CONFIG_PATH).exists()):
+            rows = source_table(None, database=existing_database(None, db_path))
+        else:
+            config = load(config_path)
+            database = database_path(config, db_path)
+            if reset_id is not None:
+                reset_source(config, reset_id, database=database)
+                say(f"{reset_id}: reset; it will be fetched on the next run")
+                return
+            rows = source_table(config, database=database)
     except SignalError as exc:
         fail(exc)
     if as_json:

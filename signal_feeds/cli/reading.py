@@ -27,24 +27,32 @@ from signal_feeds.cli.common import (
     xml_without_c1,
 )
 from signal_feeds.config.source_list import DEFAULT_CONFIG_PATH, Settings
+from signal_feeds.dsn import Database
 from signal_feeds.errors import ConfigError, SignalError
 from signal_feeds.identity.search_text import searchable_text
 
 if TYPE_CHECKING:  # the store (and through it the parser) loads only when a command runs
     from signal_feeds.store import FeedStore
 
-__all__ = ["dedupe", "entries", "entry_line", "export", "history", "import_opml", "lookup",
-           "open_store", "parse_since", "reading_settings", "selection_options"]
+__all__ = ["dedupe", "entries", "entry_line", "existing_database", "export", "history",
+           "import_opml", "lookup", "open_store", "parse_since", "reading_settings",
+           "selection_options"]
 
-def open_store(config_path: str | None, db_path: str | None) -> FeedStore:
+def existing_database(config_path: str | None, db_path: str | None) -> Database:
     """The database to read: ``--db`` (no config file needed), else the config's; never
-    created by a read (a file; a PostgreSQL database is the server's)."""
-    from signal_feeds.store import open_store as open_database
-
+    created by a read (a file must exist; a PostgreSQL database is the server's)."""
     path = reading_database(config_path, db_path)
-    settings = reading_settings(config_path, db_path)
     if isinstance(path, Path) and not path.exists():
         raise ConfigError(f"no database at {path}; run 'signal fetch' first")
+    return path
+
+
+def open_store(config_path: str | None, db_path: str | None) -> FeedStore:
+    """The :func:`existing_database`, opened with the config's ``busy_timeout``."""
+    from signal_feeds.store import open_store as open_database
+
+    path = existing_database(config_path, db_path)
+    settings = reading_settings(config_path, db_path)
     return open_database(path, busy_timeout=settings.busy_timeout)
 
 

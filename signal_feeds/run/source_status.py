@@ -15,36 +15,49 @@ from signal_feeds.timeutil import format_time, utcnow
 __all__ = ["reset_source", "source_table"]
 
 
-def source_table(config: Config, *, database: str | Path | None = None) -> list[dict[str, Any]]:
+def source_table(config: Config | None, *,
+                 database: str | Path | None = None) -> list[dict[str, Any]]:
     """One row per configured source: status, last fetch, HTTP status, next due time,
     consecutive errors, where it moved or that it is gone or expired, and which worker
     holds its lease since when (``leased_by``/``leased_at``/``lease_expires``, ``None``
-    when no worker does; an expired lease is a dead worker's, until another takes it)."""
-    db = as_database(database) if database is not None else config.settings.database
+    when no worker does; an expired lease is a dead worker's, until another takes it).
+
+    Without a ``config``, one row per source that ``database`` holds (a copy of someone
+    else's database, say): there are no review dates to expire then.
+    """
+    if database is not None:
+        db = as_database(database)
+    elif config is not None:
+        db = config.settings.database
+    else:
+        raise ValueError("source_table needs a config or a database")
     today = utcnow().date()
     rows: list[dict[str, Any]] = []
-    with open_store(db, busy_timeout=config.settings.busy_timeout) as store:
+    with open_store(db, busy_timeout=config.settings.busy_timeout if config else None) as store:
         leases = store.leases()
-        for src in config.sources:
-            st = store.source_state(src.id, src.url)
-            note = ""
-            if src.is_expired(today):
-                note = f"expired (review by {src.review_by})"
-            elif st.gone:
+        if config is None:
+            listed = [(st, "") for st in store.source_states()]
+        else:
+            listed = [(store.source_state(src.id, src.url),
+                       f"expired (review by {src.review_by})" if src.is_expired(today) else "")
+                      for src in config.sources]
+        for st, expired in listed:
+            note = expired
+            if not note and st.gone:
                 note = "gone (410): reset to poll again"
-            elif st.moved_to:
+            elif not note and st.moved_to:
                 note = f"moved to {st.moved_to}"
-            elif st.last_error:
+            elif not note and st.last_error:
                 note = st.last_error
             rows.append({
-                "id": src.id, "url": src.url, "status": st.status,
+                "id": st.source_id, "url": st.url, "status": st.status,
                 "http_status": st.http_status,
                 "last_fetch_at": format_time(st.last_fetch_at) if st.last_fetch_at else None,
                 "next_due_at": format_time(st.next_due_at) if st.next_due_at else None,
                 "retry_after": format_time(st.retry_after) if st.retry_after else None,
                 "error_count": st.error_count, "moved_to": st.moved_to or None,
-                "gone": st.gone, "expired": src.is_expired(today), "note": note,
-                **_lease_columns(leases.get(src.id)),
+                "gone": st.gone, "expired": bool(expired), "note": note,
+                **_lease_columns(leases.get(st.source_id)),
             })
     return rows
 
