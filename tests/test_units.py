@@ -5,7 +5,15 @@ from __future__ import annotations
 import pytest
 from conftest import FIXTURES
 
-from signal_feeds import ContradictionError, ParsedEntry, digest, entry_key, identify, parse_feed
+from signal_feeds import (
+    ContradictionError,
+    ParsedEntry,
+    ParseError,
+    digest,
+    entry_key,
+    identify,
+    parse_feed,
+)
 from signal_feeds.identity.keys import classify_change, metadata_fingerprint
 from signal_feeds.urls import check_link, normalize_link
 
@@ -424,3 +432,9 @@ def test_a_feeds_ttl_is_read_within_bounds(ttl: str, seconds: int | None) -> Non
     feed = parse_feed(f'<rss version="2.0"><channel><title>t</title><ttl>{ttl}</ttl>'
                       "<item><guid>g</guid></item></channel></rss>".encode())
     assert feed.ttl_seconds == seconds
+
+
+@pytest.mark.parametrize("body", [b"", b"  \n\t", b"\xef\xbb\xbf", b"\xef\xbb\xbf \r\n"])
+def test_an_empty_body_is_called_empty(body: bytes) -> None:
+    with pytest.raises(ParseError, match=r"^empty body: no feed to parse$"):
+        parse_feed(body, content_type="application/rss+xml")

@@ -360,7 +360,7 @@ def parse_feed(
     """
     if allow_http_links is not None:
         require_https_links = not allow_http_links
-    if not body.strip():
+    if not body.removeprefix(b"\xef\xbb\xbf").strip():  # a byte-order mark alone is empty too
         raise ParseError("empty body: no feed to parse", source_id=source_id)
     if _is_json(body, content_type):
         from signal_feeds.parse.jsonfeed import parse_jsonfeed  # feedparser does not read JSON Feed
