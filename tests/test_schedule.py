@@ -92,6 +92,7 @@ def test_retry_after_forms() -> None:
     # Header values are read as Latin-1, where "²" is a digit to str.isdigit() that
     # int() refuses: a hostile server must not turn it into an internal error.
     assert parse_retry_after("\u00b2", NOW) is None
+    assert parse_retry_after("9" * 5000, NOW) == NOW + dt.timedelta(days=3650)
 
 
 def test_cache_headers_with_latin1_digits_are_ignored() -> None:

@@ -404,6 +404,7 @@ def test_a_lead_that_may_be_the_document_is_kept(body: bytes) -> None:
     ("apart &#55357; &#56832;", "apart \ufffd \ufffd", 2),
     ("near misses &#55000; &#57344; &#x1F600;", "near misses \ud6d8 \ue000 \U0001F600", 0),
     ("past the last &#99999999; &#x110000;", "past the last \ufffd \ufffd", 2),
+    ("far past &#" + "9" * 5000 + ";", "far past \ufffd", 1),  # more than int() reads
     ("the last &#1114111; &#x10FFFF; &#0000001114111;", "the last " + "\U0010ffff " * 2
      + "\U0010ffff", 0),
 ])
@@ -424,6 +425,7 @@ def test_character_references_to_no_character_are_repaired(title: str, shown: st
     ("60", 3600),
     (" 30 ", 1800),
     ("99999999999999999999", 366 * 24 * 3600),  # fits the database: a year at most
+    ("9" * 5000, 366 * 24 * 3600),  # more digits than int() reads
     ("\u00b2", None),  # a digit to str.isdigit, not to int(): the parse used to fail
     ("-5", None),
     ("1e3", None),

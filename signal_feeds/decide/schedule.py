@@ -55,6 +55,10 @@ def parse_http_date(value: str | None) -> dt.datetime | None:
     return parsed.astimezone(dt.UTC)
 
 
+#: The longest ``Retry-After`` obeyed, in seconds (ten years).
+_LONGEST_RETRY = 10 * 365 * 86400
+
+
 def parse_retry_after(value: str | None, now: dt.datetime) -> dt.datetime | None:
     """``Retry-After`` as a moment: delay-seconds or an HTTP date (RFC 9110 §10.2.3)."""
     if not value:
@@ -63,7 +67,8 @@ def parse_retry_after(value: str | None, now: dt.datetime) -> dt.datetime | None
     # isdecimal, not isdigit: a header decoded as Latin-1 may hold "²", a digit to
     # isdigit that int() refuses.
     if text.isdecimal():
-        seconds = min(int(text), 10 * 365 * 86400)  # absurd values must not overflow
+        # Absurd values must not overflow (nor reach int()'s 4,300-digit limit).
+        seconds = min(int(text), _LONGEST_RETRY) if len(text) < 12 else _LONGEST_RETRY
         return now + dt.timedelta(seconds=seconds)
     moment = parse_http_date(text)
     if moment is None:

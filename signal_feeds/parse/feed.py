@@ -317,8 +317,8 @@ _MAX_TTL_MINUTES = 366 * 24 * 60
 def _ttl(feed: dict[str, Any]) -> int | None:
     raw = _text(dict.get(feed, "ttl"))
     # isdecimal, not isdigit: int() refuses digits such as "²" that isdigit accepts.
-    if raw.isdecimal():
-        return min(int(raw), _MAX_TTL_MINUTES) * 60  # <ttl> is in minutes
+    if raw.isdecimal():  # <ttl> is in minutes; int() refuses 4,300 digits and more
+        return min(int(raw) if len(raw) < 10 else _MAX_TTL_MINUTES, _MAX_TTL_MINUTES) * 60
     return None
 
 

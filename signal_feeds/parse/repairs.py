@@ -24,7 +24,10 @@ _LAST_CODE_POINT = 0x10FFFF
 def _invalid(match: re.Match[bytes]) -> int | None:
     """The value a reference names when it is no character, else ``None``."""
     hex_digits, decimal = match.groups()
-    value = int(hex_digits, 16) if hex_digits else int(decimal)
+    digits = hex_digits or decimal
+    if len(digits) > 10:  # past U+10FFFF whatever it says (int() refuses 4,300 digits)
+        return _LAST_CODE_POINT + 1
+    value = int(digits, 16 if hex_digits else 10)
     return value if 0xD800 <= value <= 0xDFFF or value > _LAST_CODE_POINT else None
 
 
