@@ -177,6 +177,20 @@ def test_max_entries_is_a_setting_of_at_least_one() -> None:
         parse_config("[settings]\nmax_entries = 0\n")
 
 
+def test_durations_must_be_finite() -> None:
+    # TOML reads inf and nan as floats: busy_timeout = inf ended in a traceback
+    # (OverflowError) when the database opened, and nan slipped through every check.
+    with pytest.raises(ConfigError) as info:
+        parse_config("[settings]\nbusy_timeout = inf\ndeadline = nan\n"
+                     "min_interval = -inf\n\n[[sources]]\nid = 'a'\n"
+                     "url = 'https://a.example/feed'\nmin_interval = nan\n")
+    assert info.value.problems == (
+        "[settings]: busy_timeout: must be a finite number, not inf",
+        "[settings]: deadline: must be a finite number, not nan",
+        "[settings]: min_interval: must be a finite number, not -inf",
+        "sources[0] (id 'a'): min_interval: must be a finite number, not nan")
+
+
 def test_a_message_without_a_file_shows_no_placeholder() -> None:
     with pytest.raises(ConfigError) as info:
         parse_config("[settings]\nspeed = 1\n")

@@ -21,6 +21,7 @@ from __future__ import annotations
 import datetime as dt
 import difflib
 import logging
+import math
 import re
 import tomllib
 from collections.abc import Mapping
@@ -243,6 +244,9 @@ def _typed(value: object, kind: type) -> tuple[Any, str]:
     if kind is not bool and isinstance(value, bool) or not isinstance(value, kind):
         name = "a boolean (true or false)" if kind is bool else kind.__name__
         return None, f"must be {name}, not {value!r}"
+    if kind is float and not math.isfinite(value):  # type: ignore[arg-type]
+        # TOML reads inf and nan as floats; no duration or size means either.
+        return None, f"must be a finite number, not {value!r}"
     if kind in (int, float) and value < 0:  # type: ignore[operator]
         return None, "must not be negative"
     return value, ""
