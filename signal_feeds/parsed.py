@@ -22,7 +22,9 @@ __all__ = ["NORMALIZER_VERSION", "ParsedEntry", "ParsedFeed"]
 #: as one (feedparser took it for the year 1733); white space or a script's warning text
 #: before the XML declaration is dropped, so the document is parsed strictly; a space in an
 #: entry's link becomes %20 (the link was refused); character references to UTF-16
-#: surrogates and lone surrogates in JSON are repaired (the document was rejected).
+#: surrogates and lone surrogates in JSON are repaired (the document was rejected); an RFC
+#: 822 zone name feedparser reads as UTC (CET, JST, AEST, ...) is applied (see
+#: ``parse.dates``).
 NORMALIZER_VERSION = 5
 
 

@@ -440,3 +440,25 @@ def test_a_feeds_ttl_is_read_within_bounds(ttl: str, seconds: int | None) -> Non
 def test_an_empty_body_is_called_empty(body: bytes) -> None:
     with pytest.raises(ParseError, match=r"^empty body: no feed to parse$"):
         parse_feed(body, content_type="application/rss+xml")
+
+
+@pytest.mark.parametrize(("date", "stored", "warned"), [
+    ("Tue, 01 Dec 2026 10:00:00 CET", "2026-12-01T09:00:00Z", False),
+    ("Tue, 01 Dec 2026 10:00:00 CEST", "2026-12-01T08:00:00Z", False),
+    ("Tue, 01 Dec 2026 10:00 JST", "2026-12-01T01:00:00Z", False),
+    ("Tue, 01 Dec 2026 23:30:00 AEDT", "2026-12-01T12:30:00Z", False),
+    ("Tue, 01 Dec 2026 10:00:00 UTC", "2026-12-01T10:00:00Z", False),
+    # Names feedparser knows keep its reading (nothing applied twice).
+    ("Tue, 01 Dec 2026 10:00:00 EST", "2026-12-01T15:00:00Z", False),
+    ("Tue, 01 Dec 2026 10:00:00 MET", "2026-12-01T09:00:00Z", False),
+    ("Tue, 01 Dec 2026 10:00:00 GMT", "2026-12-01T10:00:00Z", False),
+    ("Tue, 01 Dec 2026 10:00:00 +0100", "2026-12-01T09:00:00Z", False),
+    # A name of several zones (India, Ireland, Israel) is read as UTC, and said so.
+    ("Tue, 01 Dec 2026 10:00:00 IST", "2026-12-01T10:00:00Z", True),
+])
+def test_a_zone_name_feedparser_reads_as_utc(date: str, stored: str, warned: bool) -> None:
+    feed = parse_feed(f'<rss version="2.0"><channel><title>t</title><item><guid>g</guid>'
+                      f"<pubDate>{date}</pubDate></item></channel></rss>".encode())
+    assert feed.entries[0].published == stored
+    assert feed.warnings == ((f"time zone of date {date!r} not known; read as UTC",)
+                             if warned else ())

@@ -12,7 +12,6 @@ import functools
 import html
 import io
 import re
-import time
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urljoin, urlsplit
@@ -22,6 +21,7 @@ import nh3
 
 from signal_feeds.errors import ParseError
 from signal_feeds.parse.captions import caption, set_captions_aside
+from signal_feeds.parse.dates import date_warnings, entry_date
 from signal_feeds.parse.decoding import to_utf8
 from signal_feeds.parse.discovery import feed_links, web_page
 from signal_feeds.parse.repairs import from_declaration, valid_char_refs
@@ -148,29 +148,6 @@ def _cap_entries(data: bytes, limit: int) -> tuple[bytes, int]:
     return data[:ends[limit - 1]] + data[ends[-1]:], len(ends)
 
 
-def _iso(value: Any) -> str:
-    if not isinstance(value, time.struct_time):
-        return ""
-    try:
-        return time.strftime("%Y-%m-%dT%H:%M:%SZ", value)
-    except (ValueError, OverflowError):
-        return ""
-
-
-def _date(raw: dict[str, Any], key: str) -> str:
-    """The entry's ``published`` or ``updated`` as ISO 8601 UTC, ``""`` when unknown.
-
-    feedparser has no reading for a Unix timestamp: it takes the first four digits of
-    ``1733047200`` for a year. Seconds (9 or 10 digits, 1973 to 2286) and milliseconds
-    (12 or 13) since 1970 are read here; anything else is feedparser's reading.
-    """
-    text = _text(dict.get(raw, key))
-    if text.isascii() and text.isdigit() and len(text) in (9, 10, 12, 13):
-        seconds = int(text) / (1000 if len(text) > 10 else 1)
-        return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
-    return _iso(dict.get(raw, f"{key}_parsed"))
-
-
 def _text(value: Any) -> str:
     return value.strip() if isinstance(value, str) else ""
 
@@ -289,24 +266,13 @@ def _entry(raw: dict[str, Any], base: str | None, require_https: bool,
         remote_id=limit("remote_id", _text(get(raw, "id"))),
         url=link or "",
         title=limit("title", plain_text(title)),
-        published=_date(raw, "published"),
-        updated=_date(raw, "updated"),
+        published=entry_date(raw, "published"),
+        updated=entry_date(raw, "updated"),
         author=limit("author", plain_text(_text(get(raw, "author")))),
         summary=limit("summary", as_html(summary, summary_detail, summary_base)),
         content=limit("content", as_html(content, content_detail, content_base)),
         link_refused=refused,
     )
-
-
-def _unread_dates(raw_entries: list[Any]) -> list[str]:
-    """One warning for the dates feedparser could not read (left empty, so those entries
-    are listed by when Signal first saw them): the first such date, and how many."""
-    unread = [text for raw in raw_entries for key in ("published", "updated")
-              if (text := _text(dict.get(raw, key))) and not dict.get(raw, f"{key}_parsed")]
-    if not unread:
-        return []
-    more = f" and {len(unread) - 1} more" if len(unread) > 1 else ""
-    return [f"date {unread[0][:40]!r}{more} not understood; left empty"]
 
 
 #: The longest ``<ttl>`` kept (a year, in minutes): the schedule caps the wait far below
@@ -412,7 +378,7 @@ def parse_feed(
     entries = tuple(_entry(raw, base, require_https_links, limit) for raw in raw_entries)
     for field, count in sorted(limit.cut.items()):
         warnings.append(f"{field} cut to {field_limits[field]} characters in {count} entries")
-    warnings.extend(_unread_dates(raw_entries))
+    warnings.extend(date_warnings(raw_entries))
     return ParsedFeed(
         title=_text(feed.get("title")),
         link=normalize_link(_text(dict.get(feed, "link"))) or "",
