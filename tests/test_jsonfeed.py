@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from contextlib import closing
 from pathlib import Path
 from typing import Any
+from xml.sax.saxutils import escape
 
 import pytest
 from conftest import make_config
@@ -191,3 +192,25 @@ def test_a_lone_surrogate_escape_is_replaced_and_the_feed_kept() -> None:
     whole = parse_feed(body.replace(b"\\ud83d here", b"here").replace(b"\\udfff ", b""),
                        content_type="application/feed+json")
     assert whole.warnings == ()
+
+
+def test_a_content_only_item_has_the_same_summary_as_in_rss_and_atom() -> None:
+    # feedparser gives an RSS or Atom entry with only its content that content as the
+    # summary too; a JSON Feed item said the same way had an empty summary, so the same
+    # story stored different rows (and text duplicates, which compare the summary, missed).
+    html = "<p>Hello <b>world</b></p>"
+    rss_body = ('<rss version="2.0" xmlns:content="http://purl.org/rss/1.0/modules/content/">'
+                "<channel><title>t</title><item><guid>g</guid><title>T</title>"
+                f"<content:encoded><![CDATA[{html}]]></content:encoded></item></channel></rss>")
+    atom_body = ('<feed xmlns="http://www.w3.org/2005/Atom"><title>t</title><entry><id>g</id>'
+                 f'<title>T</title><content type="html">{escape(html)}</content></entry></feed>')
+    json_body = json.dumps({"version": "https://jsonfeed.org/version/1.1", "title": "t",
+                            "items": [{"id": "g", "title": "T", "content_html": html}]})
+    rows = [parse_feed(body.encode(), content_type=kind).entries[0] for body, kind in (
+        (rss_body, "application/rss+xml"), (atom_body, "application/atom+xml"),
+        (json_body, "application/feed+json"))]
+    assert {(e.summary, e.content) for e in rows} == {(html, html)}
+    text_only = parse_feed(json.dumps({"version": "https://jsonfeed.org/version/1.1",
+                                       "items": [{"id": "g", "content_text": "a < b"}]}
+                                      ).encode(), content_type="application/feed+json")
+    assert (text_only.entries[0].summary, text_only.entries[0].content) == ("a &lt; b",) * 2

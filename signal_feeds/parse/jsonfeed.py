@@ -111,6 +111,11 @@ def _entry(item: Mapping[str, Any], base: str | None, require_https: bool, limit
     # Relative references in content_html: the item's page, else the feed's (as for RSS).
     content = (as_html(content_html, _HTML, html_base(None, base, link)) if content_html
                else as_html(content_text, _TEXT))
+    summary = as_html(_str(item.get("summary")), _TEXT)
+    # An item with content and no summary has the content as its summary too, as
+    # feedparser gives an RSS or Atom entry with only <content:encoded> or <content>:
+    # the same story gives the same row (text duplicates compare the summary) either way.
+    summary = summary or content
     return ParsedEntry(
         remote_id=limit("remote_id", _remote_id(item.get("id"))),
         url=link or "",
@@ -119,7 +124,7 @@ def _entry(item: Mapping[str, Any], base: str | None, require_https: bool, limit
         published=_date(item.get("date_published"), warnings),
         updated=_date(item.get("date_modified"), warnings),
         author=limit("author", plain_text(_authors(item))),
-        summary=limit("summary", as_html(_str(item.get("summary")), _TEXT)),
+        summary=limit("summary", summary),
         content=limit("content", content),
         link_refused=refused,
     )
