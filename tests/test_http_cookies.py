@@ -76,3 +76,17 @@ def test_a_redirect_back_without_a_cookie_is_still_a_loop(httpserver: HTTPServer
     assert source.status == "failed"
     assert source.error is not None and source.error.startswith("redirect loop at ")
     assert len(httpserver.log) == 1
+
+
+def test_a_permanent_cookie_check_back_to_the_same_address_is_not_a_move(
+        httpserver: HTTPServer, tmp_path: Path) -> None:
+    def permanent_check(request: Request) -> Response:
+        if request.cookies.get("seen") == "1":
+            return Response(RSS, content_type="application/rss+xml")
+        return Response(status=301, headers={"Location": request.path,
+                                             "Set-Cookie": "seen=1; Path=/"})
+
+    httpserver.expect_request("/feed").respond_with_handler(permanent_check)
+    config = make_config(tmp_path / "s.db", {"site": httpserver.url_for("/feed")})
+    (source,) = run_fetch(config, force=True).sources
+    assert (source.status, source.moved_to) == ("fetched", "")

@@ -92,6 +92,8 @@ class FetchResponse:
     #: Bytes received on the wire (before decoding).
     wire_bytes: int = 0
     body_digest: str = field(default="")
+    #: The URL the request was made for (before any redirect).
+    requested: str = ""
 
     @property
     def etag(self) -> str:
@@ -108,14 +110,15 @@ class FetchResponse:
         """Where the source now lives if the first hops were permanent redirects, else ``""``.
 
         Only the unbroken run of 301/308 from the start counts: after a temporary
-        redirect the old URL stays the right one to ask.
+        redirect the old URL stays the right one to ask. A run that ends where it began
+        (a cookie check that answers 301) moved nothing.
         """
         moved = ""
         for status, target in self.redirects:
             if status not in _PERMANENT:
                 break
             moved = target
-        return moved
+        return "" if moved == self.requested else moved
 
 
 @functools.lru_cache(maxsize=4096)
@@ -325,7 +328,7 @@ async def fetch(
                     status=response.status_code, url=current,
                     headers=_joined(response.headers.raw), body=body,
                     redirects=tuple(redirects), elapsed=time.monotonic() - started,
-                    wire_bytes=wire,
+                    wire_bytes=wire, requested=url,
                     body_digest=hashlib.sha256(body).hexdigest() if body else "")
     except FetchError as exc:
         exc.source_id = source_id
