@@ -24,8 +24,9 @@ __all__ = ["NORMALIZER_VERSION", "ParsedEntry", "ParsedFeed"]
 #: entry's link becomes %20 (the link was refused); character references to UTF-16
 #: surrogates and lone surrogates in JSON are repaired (the document was rejected); an RFC
 #: 822 zone name feedparser reads as UTC (CET, JST, AEST, ...) is applied (see
-#: ``parse.dates``); a JSON Feed item with content and no summary has its content as
-#: summary, as feedparser gives RSS and Atom entries.
+#: ``parse.dates``), as is the time feedparser drops from ``2026/12/01 10:00:00``; a JSON
+#: Feed item with content and no summary has its content as summary, as feedparser gives
+#: RSS and Atom entries.
 NORMALIZER_VERSION = 5
 
 

@@ -462,3 +462,23 @@ def test_a_zone_name_feedparser_reads_as_utc(date: str, stored: str, warned: boo
     assert feed.entries[0].published == stored
     assert feed.warnings == ((f"time zone of date {date!r} not known; read as UTC",)
                              if warned else ())
+
+
+@pytest.mark.parametrize(("date", "stored"), [
+    # feedparser reads the date of these and drops the time (and the zone).
+    ("2026/12/01 10:00:00", "2026-12-01T10:00:00Z"),
+    ("2026/12/01 10:00", "2026-12-01T10:00:00Z"),
+    ("2026.12.01 10:00", "2026-12-01T10:00:00Z"),
+    ("2026-12-01 10:00 CET", "2026-12-01T09:00:00Z"),
+    ("2026-12-01 10:00:00 EST", "2026-12-01T15:00:00Z"),
+    ("2026/12/01 10:00:00 +0100", "2026-12-01T09:00:00Z"),
+    # What feedparser reads whole stays its reading.
+    ("2026-12-01 10:00:00 +01:00", "2026-12-01T09:00:00Z"),
+    ("2026-12-01T10:00:00", "2026-12-01T10:00:00Z"),
+    ("2026/12/01", "2026-12-01T00:00:00Z"),
+    ("2026/12/01 25:00", "2026-12-01T00:00:00Z"),  # no such time: the date alone
+])
+def test_a_numeric_date_keeps_its_time(date: str, stored: str) -> None:
+    feed = parse_feed(f'<rss version="2.0"><channel><title>t</title><item><guid>g</guid>'
+                      f"<pubDate>{date}</pubDate></item></channel></rss>".encode())
+    assert feed.entries[0].published == stored

@@ -1,10 +1,13 @@
 """An entry's dates, from what feedparser read and the text it read them from.
 
-feedparser reads nearly every date a feed writes. Two kinds it misreads, silently:
+feedparser reads nearly every date a feed writes. Three kinds it misreads, silently:
 - a Unix timestamp (``1733047200``): the first four digits become a year;
-- an RFC 822 date whose zone name its table lacks (``10:00:00 CET``): read as UTC.
-The first is read here; the second is corrected for a few unambiguous zone names, and
-reported for the others. feedparser itself is neither changed nor asked anything new.
+- an RFC 822 date whose zone name its table lacks (``10:00:00 CET``): read as UTC;
+- a numeric date with a slash, or a zone name, after the time (``2026/12/01 10:00:00``,
+  ``2026-12-01 10:00 CET``): the time is dropped.
+The first and the last are read here; the second is corrected for a few unambiguous zone
+names, and reported for the others. feedparser itself is neither changed nor asked
+anything new.
 """
 
 from __future__ import annotations
@@ -30,6 +33,49 @@ ZONE_OFFSETS: Mapping[str, int] = {
 _RFC822_ZONE = re.compile(
     r"^(?:[A-Za-z]{2,9},?\s+)?\d{1,2}\s+[A-Za-z]{3,9}\.?\s+\d{2,4}\s+(\d{1,2}):(\d{2})"
     r"(?::\d{2})?\s+([A-Za-z]{2,5})$")
+
+
+# "2026/12/01 10:00:00", "2026-12-01 10:00 CET": a numeric date and a time, then maybe a
+# zone. feedparser reads the date of these and drops the time (and the zone).
+_NUMERIC_DATE_TIME = re.compile(
+    r"^(\d{4})[-/.](\d{1,2})[-/.](\d{1,2})[ T](\d{1,2}):(\d{2})(?::(\d{2}))?"
+    r"(?:\s*(Z|[+-]\d{2}:?\d{2}|[A-Za-z]{2,5}))?$")
+
+
+# The North American names feedparser's RFC 822 reader knows, read the same way here.
+_NORTH_AMERICAN = {"est": -300, "edt": -240, "cst": -360, "cdt": -300, "mst": -420,
+                   "mdt": -360, "pst": -480, "pdt": -420}
+
+
+def _offset_minutes(zone: str | None) -> int | None:
+    """Minutes east of UTC of ``Z``, ``+01:00``, ``-0500`` or a zone name (no zone:
+    UTC, as feedparser reads a bare time); ``None`` when unknown."""
+    if not zone or zone.upper() in ("Z", "UT", "GMT"):
+        return 0
+    if zone[0] in "+-":
+        digits = zone[1:].replace(":", "")
+        minutes = int(digits[:2]) * 60 + int(digits[2:])
+        return minutes if zone[0] == "+" else -minutes
+    return ZONE_OFFSETS.get(zone.lower(), _NORTH_AMERICAN.get(zone.lower()))
+
+
+def _time_dropped(text: str, parsed: Any) -> str:
+    """``text`` read with its time, when feedparser kept only its date (midnight of the
+    same day); ``""`` when that is not what happened, or the zone is not known."""
+    match = _NUMERIC_DATE_TIME.match(text)
+    if match is None or not isinstance(parsed, time.struct_time):
+        return ""
+    year, month, day, hour, minute = (int(match[i]) for i in range(1, 6))
+    if ((parsed.tm_year, parsed.tm_mon, parsed.tm_mday) != (year, month, day)
+            or (parsed.tm_hour, parsed.tm_min, parsed.tm_sec) != (0, 0, 0)
+            or (hour, minute) == (0, 0)):
+        return ""
+    offset = _offset_minutes(match[7])
+    if offset is None or hour > 23 or minute > 59:
+        return ""
+    seconds = int(match[6] or 0)
+    moment = calendar.timegm((year, month, day, hour, minute, min(seconds, 59), 0, 0, 0))
+    return time.strftime(_ISO, time.gmtime(moment - offset * 60))
 
 
 def _text(value: Any) -> str:
@@ -67,6 +113,8 @@ def entry_date(raw: dict[str, Any], key: str) -> str:
         seconds = int(text) / (1000 if len(text) > 10 else 1)
         return time.strftime(_ISO, time.gmtime(seconds))
     parsed = dict.get(raw, f"{key}_parsed")
+    if dropped := _time_dropped(text, parsed):
+        return dropped
     zone = _read_as_utc(text, parsed)
     if zone is not None and zone in ZONE_OFFSETS and isinstance(parsed, time.struct_time):
         moment = calendar.timegm(parsed) - ZONE_OFFSETS[zone] * 60
