@@ -29,6 +29,8 @@ ZONE_OFFSETS: Mapping[str, int] = {
     "acst": 570, "acdt": 630, "aest": 600, "aedt": 660, "nzst": 720, "nzdt": 780,
     "hst": -600, "akst": -540, "akdt": -480,
 }
+#: Zone names that are UTC to feedparser and here alike.
+_UTC_NAMES = frozenset({"z", "ut", "gmt"})
 # "Tue, 01 Dec 2026 10:00:00 CET": the time and a zone name at the end.
 _RFC822_ZONE = re.compile(
     r"^(?:[A-Za-z]{2,9},?\s+)?\d{1,2}\s+[A-Za-z]{3,9}\.?\s+\d{2,4}\s+(\d{1,2}):(\d{2})"
@@ -50,7 +52,7 @@ _NORTH_AMERICAN = {"est": -300, "edt": -240, "cst": -360, "cdt": -300, "mst": -4
 def _offset_minutes(zone: str | None) -> int | None:
     """Minutes east of UTC of ``Z``, ``+01:00``, ``-0500`` or a zone name (no zone:
     UTC, as feedparser reads a bare time); ``None`` when unknown."""
-    if not zone or zone.upper() in ("Z", "UT", "GMT"):
+    if not zone or zone.lower() in _UTC_NAMES:
         return 0
     if zone[0] in "+-":
         digits = zone[1:].replace(":", "")
@@ -98,7 +100,7 @@ def _read_as_utc(text: str, parsed: Any) -> str | None:
     if match is None or not isinstance(parsed, time.struct_time):
         return None
     hour, minute, zone = int(match[1]), int(match[2]), match[3].lower()
-    if (parsed.tm_hour, parsed.tm_min) != (hour, minute) or zone in ("gmt", "ut", "z"):
+    if (parsed.tm_hour, parsed.tm_min) != (hour, minute) or zone in _UTC_NAMES:
         return None
     return zone
 

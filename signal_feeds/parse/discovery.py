@@ -50,15 +50,18 @@ class _FeedLinks(HTMLParser):
     handle_startendtag = handle_starttag
 
 
+def _page_head(body: bytes) -> bytes:
+    """The part of a page that is read: its start, up to ``<body`` if that comes first."""
+    head = body[:MAX_SCANNED_BYTES]
+    end = head.lower().find(b"<body")
+    return head if end < 0 else head[:end]
+
+
 def feed_links(body: bytes, base: str | None) -> list[str]:
     """The absolute http(s) feed addresses an HTML page names in its head, in page order
     and at most five (``[]`` when it names none, or is not HTML)."""
-    head = body[:MAX_SCANNED_BYTES]
-    end = head.lower().find(b"<body")
-    if end >= 0:
-        head = head[:end]
     parser = _FeedLinks()
-    for count, match in enumerate(_LINK_TAG.finditer(head)):
+    for count, match in enumerate(_LINK_TAG.finditer(_page_head(body))):
         if count == _MAX_TAGS:
             break
         parser.feed(match.group().decode("utf-8", "replace"))
@@ -86,9 +89,7 @@ def page_title(body: bytes) -> str | None:
     is not an HTML document."""
     if not _HTML_START.match(body[:4096]):
         return None
-    head = body[:MAX_SCANNED_BYTES]
-    end = head.lower().find(b"<body")
-    match = _TITLE.search(head if end < 0 else head[:end])
+    match = _TITLE.search(_page_head(body))
     if match is None:
         return ""
     title = " ".join(html.unescape(match.group(1).decode("utf-8", "replace")).split())

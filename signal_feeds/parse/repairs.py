@@ -39,25 +39,25 @@ def valid_char_refs(data: bytes) -> tuple[bytes, int]:
     (``&#128512;``). Any other surrogate, and any value past U+10FFFF, becomes U+FFFD,
     as a browser shows it.
     """
-    matches = [m for m in _SUSPECT_REF.finditer(data) if _invalid(m) is not None]
-    if not matches:
+    found = [(m, value) for m in _SUSPECT_REF.finditer(data)
+             if (value := _invalid(m)) is not None]
+    if not found:
         return data, 0
     parts: list[bytes] = []
     pos = index = 0
-    while index < len(matches):
-        match = matches[index]
-        high = _invalid(match) or 0
-        low = (_invalid(matches[index + 1]) or 0) if index + 1 < len(matches) else 0
+    while index < len(found):
+        match, high = found[index]
+        after, low = found[index + 1] if index + 1 < len(found) else (None, 0)
         parts.append(data[pos:match.start()])
         if (0xD800 <= high <= 0xDBFF and 0xDC00 <= low <= 0xDFFF
-                and matches[index + 1].start() == match.end()):
+                and after is not None and after.start() == match.end()):
             parts.append(b"&#%d;" % (0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00)))
-            pos, index = matches[index + 1].end(), index + 2
+            pos, index = after.end(), index + 2
         else:
             parts.append(b"&#xFFFD;")
             pos, index = match.end(), index + 1
     parts.append(data[pos:])
-    return b"".join(parts), len(matches)
+    return b"".join(parts), len(found)
 
 
 #: An XML declaration (not ``<?xml-stylesheet``), looked for this far into the body.

@@ -8,6 +8,7 @@ from typing import Any
 from signal_feeds.config.source_list import Config
 from signal_feeds.dsn import as_database
 from signal_feeds.errors import ConfigError
+from signal_feeds.records import SourceState
 from signal_feeds.store import open_store
 from signal_feeds.store.leases import Lease
 from signal_feeds.timeutil import format_time, utcnow
@@ -42,13 +43,7 @@ def source_table(config: Config | None, *,
                        f"expired (review by {src.review_by})" if src.is_expired(today) else "")
                       for src in config.sources]
         for st, expired in listed:
-            note = expired
-            if not note and st.gone:
-                note = "gone (410): reset to poll again"
-            elif not note and st.moved_to:
-                note = f"moved to {st.moved_to}"
-            elif not note and st.last_error:
-                note = st.last_error
+            note = expired or _state_note(st)
             rows.append({
                 "id": st.source_id, "url": st.url, "status": st.status,
                 "http_status": st.http_status,
@@ -60,6 +55,15 @@ def source_table(config: Config | None, *,
                 **_lease_columns(leases.get(st.source_id)),
             })
     return rows
+
+
+def _state_note(st: SourceState) -> str:
+    """What the table's note says of a source's state: gone, moved, or its last error."""
+    if st.gone:
+        return "gone (410): reset to poll again"
+    if st.moved_to:
+        return f"moved to {st.moved_to}"
+    return st.last_error or ""
 
 
 def _lease_columns(lease: Lease | None) -> dict[str, str | None]:
