@@ -26,8 +26,9 @@ __all__ = ["NORMALIZER_VERSION", "ParsedEntry", "ParsedFeed"]
 #: 822 zone name feedparser reads as UTC (CET, JST, AEST, ...) is applied (see
 #: ``parse.dates``), as is the time feedparser drops from ``2026/12/01 10:00:00``; a JSON
 #: Feed item with content and no summary has its content as summary, as feedparser gives
-#: RSS and Atom entries.
-NORMALIZER_VERSION = 5
+#: RSS and Atom entries. 6: an HTML title's character references are read (``Tom &amp;
+#: Jerry`` is stored as ``Tom & Jerry``), the feed's own title as an entry's.
+NORMALIZER_VERSION = 6
 
 
 @dataclass(frozen=True, slots=True)

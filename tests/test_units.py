@@ -482,3 +482,29 @@ def test_a_numeric_date_keeps_its_time(date: str, stored: str) -> None:
     feed = parse_feed(f'<rss version="2.0"><channel><title>t</title><item><guid>g</guid>'
                       f"<pubDate>{date}</pubDate></item></channel></rss>".encode())
     assert feed.entries[0].published == stored
+
+
+_ATOM_TITLE = ('<feed xmlns="http://www.w3.org/2005/Atom"><title type="html">{0}</title>'
+               '<entry><id>1</id><title type="html">{0}</title></entry></feed>')
+_RSS_TITLE = ('<rss version="2.0"><channel><title>{0}</title>'
+              "<item><guid>1</guid><title>{0}</title></item></channel></rss>")
+
+
+@pytest.mark.parametrize(("body", "title"), [
+    # An HTML title's references are read, as a browser shows them (they used to be
+    # stored as written: "Tom &amp; Jerry", "It&#8217;s here").
+    (_ATOM_TITLE.format("Tom &amp;amp; Jerry"), "Tom & Jerry"),
+    (_ATOM_TITLE.format("A &amp;lt;b&amp;gt; tag"), "A <b> tag"),
+    (_RSS_TITLE.format("It&amp;#8217;s here"), "It\u2019s here"),
+    (_RSS_TITLE.format("<![CDATA[Tom &amp; Jerry]]>"), "Tom & Jerry"),
+    (_RSS_TITLE.format("A &lt;b&gt;bold&lt;/b&gt; post"), "A bold post"),
+    # Text stays text: what it says is what is stored.
+    (_RSS_TITLE.format("Use the &lt;title&gt; tag &amp; more"), "Use the <title> tag & more"),
+    (_RSS_TITLE.format("AT&amp;T &amp; Q&amp;A"), "AT&T & Q&A"),
+    ('<feed xmlns="http://www.w3.org/2005/Atom"><title>Tom &amp;amp; Jerry</title>'
+     '<entry><id>1</id><title type="text">Tom &amp;amp; Jerry</title></entry></feed>',
+     "Tom &amp; Jerry"),
+])
+def test_an_html_title_is_stored_as_the_text_it_shows(body: str, title: str) -> None:
+    feed = parse_feed(body.encode())
+    assert (feed.entries[0].title, feed.title) == (title, title)

@@ -214,7 +214,11 @@ def _is_web_url(url: str) -> bool:
 
 
 def _plain_title(value: str, detail: Any) -> str:
-    if _is_html(detail) and "<" in value:
+    """A title as text. An HTML title (Atom ``type="html"``, or what feedparser takes
+    for HTML) loses its tags, and its character references are read: ``Tom &amp;
+    Jerry`` and WordPress's ``It&#8217;s`` in an HTML title mean ``Tom & Jerry`` and
+    ``It’s``."""
+    if _is_html(detail) and ("<" in value or "&" in value):
         return html.unescape(nh3.clean(value, tags=set())).strip()
     return value
 
@@ -380,7 +384,8 @@ def parse_feed(
         warnings.append(f"{field} cut to {field_limits[field]} characters in {count} entries")
     warnings.extend(date_warnings(raw_entries))
     return ParsedFeed(
-        title=_text(feed.get("title")),
+        title=plain_text(_plain_title(_text(dict.get(feed, "title")),
+                                      dict.get(feed, "title_detail"))),
         link=normalize_link(_text(dict.get(feed, "link"))) or "",
         version=version,
         ttl_seconds=_ttl(feed),
