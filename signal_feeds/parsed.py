@@ -27,7 +27,8 @@ __all__ = ["NORMALIZER_VERSION", "ParsedEntry", "ParsedFeed"]
 #: ``parse.dates``), as is the time feedparser drops from ``2026/12/01 10:00:00``; a JSON
 #: Feed item with content and no summary has its content as summary, as feedparser gives
 #: RSS and Atom entries. 6: an HTML title's character references are read (``Tom &amp;
-#: Jerry`` is stored as ``Tom & Jerry``), the feed's own title as an entry's.
+#: Jerry`` is stored as ``Tom & Jerry``), the feed's own title as an entry's; an entry the
+#: end of a document cut through (a response cut short) is not read.
 NORMALIZER_VERSION = 6
 
 

@@ -10,6 +10,7 @@ import socket
 import ssl
 import struct
 import threading
+import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -18,7 +19,7 @@ from conftest import FIXTURES, make_config
 from scenario_server import ScenarioServer
 from threaded_socket import serve_connections
 
-from signal_feeds import run_fetch
+from signal_feeds import Store, run_fetch
 
 FEED = (FIXTURES / "demo-rss.xml").read_bytes()
 
@@ -198,6 +199,35 @@ def test_a_body_compressed_once_more_than_it_says_is_read(
     rep = run_fetch(make_config(db_path, {"gz": server.url("/feed.xml")}),
                     force=True).get("gz")
     assert (rep.status, rep.created) == ("fetched", 3), rep
+
+
+#: FEED up to the third entry's description: two whole entries and part of a third.
+_CUT_FEED = FEED[:FEED.index("<description>Приглашаем".encode())]
+
+
+def _gzip_without_its_end(data: bytes) -> bytes:
+    packer = zlib.compressobj(wbits=31)  # a gzip member, flushed but never finished
+    return packer.compress(data) + packer.flush(zlib.Z_SYNC_FLUSH)
+
+
+@pytest.mark.parametrize("response", [
+    # A gzip stream that stops early (a cache kept part of it): the message is whole as
+    # HTTP sees it, and httpx gives what the stream held.
+    ok(_gzip_without_its_end(_CUT_FEED), "Content-Encoding: gzip"),
+    # A body delimited by the connection's close, which came early.
+    b"HTTP/1.1 200 OK\r\nContent-Type: application/rss+xml\r\nConnection: close\r\n\r\n"
+    + _CUT_FEED,
+], ids=["gzip-stream-cut", "close-delimited-cut"])
+def test_a_body_cut_short_stores_only_whole_entries(raw: Callable[..., RawServer],
+                                                    db_path: Path, response: bytes) -> None:
+    server = raw(lambda _head: (response, True))
+    config = make_config(db_path, {"cut": server.url("/feed.xml")})
+    rep = run_fetch(config, force=True).get("cut")
+    assert (rep.status, rep.created) == ("fetched", 2), rep
+    assert ("the document ends early (cut off in transit?): its last entry, cut through, "
+            "was not read") in rep.warnings
+    with Store(db_path) as store:
+        assert sorted(e.remote_id for e in store.entries()) == ["release-1", "release-2"]
 
 
 def test_an_undeclared_gzip_bomb_meets_the_body_cap(raw: Callable[..., RawServer],

@@ -508,3 +508,42 @@ _RSS_TITLE = ('<rss version="2.0"><channel><title>{0}</title>'
 def test_an_html_title_is_stored_as_the_text_it_shows(body: str, title: str) -> None:
     feed = parse_feed(body.encode())
     assert (feed.entries[0].title, feed.title) == (title, title)
+
+
+_THREE = ('<?xml version="1.0"?><rss version="2.0"><channel><title>t</title>'
+          + "".join(f"<item><guid>g{i}</guid><title>Title {i}</title>"
+                    f"<description>Text {i}</description></item>" for i in range(3))
+          + "</channel></rss>").encode()
+_THREE_ATOM = ('<feed xmlns="http://www.w3.org/2005/Atom"><title>t</title>'
+               + "".join(f"<entry><id>g{i}</id><title>Title {i}</title>"
+                         f"<summary>Text {i}</summary></entry>" for i in range(3))
+               + "</feed>").encode()
+
+
+@pytest.mark.parametrize(("body", "kept"), [
+    (_THREE, 3),
+    (_THREE[:-5], 3),  # cut in the closing tags: every entry whole
+    (_THREE[:_THREE.rindex(b"Text 2") + 3], 2),  # inside the last summary
+    (_THREE[:_THREE.rindex(b"<title>Title 2")], 2),  # after the last guid
+    (_THREE[:_THREE.rindex(b"</item>") + 4], 2),  # in its end tag: not known to be whole
+    (_THREE_ATOM[:_THREE_ATOM.rindex(b"Text 1")], 1),
+    (_THREE_ATOM[:-3], 3),
+])
+def test_an_entry_cut_by_the_end_of_the_document_is_not_read(body: bytes,
+                                                              kept: int) -> None:
+    # The lenient reading kept the cut entry (a title without its summary); stored, it
+    # was "updated" by the next, whole document, a version the publisher never made.
+    feed = parse_feed(body)
+    assert [e.remote_id for e in feed.entries] == [f"g{i}" for i in range(kept)]
+    assert all(e.summary == f"Text {i}" for i, e in enumerate(feed.entries))
+    cut = [w for w in feed.warnings if "ends early" in w]
+    assert cut == ([] if kept == 3 else ["the document ends early (cut off in transit?): "
+                                         "its last entry, cut through, was not read"])
+
+
+def test_a_document_broken_elsewhere_keeps_its_entries() -> None:
+    # Only the end of the input cutting an entry short drops it; another error does not.
+    body = _THREE.replace(b"Text 2", b"Text &nbsp;2")
+    feed = parse_feed(body)
+    assert len(feed.entries) == 3
+    assert not [w for w in feed.warnings if "ends early" in w]

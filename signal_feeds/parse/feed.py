@@ -148,6 +148,24 @@ def _cap_entries(data: bytes, limit: int) -> tuple[bytes, int]:
     return data[:ends[limit - 1]] + data[ends[-1]:], len(ends)
 
 
+#: What expat says when the input stops before the document does.
+_ENDS_EARLY = frozenset({"no element found", "unclosed token", "unclosed CDATA section",
+                         "partial character"})
+
+
+def _cut_off(bozo: object, data: bytes, entries: int) -> int:
+    """How many entries at the end of a document that stops early were left unclosed.
+
+    The lenient reading keeps an entry the end of the input cut through (a title
+    without its summary, half a summary); stored, it would be "updated" when the whole
+    document comes. Entries the document closed are complete and are kept.
+    """
+    message = getattr(bozo, "getMessage", None)
+    if not callable(message) or message() not in _ENDS_EARLY:
+        return 0
+    return max(0, entries - len(_ENTRY_END.findall(data)))
+
+
 def _text(value: Any) -> str:
     return value.strip() if isinstance(value, str) else ""
 
@@ -376,6 +394,12 @@ def parse_feed(
     warnings = list(defuse_warnings)
     if bozo is not None:
         warnings.append(f"feed is not well-formed, read leniently: {bozo}")
+    cut = _cut_off(bozo, data, len(raw_entries))
+    if cut:  # a response cut short: its last entry would be stored half-written
+        raw_entries = raw_entries[:-cut]
+        what = ("its last entry, cut through, was" if cut == 1
+                else f"its last {cut} entries, left open, were")
+        warnings.append(f"the document ends early (cut off in transit?): {what} not read")
     limit = FieldLimiter(field_limits)
     feed: dict[str, Any] = result.get("feed") or {}
     base = url or None
