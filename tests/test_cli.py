@@ -182,7 +182,8 @@ def test_an_untitled_entry_is_listed_by_the_start_of_its_text(httpserver: HTTPSe
     long = "word " * 40
     rss = ("<rss version='2.0'><channel><title>t</title>"
            "<item><guid>https://social.example/@ana/1</guid>"
-           "<description>&lt;p&gt;Hello &lt;a href='/tags/rss'&gt;#rss&lt;/a&gt; "
+           "<description>&lt;p&gt;Hello &lt;a href='/tags/rss' class='mention hashtag'&gt;"
+           "#&lt;span&gt;rss&lt;/span&gt;&lt;/a&gt; "
            "&amp;amp; friends&lt;/p&gt;</description></item>"
            f"<item><guid>https://social.example/@ana/2</guid><description>{long}"
            "</description></item>"

@@ -86,6 +86,13 @@ def test_the_text_of_html_is_indexed_not_its_markup() -> None:
             "<strong>hours</strong> &amp; prices</p>")
     assert searchable_text(html) == "Café opening hours & prices"
     assert searchable_text("plain text, no tags") == "plain text, no tags"
+    # What is shown reads as a browser shows it: inline tags separate no words (a
+    # Mastodon hashtag, a drop cap); block tags and line breaks do.
+    from signal_feeds.identity.search_text import readable_text
+
+    assert readable_text('<p>Hi <a href="/tags/rss" class="hashtag">#<span>rss</span>'
+                         "</a></p><p><B>S</B>ignal<br>is<BR/>here &amp; <abbrev>x"
+                         "</abbrev>y</p>") == "Hi #rss Signal is here & x y"
     assert searchable_text("") == ""
 
 

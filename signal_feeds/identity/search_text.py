@@ -19,9 +19,13 @@ from typing import NamedTuple
 
 from signal_feeds.identity.keys import EntryRow
 
-__all__ = ["SearchText", "search_texts", "searchable_text"]
+__all__ = ["SearchText", "readable_text", "search_texts", "searchable_text"]
 
 _TAG = re.compile(r"<[^>]*>")
+#: Elements a browser lays out inside a line of text: their tags separate no words.
+_INLINE_TAG = re.compile(r"</?(?:a|abbr|b|bdi|bdo|cite|code|data|del|dfn|em|font|i|ins|kbd|"
+                         r"mark|q|s|samp|small|span|strike|strong|sub|sup|time|tt|u|var|"
+                         r"wbr)\b[^>]*>", re.IGNORECASE)
 
 
 def searchable_text(markup: str) -> str:
@@ -33,6 +37,14 @@ def searchable_text(markup: str) -> str:
     if "&" in markup:
         markup = html.unescape(markup)
     return " ".join(markup.split())
+
+
+def readable_text(markup: str) -> str:
+    """The text of an HTML fragment as a browser shows it, as one line: like
+    :func:`searchable_text`, but inline tags (``<a>``, ``<span>``, ``<b>``, ...) separate
+    no words, so a Mastodon hashtag ``#<span>rss</span>`` reads ``#rss``. (For what is
+    shown; the index keeps the cheaper reading, where every tag is a space.)"""
+    return searchable_text(_INLINE_TAG.sub("", markup) if "<" in markup else markup)
 
 
 class SearchText(NamedTuple):
