@@ -28,7 +28,9 @@ __all__ = ["NORMALIZER_VERSION", "ParsedEntry", "ParsedFeed"]
 #: Feed item with content and no summary has its content as summary, as feedparser gives
 #: RSS and Atom entries. 6: an HTML title's character references are read (``Tom &amp;
 #: Jerry`` is stored as ``Tom & Jerry``), the feed's own title as an entry's; an entry the
-#: end of a document cut through (a response cut short) is not read.
+#: end of a document cut through (a response cut short) is not read; dates feedparser does
+#: not read that name their month (``Dec 5, 2026``, ``Sa, 05 Dez 2026 ...``) are read (see
+#: ``parse.dates``).
 NORMALIZER_VERSION = 6
 
 

@@ -260,7 +260,7 @@ def test_a_utf8_feed_behind_a_default_latin_charset_is_read_as_utf8(
 def test_dates_feedparser_cannot_read_are_reported() -> None:
     # Left empty, such entries are listed by when Signal first saw them: the report says
     # why. One warning per document, not one per entry.
-    dates = ["Tue, 01 Dec 2026 10:00:00 EST", "Di, 01 Dez 2026 10:00:00 +0100",
+    dates = ["Tue, 01 Dec 2026 10:00:00 EST", "01/12/2026 10:00:00 +0100",
              "Tue, 31 Nov 2026 10:00:00 GMT"]
     items = "".join(f"<item><guid>g{i}</guid><pubDate>{d}</pubDate></item>"
                     for i, d in enumerate(dates))
@@ -268,7 +268,7 @@ def test_dates_feedparser_cannot_read_are_reported() -> None:
                       "</channel></rss>".encode())
     assert [e.published for e in feed.entries] == ["2026-12-01T15:00:00Z", "", ""]
     assert feed.warnings == (
-        "date 'Di, 01 Dez 2026 10:00:00 +0100' and 1 more not understood; left empty",)
+        "date '01/12/2026 10:00:00 +0100' and 1 more not understood; left empty",)
     first = items[:items.index("</item>") + len("</item>")]
     clean = parse_feed(f'<rss version="2.0"><channel><title>t</title>{first}'
                        "</channel></rss>".encode())
@@ -547,3 +547,42 @@ def test_a_document_broken_elsewhere_keeps_its_entries() -> None:
     feed = parse_feed(body)
     assert len(feed.entries) == 3
     assert not [w for w in feed.warnings if "ends early" in w]
+
+
+@pytest.mark.parametrize(("date", "stored"), [
+    # feedparser reads none of these; the report called each "not understood".
+    ("Saturday, December 5, 2026 9:00 AM", "2026-12-05T09:00:00Z"),
+    ("December 5, 2026 12:30 AM", "2026-12-05T00:30:00Z"),
+    ("Dec 5th, 2026 at 3:15 pm", "2026-12-05T15:15:00Z"),
+    ("Dec 5, 2026", "2026-12-05T00:00:00Z"),
+    ("Sat,05 Dec 2026 09:00:00 GMT", "2026-12-05T09:00:00Z"),
+    ("Sat, 05 Dec 2026 09:00:00 GMT+1", "2026-12-05T08:00:00Z"),
+    ("Tue, 1 Dec 26 10:00 GMT-05:00", "2026-12-01T15:00:00Z"),
+    # A server's locale in its RFC 822 dates.
+    ("Sa, 05 Dez 2026 09:00:00 +0100", "2026-12-05T08:00:00Z"),
+    ("Mi, 02 Mär 2026 08:00:00 +0100", "2026-03-02T07:00:00Z"),
+    ("jeu., 03 déc. 2026 10:00:00 +0100", "2026-12-03T09:00:00Z"),
+    ("sáb, 05 dic 2026 09:00:00 CET", "2026-12-05T08:00:00Z"),
+    ("5. Dezember 2026 10:15", "2026-12-05T10:15:00Z"),
+    ("05 de diciembre de 2026", "2026-12-05T00:00:00Z"),
+    # No real moment, or no telling which: still unread, and said so.
+    ("12/05/2026 09:00:00", ""),
+    ("Sat, 31 Nov 2026 09:00:00 GMT", ""),
+    ("Sat, 05 Dec 2026 24:00:00 GMT", ""),
+    ("December 5, 2026 13:00 PM", ""),
+    ("Sat, 05 Foo 2026 09:00:00 GMT", ""),
+    ("Saturday, December 5, 2026 9:00 QQQ", ""),
+])
+def test_a_date_with_its_month_named_is_read(date: str, stored: str) -> None:
+    feed = parse_feed(f'<rss version="2.0"><channel><title>t</title><item><guid>g</guid>'
+                      f"<pubDate>{date}</pubDate></item></channel></rss>".encode())
+    assert feed.entries[0].published == stored
+    assert feed.warnings == (() if stored else
+                             (f"date {date[:40]!r} not understood; left empty",))
+
+
+def test_no_month_name_means_two_months() -> None:
+    from signal_feeds.parse.dates import MONTH_NAMES
+
+    names = [name for month in MONTH_NAMES for name in month.split()]
+    assert len(MONTH_NAMES) == 12 and len(names) == len(set(names))

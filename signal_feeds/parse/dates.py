@@ -6,19 +6,23 @@ feedparser reads nearly every date a feed writes. Three kinds it misreads, silen
 - a numeric date with a slash, or a zone name, after the time (``2026/12/01 10:00:00``,
   ``2026-12-01 10:00 CET``): the time is dropped.
 The first and the last are read here; the second is corrected for a few unambiguous zone
-names, and reported for the others. feedparser itself is neither changed nor asked
-anything new.
+names, and reported for the others. Some dates it does not read at all are read here too:
+a month written out (``Saturday, December 5, 2026 9:00 AM``, ``Dec 5, 2026``), a month or
+weekday named in German, French, Spanish, Italian, Portuguese or Dutch (``Sa, 05 Dez 2026
+09:00:00 +0100``, a server's locale leaking into its RFC 822 dates), no space after the
+weekday's comma, ``GMT+1``. feedparser itself is neither changed nor asked anything new.
 """
 
 from __future__ import annotations
 
 import calendar
+import datetime as dt
 import re
 import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-__all__ = ["ZONE_OFFSETS", "date_warnings", "entry_date"]
+__all__ = ["MONTH_NAMES", "ZONE_OFFSETS", "date_warnings", "entry_date"]
 
 _ISO = "%Y-%m-%dT%H:%M:%SZ"
 #: Zone names feedparser's RFC 822 reader does not know, with their offsets from UTC in
@@ -80,6 +84,76 @@ def _time_dropped(text: str, parsed: Any) -> str:
     return time.strftime(_ISO, time.gmtime(moment - offset * 60))
 
 
+#: Month names and abbreviations by month, in English and the languages a server's locale
+#: most often leaks into feeds; no name is in two months (a test checks).
+MONTH_NAMES = (
+    "january jan janvier janv enero ene gennaio gen janeiro januar januari jänner jän",
+    "february feb février fevrier févr fevr fév febrero febbraio fevereiro fev februar "
+    "februari",
+    "march mar märz maerz mär mrz mars marzo março marco maart mrt",
+    "april apr avril avr abril abr aprile",
+    "may mai mayo maggio mag maio mei",
+    "june jun juin junio giugno giu junho juni",
+    "july jul juillet juil julio luglio lug julho juli",
+    "august aug août aout agosto ago augustus",
+    "september sep sept septembre septiembre setiembre set settembre setembro",
+    "october oct octobre octubre ottobre ott outubro out oktober okt",
+    "november nov novembre noviembre novembro",
+    "december dec décembre decembre déc diciembre dic dicembre dezembro dezember dez",
+)
+_MONTHS: Mapping[str, int] = {name: number for number, names in enumerate(MONTH_NAMES, start=1)
+                              for name in names.split()}
+_CLOCK = (r"(?:,?\s+(?:at\s+|um\s+|à\s+|a las\s+|alle\s+|às\s+|om\s+)?(\d{1,2})[:.](\d{2})"
+          r"(?:[:.](\d{2}))?\s*([AaPp]\.?[Mm]\.?)?)?")
+_ZONE = r"(?:\s*(Z|[+-]\d{2}:?\d{2}|(?:GMT|UTC)[+-]\d{1,2}(?::?\d{2})?|[A-Za-z]{1,5}))?"
+_WEEKDAY = r"(?:[^\W\d_]{2,12}\.?(?:,\s*|\s+))?"
+# "Sa, 05 Dez 2026 09:00:00 +0100", "Sat,05 Dec 2026 09:00 GMT", "5. Dezember 2026"
+_DAY_FIRST = re.compile(rf"^{_WEEKDAY}(\d{{1,2}})\.?\s*(?:de\s+)?([^\W\d_]{{3,10}})\.?,?\s+"
+                        rf"(?:de\s+)?(\d{{4}}|\d{{2}}){_CLOCK}{_ZONE}$")
+# "Saturday, December 5, 2026 9:00 AM", "Dec 5th, 2026"
+_MONTH_FIRST = re.compile(rf"^{_WEEKDAY}([^\W\d_]{{3,10}})\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?,?\s+"
+                          rf"(\d{{4}}){_CLOCK}{_ZONE}$")
+
+
+def _zone_minutes(zone: str | None) -> int | None:
+    if zone and zone[:3].upper() in ("GMT", "UTC") and len(zone) > 3:
+        sign, digits = zone[3], zone[4:].replace(":", "")
+        hours, minutes = (digits, "0") if len(digits) <= 2 else (digits[:-2], digits[-2:])
+        total = int(hours) * 60 + int(minutes)
+        return total if sign == "+" else -total
+    return _offset_minutes(zone)
+
+
+def _read_unread(text: str) -> str:
+    """A date feedparser did not read at all, read here (see the module's docstring);
+    ``""`` when it is not one of those forms, or names no real moment."""
+    match = _DAY_FIRST.match(text)
+    if match is not None:
+        day, month, year = match[1], match[2], match[3]
+    elif (match := _MONTH_FIRST.match(text)) is not None:
+        month, day, year = match[1], match[2], match[3]
+    else:
+        return ""
+    number = _MONTHS.get(month.lower())
+    offset = _zone_minutes(match[8])
+    if number is None or offset is None:
+        return ""
+    hour, minute, second = int(match[4] or 0), int(match[5] or 0), int(match[6] or 0)
+    if match[7]:  # a 12-hour clock
+        if not 1 <= hour <= 12:
+            return ""
+        hour = hour % 12 + (12 if match[7][0] in "Pp" else 0)
+    full_year = int(year)
+    if len(year) == 2:  # RFC 2822's rule for a two-digit year
+        full_year += 2000 if full_year < 50 else 1900
+    try:
+        moment = dt.datetime(full_year, number, int(day), hour, minute, second,
+                             tzinfo=dt.UTC) - dt.timedelta(minutes=offset)
+    except ValueError:  # 31 November, 24:00, minute 60
+        return ""
+    return moment.strftime(_ISO)
+
+
 def _text(value: Any) -> str:
     return value.strip() if isinstance(value, str) else ""
 
@@ -115,6 +189,8 @@ def entry_date(raw: dict[str, Any], key: str) -> str:
         seconds = int(text) / (1000 if len(text) > 10 else 1)
         return time.strftime(_ISO, time.gmtime(seconds))
     parsed = dict.get(raw, f"{key}_parsed")
+    if not parsed and text:
+        return _read_unread(text)
     if dropped := _time_dropped(text, parsed):
         return dropped
     zone = _read_as_utc(text, parsed)
@@ -137,7 +213,8 @@ def date_warnings(raw_entries: Iterable[dict[str, Any]]) -> list[str]:
                 continue
             parsed = dict.get(raw, f"{key}_parsed")
             if not parsed:
-                unread.append(text)
+                if not _read_unread(text):
+                    unread.append(text)
             elif (zone := _read_as_utc(text, parsed)) and zone not in ZONE_OFFSETS:
                 unknown.append(text)
     warnings = []
