@@ -30,7 +30,8 @@ __all__ = ["NORMALIZER_VERSION", "ParsedEntry", "ParsedFeed"]
 #: Jerry`` is stored as ``Tom & Jerry``), the feed's own title as an entry's; an entry the
 #: end of a document cut through (a response cut short) is not read; dates feedparser does
 #: not read that name their month (``Dec 5, 2026``, ``Sa, 05 Dez 2026 ...``) are read (see
-#: ``parse.dates``).
+#: ``parse.dates``), in JSON Feed too, where an item without ``url`` is linked by its
+#: ``external_url``.
 NORMALIZER_VERSION = 6
 
 

@@ -214,3 +214,22 @@ def test_a_content_only_item_has_the_same_summary_as_in_rss_and_atom() -> None:
                                        "items": [{"id": "g", "content_text": "a < b"}]}
                                       ).encode(), content_type="application/feed+json")
     assert (text_only.entries[0].summary, text_only.entries[0].content) == ("a &lt; b",) * 2
+
+
+def test_rfc_822_dates_and_a_link_post_without_url() -> None:
+    # Some generators write RSS's dates into JSON Feed; they were left empty, with one
+    # warning per item. A link post may name only the page it is about.
+    items = [{"id": "a", "external_url": "https://elsewhere.example/story",
+              "content_text": "x", "date_published": "Mon, 02 Mar 2026 10:00:00 +0300",
+              "date_modified": "Tue, 03 Mar 2026 10:00:00 GMT"},
+             {"id": "b", "url": "https://example.org/b", "external_url": "https://e.example/",
+              "content_text": "y", "date_published": "yesterday"},
+             {"id": "c", "content_text": "z", "date_published": "last week"}]
+    body = json.dumps({"version": "https://jsonfeed.org/version/1.1", "title": "t",
+                       "items": items}).encode()
+    feed = parse_feed(body)
+    assert [(e.url, e.published, e.updated) for e in feed.entries] == [
+        ("https://elsewhere.example/story", "2026-03-02T07:00:00Z", "2026-03-03T10:00:00Z"),
+        ("https://example.org/b", "", ""),
+        ("", "", "")]
+    assert feed.warnings == ("date 'yesterday' and 1 more not RFC 3339; left empty",)

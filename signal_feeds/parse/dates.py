@@ -22,7 +22,7 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-__all__ = ["MONTH_NAMES", "ZONE_OFFSETS", "date_warnings", "entry_date"]
+__all__ = ["MONTH_NAMES", "ZONE_OFFSETS", "date_warnings", "entry_date", "named_month_date"]
 
 _ISO = "%Y-%m-%dT%H:%M:%SZ"
 #: Zone names feedparser's RFC 822 reader does not know, with their offsets from UTC in
@@ -124,9 +124,10 @@ def _zone_minutes(zone: str | None) -> int | None:
     return _offset_minutes(zone)
 
 
-def _read_unread(text: str) -> str:
-    """A date feedparser did not read at all, read here (see the module's docstring);
-    ``""`` when it is not one of those forms, or names no real moment."""
+def named_month_date(text: str) -> str:
+    """A date that names its month (an RFC 822 date among them), as ISO 8601 UTC: the
+    forms feedparser does not read (see the module's docstring) and the RFC 822 dates a
+    JSON Feed should not have; ``""`` when it is not one, or names no real moment."""
     match = _DAY_FIRST.match(text)
     if match is not None:
         day, month, year = match[1], match[2], match[3]
@@ -190,7 +191,7 @@ def entry_date(raw: dict[str, Any], key: str) -> str:
         return time.strftime(_ISO, time.gmtime(seconds))
     parsed = dict.get(raw, f"{key}_parsed")
     if not parsed and text:
-        return _read_unread(text)
+        return named_month_date(text)
     if dropped := _time_dropped(text, parsed):
         return dropped
     zone = _read_as_utc(text, parsed)
@@ -213,7 +214,7 @@ def date_warnings(raw_entries: Iterable[dict[str, Any]]) -> list[str]:
                 continue
             parsed = dict.get(raw, f"{key}_parsed")
             if not parsed:
-                if not _read_unread(text):
+                if not named_month_date(text):
                     unread.append(text)
             elif (zone := _read_as_utc(text, parsed)) and zone not in ZONE_OFFSETS:
                 unknown.append(text)

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from signal_feeds.errors import ParseError
+from signal_feeds.parse.dates import named_month_date
 from signal_feeds.parse.feed import (
     DEFAULT_FIELD_LIMITS,
     FieldLimiter,
@@ -69,15 +70,19 @@ def _repair_surrogates(data: Any) -> int:
     return count
 
 
-def _date(value: Any, warnings: list[str]) -> str:
-    """RFC 3339 to the row format (``2026-03-14T09:26:53Z``); ``""`` if absent or bad."""
+def _date(value: Any, unread: list[str]) -> str:
+    """RFC 3339 to the row format (``2026-03-14T09:26:53Z``); ``""`` if absent or bad (and
+    then the text goes to ``unread``). An RFC 822 date, which some generators write
+    here as in RSS, is read too."""
     text = _str(value)
     if not text:
         return ""
     try:
         moment = dt.datetime.fromisoformat(text.replace("z", "Z"))
     except ValueError:
-        warnings.append(f"date {text[:40]!r} is not RFC 3339; left empty")
+        if named := named_month_date(text):
+            return named
+        unread.append(text)
         return ""
     if moment.tzinfo is None:  # RFC 3339 requires an offset; read a bare time as UTC
         moment = moment.replace(tzinfo=dt.UTC)
@@ -105,8 +110,10 @@ def _remote_id(value: Any) -> str:
 
 
 def _entry(item: Mapping[str, Any], base: str | None, require_https: bool, limit: FieldLimiter,
-           warnings: list[str]) -> ParsedEntry:
-    link, refused = check_link(_str(item.get("url")), base=base, require_https=require_https)
+           unread: list[str]) -> ParsedEntry:
+    # A link post may give only external_url (the page it is about): its link then.
+    link, refused = check_link(_str(item.get("url")) or _str(item.get("external_url")),
+                               base=base, require_https=require_https)
     content_html, content_text = _str(item.get("content_html")), _str(item.get("content_text"))
     # Relative references in content_html: the item's page, else the feed's (as for RSS).
     content = (as_html(content_html, _HTML, html_base(None, base, link)) if content_html
@@ -121,8 +128,8 @@ def _entry(item: Mapping[str, Any], base: str | None, require_https: bool, limit
         url=link or "",
         # JSON Feed titles are plain text: never markup.
         title=limit("title", plain_text(_str(item.get("title")))),
-        published=_date(item.get("date_published"), warnings),
-        updated=_date(item.get("date_modified"), warnings),
+        published=_date(item.get("date_published"), unread),
+        updated=_date(item.get("date_modified"), unread),
         author=limit("author", plain_text(_authors(item))),
         summary=limit("summary", summary),
         content=limit("content", content),
@@ -166,6 +173,7 @@ def parse_jsonfeed(
     home = normalize_link(_str(data.get("home_page_url"))) or ""
     base = url or _str(data.get("feed_url")) or home or None
     entries: list[ParsedEntry] = []
+    unread: list[str] = []
     if len(items) > max_entries:
         warnings.append(f"the feed has {len(items)} entries; only the first "
                         f"{max_entries} were read")
@@ -174,7 +182,10 @@ def parse_jsonfeed(
         if not isinstance(item, dict):
             warnings.append(f"items[{index}] is not an object; ignored")
             continue
-        entries.append(_entry(item, base, require_https_links, limit, warnings))
+        entries.append(_entry(item, base, require_https_links, limit, unread))
+    if unread:  # one warning a document, as for RSS and Atom
+        more = f" and {len(unread) - 1} more" if len(unread) > 1 else ""
+        warnings.append(f"date {unread[0][:40]!r}{more} not RFC 3339; left empty")
     for name, count in sorted(limit.cut.items()):
         warnings.append(f"{name} cut to {field_limits[name]} characters in {count} entries")
     return ParsedFeed(title=_str(data.get("title")), link=home, version=version,
