@@ -143,6 +143,37 @@ def test_an_unreachable_proxy_is_named_without_its_credentials(
     assert "secret" not in rep.error and "feeds.example" not in rep.error
 
 
+def test_a_refused_connection_is_said_in_words(db_path: Path) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]  # closed below: nobody listens there
+    rep = run_fetch(make_config(db_path, {"s": f"http://127.0.0.1:{port}/feed.xml"}),
+                    force=True).get("s")
+    # It was "cannot connect: [Errno 111] Connect call failed ('127.0.0.1', PORT)".
+    assert (rep.status, rep.error) == (
+        "failed", f"cannot connect: connection refused by 127.0.0.1 port {port} "
+                  "(no server listens there)")
+
+
+@pytest.mark.parametrize(("text", "said"), [
+    ("Multiple exceptions: [Errno 111] Connect call failed ('::1', 8080, 0, 0), "
+     "[Errno 111] Connect call failed ('127.0.0.1', 8080)",
+     "connection refused by ::1 port 8080 and 127.0.0.1 port 8080 (no server listens there)"),
+    ("proxy http://127.0.0.1:3128: [Errno 111] Connect call failed ('127.0.0.1', 3128)",
+     "proxy http://127.0.0.1:3128: connection refused by 127.0.0.1 port 3128 "
+     "(no server listens there)"),
+    ("[Errno 113] Connect call failed ('192.0.2.7', 443)", "no route to host 192.0.2.7 port 443"),
+    # Different failures, or one without words here: as asyncio said it.
+    ("Multiple exceptions: [Errno 101] Connect call failed ('::1', 80, 0, 0), "
+     "[Errno 111] Connect call failed ('127.0.0.1', 80)", None),
+    ("[Errno 99] Connect call failed ('::1', 80, 0, 0)", None),
+    ("All connection attempts failed", None),
+])
+def test_connect_failures_in_words(text: str, said: str | None) -> None:
+    from signal_feeds.http.fetch import _in_words
+
+    assert _in_words(text) == (text if said is None else said)
+
+
 def test_proxy_setting_is_validated() -> None:
     with pytest.raises(signal_feeds.ConfigError,
                        match=r"\[settings\]: proxy: must be an http:// or https://"):

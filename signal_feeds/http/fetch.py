@@ -11,9 +11,11 @@ that trickles a byte a second can hold a run).
 from __future__ import annotations
 
 import asyncio
+import errno
 import functools
 import hashlib
 import ipaddress
+import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -346,6 +348,9 @@ async def fetch(
                          source_id=source_id, reason="network") from exc
 
 
+_ERRNO = re.compile(r"\[Errno (\d+)\]")
+
+
 def _translated(exc: httpx.TransportError, limits: FetchLimits,
                 source_id: str | None) -> FetchError:
     import httpx
@@ -365,11 +370,33 @@ def _translated(exc: httpx.TransportError, limits: FetchLimits,
     if isinstance(exc, httpx.ConnectError):
         if refused := certificate_problem(exc):
             return FetchError(refused, source_id=source_id, reason="connect")
-        return FetchError(f"cannot connect: {text or 'connection failed'}",
+        return FetchError(f"cannot connect: {_in_words(text) or 'connection failed'}",
                           source_id=source_id, reason="connect")
     detail = text or _describe(exc)
     return FetchError(f"network error: {type(exc).__name__}: {detail}", source_id=source_id,
                       reason="network")
+
+
+#: What the socket said, in words, when it could not connect.
+_CONNECT_ERRNOS = {errno.ECONNREFUSED: "connection refused by {} (no server listens there)",
+                   errno.ENETUNREACH: "network unreachable for {}",
+                   errno.EHOSTUNREACH: "no route to host {}"}
+# asyncio's "[Errno 111] Connect call failed ('127.0.0.1', 8080)", once per address tried.
+_CONNECT_CALL = re.compile(r"\[Errno (\d+)\] Connect call failed \('?([^',)]*)'?, (\d+)[^)]*\)")
+
+
+def _in_words(text: str) -> str:
+    """``connection refused by ::1 port 8080 and 127.0.0.1 port 8080 (...)`` instead of
+    asyncio's ``Multiple exceptions: [Errno 111] Connect call failed ('::1', 8080, 0,
+    0), ...``, when every address failed alike; else ``text`` as it is. What precedes
+    the first address (``proxy http://...: ``) is kept."""
+    found = _CONNECT_CALL.findall(text)
+    codes = {int(code) for code, _, _ in found}
+    if len(codes) != 1 or (code := codes.pop()) not in _CONNECT_ERRNOS:
+        return text
+    where = " and ".join(dict.fromkeys(f"{host} port {port}" for _, host, port in found))
+    lead = text[:text.index("[Errno")].removesuffix("Multiple exceptions: ")
+    return lead + _CONNECT_ERRNOS[code].format(where)
 
 
 def _describe(exc: BaseException) -> str:
