@@ -31,7 +31,8 @@ __all__ = ["NORMALIZER_VERSION", "ParsedEntry", "ParsedFeed"]
 #: end of a document cut through (a response cut short) is not read; dates feedparser does
 #: not read that name their month (``Dec 5, 2026``, ``Sa, 05 Dez 2026 ...``) are read (see
 #: ``parse.dates``), in JSON Feed too, where an item without ``url`` is linked by its
-#: ``external_url``.
+#: ``external_url``; a guid or Atom id that is no address (``123``) no longer becomes a link
+#: resolved against the feed's URL (``https://example.org/123``).
 NORMALIZER_VERSION = 6
 
 

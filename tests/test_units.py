@@ -586,3 +586,27 @@ def test_no_month_name_means_two_months() -> None:
 
     names = [name for month in MONTH_NAMES for name in month.split()]
     assert len(MONTH_NAMES) == 12 and len(names) == len(set(names))
+
+
+@pytest.mark.parametrize(("item", "link"), [
+    # Without a link element feedparser takes the guid for the link; a guid that is no
+    # address was resolved against the feed's URL into a page that does not exist.
+    ("<guid>123</guid>", ""),
+    ("<guid>post-abc</guid>", ""),
+    ("<guid>https://example.org/p/1</guid>", "https://example.org/p/1"),
+    ("<guid>/p/9</guid>", "https://example.org/p/9"),
+    ("<guid>123</guid><link>/real</link>", "https://example.org/real"),
+    ("<link>/real</link><guid>123</guid>", "https://example.org/real"),
+])
+def test_a_guid_that_is_no_address_makes_no_link(item: str, link: str) -> None:
+    feed = parse_feed(f'<rss version="2.0"><channel><title>t</title><item>{item}</item>'
+                      "</channel></rss>".encode(), url="https://example.org/feed")
+    assert feed.entries[0].url == link
+
+
+def test_an_atom_id_that_is_no_address_makes_no_link() -> None:
+    body = (b'<feed xmlns="http://www.w3.org/2005/Atom"><title>t</title>'
+            b'<entry><id>1</id><link rel="self" href="https://example.org/e/1.atom"/></entry>'
+            b"<entry><id>https://example.org/e/2</id></entry></feed>")
+    feed = parse_feed(body, url="https://example.org/feed")
+    assert [e.url for e in feed.entries] == ["", "https://example.org/e/2"]

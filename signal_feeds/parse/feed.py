@@ -262,6 +262,18 @@ def _detail_base(detail: Any) -> Any:
     return detail.get("base") if isinstance(detail, Mapping) else None
 
 
+def _entry_link(raw: dict[str, Any]) -> str:
+    """The entry's link as the feed gives it. Without a link element feedparser uses the
+    RSS guid (or the Atom id) as the link; a guid such as ``123`` or ``post-abc`` is
+    no address, and resolved against the feed's URL it would make up a page
+    (``https://example.org/123``): only an absolute URL or path is taken so."""
+    link = _text(dict.get(raw, "link"))
+    if (link and dict.get(raw, "guidislink") and link == _text(dict.get(raw, "id"))
+            and not link.startswith("/") and "://" not in link):
+        return ""
+    return link
+
+
 def _entry(raw: dict[str, Any], base: str | None, require_https: bool,
            limit: FieldLimiter) -> ParsedEntry:
     get = dict.get  # bypass FeedParserDict's aliases (and their deprecation warnings)
@@ -280,7 +292,7 @@ def _entry(raw: dict[str, Any], base: str | None, require_https: bool,
         # feedparser copies a lone Atom <content> or RSS <content:encoded> into the summary
         # without its type; read as plain text, the copy's markup came out escaped.
         summary_detail = content_detail
-    link, refused = check_link(_text(get(raw, "link")), base=base, require_https=require_https)
+    link, refused = check_link(_entry_link(raw), base=base, require_https=require_https)
     summary_base = (html_base(_detail_base(summary_detail), base, link) if summary
                     else None)
     content_base = html_base(_detail_base(content_detail), base, link) if content else None
