@@ -8,6 +8,7 @@ from conftest import FIXTURES
 from signal_feeds import (
     ContradictionError,
     ParsedEntry,
+    ParsedFeed,
     ParseError,
     digest,
     entry_key,
@@ -16,6 +17,12 @@ from signal_feeds import (
 )
 from signal_feeds.identity.keys import classify_change, metadata_fingerprint
 from signal_feeds.urls import check_link, normalize_link
+
+
+def one_item(item: str, **options: str) -> ParsedFeed:
+    """An RSS document of one item (its inner XML given), parsed."""
+    return parse_feed(f'<rss version="2.0"><channel><title>t</title><item>{item}</item>'
+                      "</channel></rss>".encode(), **options)
 
 
 @pytest.mark.parametrize(("raw", "expected"), [
@@ -457,8 +464,7 @@ def test_an_empty_body_is_called_empty(body: bytes) -> None:
     ("Tue, 01 Dec 2026 10:00:00 IST", "2026-12-01T10:00:00Z", True),
 ])
 def test_a_zone_name_feedparser_reads_as_utc(date: str, stored: str, warned: bool) -> None:
-    feed = parse_feed(f'<rss version="2.0"><channel><title>t</title><item><guid>g</guid>'
-                      f"<pubDate>{date}</pubDate></item></channel></rss>".encode())
+    feed = one_item(f"<guid>g</guid><pubDate>{date}</pubDate>")
     assert feed.entries[0].published == stored
     assert feed.warnings == ((f"time zone of date {date!r} not known; read as UTC",)
                              if warned else ())
@@ -479,8 +485,7 @@ def test_a_zone_name_feedparser_reads_as_utc(date: str, stored: str, warned: boo
     ("2026/12/01 25:00", "2026-12-01T00:00:00Z"),  # no such time: the date alone
 ])
 def test_a_numeric_date_keeps_its_time(date: str, stored: str) -> None:
-    feed = parse_feed(f'<rss version="2.0"><channel><title>t</title><item><guid>g</guid>'
-                      f"<pubDate>{date}</pubDate></item></channel></rss>".encode())
+    feed = one_item(f"<guid>g</guid><pubDate>{date}</pubDate>")
     assert feed.entries[0].published == stored
 
 
@@ -574,8 +579,7 @@ def test_a_document_broken_elsewhere_keeps_its_entries() -> None:
     ("Saturday, December 5, 2026 9:00 QQQ", ""),
 ])
 def test_a_date_with_its_month_named_is_read(date: str, stored: str) -> None:
-    feed = parse_feed(f'<rss version="2.0"><channel><title>t</title><item><guid>g</guid>'
-                      f"<pubDate>{date}</pubDate></item></channel></rss>".encode())
+    feed = one_item(f"<guid>g</guid><pubDate>{date}</pubDate>")
     assert feed.entries[0].published == stored
     assert feed.warnings == (() if stored else
                              (f"date {date[:40]!r} not understood; left empty",))
@@ -599,8 +603,7 @@ def test_no_month_name_means_two_months() -> None:
     ("<link>/real</link><guid>123</guid>", "https://example.org/real"),
 ])
 def test_a_guid_that_is_no_address_makes_no_link(item: str, link: str) -> None:
-    feed = parse_feed(f'<rss version="2.0"><channel><title>t</title><item>{item}</item>'
-                      "</channel></rss>".encode(), url="https://example.org/feed")
+    feed = one_item(item, url="https://example.org/feed")
     assert feed.entries[0].url == link
 
 
