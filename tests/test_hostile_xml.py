@@ -251,3 +251,24 @@ def test_author_cut_keeps_characters_and_references_whole() -> None:
     (entry,) = feed.entries
     assert entry.author == "é" * 512
     assert not any(w.startswith("feed is not well-formed") for w in feed.warnings)
+
+
+def test_an_element_with_a_hundred_thousand_attributes_is_read_quickly() -> None:
+    # The standard library's SAX attributes find each name by a linear search, and
+    # feedparser looks up every one: 100,000 attributes (1 MB) took minutes to parse.
+    from signal_feeds.parse.feed import MAX_ATTRIBUTES
+
+    many = " ".join(f'a{i}="x"' for i in range(100_000))
+    body = (f'<rss version="2.0"><channel><title>t</title><item><guid>g</guid>'
+            f"<title {many}>kept</title><enclosure {many} url='https://x.example/a.mp3'/>"
+            "</item></channel></rss>").encode()
+    feed = parse_feed(body)
+    assert [e.title for e in feed.entries] == ["kept"]
+    assert feed.warnings == (f"attributes past the first {MAX_ATTRIBUTES} removed from "
+                             "2 element(s)",)
+    # A tag that is only long (a large URL) keeps its attributes.
+    url = "https://x.example/a?" + "&amp;k=v" * 10_000
+    body = (f'<rss version="2.0"><channel><title>t</title><item><guid>g</guid>'
+            f'<enclosure url="{url}" length="1" type="audio/mpeg"/></item></channel></rss>'
+            ).encode()
+    assert parse_feed(body).warnings == ()
