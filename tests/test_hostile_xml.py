@@ -272,3 +272,13 @@ def test_an_element_with_a_hundred_thousand_attributes_is_read_quickly() -> None
             f'<enclosure url="{url}" length="1" type="audio/mpeg"/></item></channel></rss>'
             ).encode()
     assert parse_feed(body).warnings == ()
+
+
+def test_entries_never_closed_are_capped_too() -> None:
+    # The cap counts end tags before parsing; the lenient reading makes an entry of
+    # every unclosed <item> too, and 100,000 of them all went through.
+    items = "".join(f"<item><guid>g{i}</guid>" for i in range(200))
+    feed = parse_feed(f'<rss version="2.0"><channel><title>t</title>&nbsp;{items}'
+                      "</channel></rss>".encode(), max_entries=50)
+    assert len(feed.entries) == 50
+    assert "the feed has 200 entries; only the first 50 were read" in feed.warnings

@@ -419,6 +419,10 @@ def parse_feed(
                          source_id=source_id) from exc
     version = result.get("version") or ""
     raw_entries = result.get("entries") or []
+    if len(raw_entries) > max_entries:  # entries never closed escape the count of end tags
+        defuse_warnings += (f"the feed has {len(raw_entries)} entries; only the first "
+                            f"{max_entries} were read",)
+        raw_entries = raw_entries[:max_entries]
     bozo = result.get("bozo_exception")
     if not version and not raw_entries:
         links = feed_links(data, url)
