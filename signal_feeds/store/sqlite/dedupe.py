@@ -78,8 +78,10 @@ class _Rows:
                 self.texts[row.key] = row.shingles
 
     def load(self, keys: Iterable[str]) -> None:
-        missing = sorted({k for k in keys if k not in self.cache})
-        for chunk in _chunks(missing):
+        missing = {k for k in keys if k not in self.cache}
+        if not missing:  # the common case: rows this pass has already read
+            return
+        for chunk in _chunks(sorted(missing)):
             for r in self.conn.execute(_ROW_SQL.format(marks=",".join("?" * len(chunk))),
                                        chunk):
                 self.cache[r[0]] = DedupeRow(
@@ -95,7 +97,8 @@ class _Rows:
         return self.cache[key]
 
     def exists(self, key: str) -> bool:
-        self.load([key])
+        if key not in self.cache:
+            self.load([key])
         return key in self.cache
 
     def with_text(self, keys: Sequence[str]) -> list[DedupeRow]:
@@ -240,6 +243,8 @@ def _mark(conn: sqlite3.Connection, rows: _Rows, keys: Sequence[str], *,
         def neighbours(key: str, channel: str = channel,
                        match: Callable[[DedupeRow, DedupeRow], bool] = match) -> list[str]:
             others = candidates(key, channel)
+            if not others:  # most rows share no key with another
+                return []
             rows.load(others)
             # Rows of one source never match each other (every matcher says so): drop
             # them before the text channel pays for their shingles.
