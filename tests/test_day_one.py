@@ -394,6 +394,19 @@ def test_a_missing_database_folder_is_a_config_error(tmp_path: Path,
                                         f"the folder {missing} does not exist")
 
 
+@pytest.mark.parametrize("command", [["fetch"], ["entries"], ["sources"], ["search", "x"]])
+def test_a_folder_given_as_the_database_is_a_config_error(tmp_path: Path,
+                                                          command: list[str]) -> None:
+    config = write_config(tmp_path, "https://a.example/feed")
+    folder = tmp_path / "data"
+    folder.mkdir()
+    result = CliRunner().invoke(cli, [*command, "--config", str(config), "--db", str(folder)])
+    # It was "cannot open database in data: unable to open database file", exit 1.
+    assert result.exit_code == 2, result.output
+    assert (f"--db {folder}: {folder} is a folder, not a database file; name a file in it "
+            f"(e.g. {folder / 'signal.db'})") in result.stderr
+
+
 def test_the_demo_database_folder_must_exist(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, ["demo", "--db", str(tmp_path / "nope" / "demo.db")])
     assert result.exit_code == 2 and "nope does not exist" in result.stderr

@@ -399,3 +399,11 @@ def test_sources_with_only_a_database_lists_what_it_holds(
     result = invoke("sources", "--db", str(missing))
     assert result.exit_code == 2 and "no database at" in result.output
     assert not missing.exists()
+    # Its sources can be reset there too (that used to ask for signal.toml).
+    reset = invoke("sources", "--db", str(database), "--reset", "planet")
+    assert reset.exit_code == 0 and "planet: reset" in reset.output, reset.output
+    assert {s["id"]: s["status"] for s in as_json("sources", "--db", str(database))[
+        "sources"]}["planet"] == "reset"
+    unknown = invoke("sources", "--db", str(database), "--reset", "nope")
+    assert unknown.exit_code == 2
+    assert "source 'nope' is not in the database" in unknown.output

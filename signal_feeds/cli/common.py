@@ -106,6 +106,9 @@ def database_path(config: Config | None, db_path: str | None) -> Database:
         state = "is not a folder" if folder.exists() else "does not exist"
         raise ConfigError(f"{origin}: the folder {folder} {state}; create it or choose "
                           "another path", path=config_file)
+    if path.is_dir():  # SQLite says only "unable to open database file"
+        raise ConfigError(f"{origin}: {path} is a folder, not a database file; name a "
+                          f"file in it (e.g. {path / 'signal.db'})", path=config_file)
     return path
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from signal_feeds.config.source_list import Config
+from signal_feeds.config.source_list import Config, Settings
 from signal_feeds.dsn import as_database
 from signal_feeds.errors import ConfigError
 from signal_feeds.records import SourceState
@@ -73,11 +73,22 @@ def _lease_columns(lease: Lease | None) -> dict[str, str | None]:
             "lease_expires": format_time(lease.expires)}
 
 
-def reset_source(config: Config, source_id: str, *, database: str | Path | None = None) -> None:
-    """Clear a source's gone, moved, backoff and schedule state."""
-    config.source(source_id)  # raises ConfigError for an unknown id
-    db = as_database(database) if database is not None else config.settings.database
-    with open_store(db, busy_timeout=config.settings.busy_timeout) as store:
+def reset_source(config: Config | None, source_id: str, *,
+                 database: str | Path | None = None) -> None:
+    """Clear a source's gone, moved, backoff and schedule state. Without a ``config``,
+    in ``database`` alone (a source it holds)."""
+    if config is not None:
+        config.source(source_id)  # raises ConfigError for an unknown id
+    if database is not None:
+        db = as_database(database)
+    elif config is not None:
+        db = config.settings.database
+    else:
+        raise ValueError("reset_source needs a config or a database")
+    settings = config.settings if config is not None else Settings()
+    with open_store(db, busy_timeout=settings.busy_timeout) as store:
         if not store.reset_source(source_id):
-            raise ConfigError(f"source {source_id!r} has never been fetched; nothing to reset",
-                              path=str(config.path) if config.path else None)
+            where = "has never been fetched" if config is not None else \
+                f"is not in the database {db}"
+            raise ConfigError(f"source {source_id!r} {where}; nothing to reset",
+                              path=str(config.path) if config and config.path else None)
