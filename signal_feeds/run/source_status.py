@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from signal_feeds.config.source_list import Config, Settings
+from signal_feeds.config.source_list import Config
 from signal_feeds.dsn import as_database
 from signal_feeds.errors import ConfigError
 from signal_feeds.records import SourceState
@@ -14,6 +14,15 @@ from signal_feeds.store.leases import Lease
 from signal_feeds.timeutil import format_time, utcnow
 
 __all__ = ["reset_source", "source_table"]
+
+
+def _database(config: Config | None, database: str | Path | None) -> str | Path:
+    """``database`` if given, else the config's."""
+    if database is not None:
+        return as_database(database)
+    if config is None:
+        raise ValueError("give a config or a database")
+    return config.settings.database
 
 
 def source_table(config: Config | None, *,
@@ -26,12 +35,7 @@ def source_table(config: Config | None, *,
     Without a ``config``, one row per source that ``database`` holds (a copy of someone
     else's database, say): there are no review dates to expire then.
     """
-    if database is not None:
-        db = as_database(database)
-    elif config is not None:
-        db = config.settings.database
-    else:
-        raise ValueError("source_table needs a config or a database")
+    db = _database(config, database)
     today = utcnow().date()
     rows: list[dict[str, Any]] = []
     with open_store(db, busy_timeout=config.settings.busy_timeout if config else None) as store:
@@ -79,14 +83,8 @@ def reset_source(config: Config | None, source_id: str, *,
     in ``database`` alone (a source it holds)."""
     if config is not None:
         config.source(source_id)  # raises ConfigError for an unknown id
-    if database is not None:
-        db = as_database(database)
-    elif config is not None:
-        db = config.settings.database
-    else:
-        raise ValueError("reset_source needs a config or a database")
-    settings = config.settings if config is not None else Settings()
-    with open_store(db, busy_timeout=settings.busy_timeout) as store:
+    db = _database(config, database)
+    with open_store(db, busy_timeout=config.settings.busy_timeout if config else None) as store:
         if not store.reset_source(source_id):
             where = "has never been fetched" if config is not None else \
                 f"is not in the database {db}"
