@@ -32,7 +32,8 @@ __all__ = ["NORMALIZER_VERSION", "ParsedEntry", "ParsedFeed"]
 #: not read that name their month (``Dec 5, 2026``, ``Sa, 05 Dez 2026 ...``) are read (see
 #: ``parse.dates``), in JSON Feed too, where an item without ``url`` is linked by its
 #: ``external_url``; a guid or Atom id that is no address (``123``) no longer becomes a link
-#: resolved against the feed's URL (``https://example.org/123``).
+#: resolved against the feed's URL (``https://example.org/123``); a UTF-8 document with a
+#: few Windows-1252 bytes has those read as Windows-1252, not itself whole.
 NORMALIZER_VERSION = 6
 
 

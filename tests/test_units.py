@@ -613,3 +613,38 @@ def test_an_atom_id_that_is_no_address_makes_no_link() -> None:
             b"<entry><id>https://example.org/e/2</id></entry></feed>")
     feed = parse_feed(body, url="https://example.org/feed")
     assert [e.url for e in feed.entries] == ["", "https://example.org/e/2"]
+
+
+_MIXED = "Café ".encode() + "“quoted” – ok".encode("cp1252")  # UTF-8, then Windows-1252
+
+
+@pytest.mark.parametrize(("declaration", "content_type", "title"), [
+    # Read whole as Windows-1252, the UTF-8 "é" became "Ã©"; now each stray byte is.
+    ('<?xml version="1.0" encoding="UTF-8"?>', None, "Café “quoted” – ok"),
+    ("", "application/rss+xml; charset=utf-8", "Café “quoted” – ok"),
+    ("", None, "Café “quoted” – ok"),
+    # Another encoding named by the document or the server is believed.
+    ('<?xml version="1.0" encoding="ISO-8859-1"?>', None, "CafÃ© “quoted” – ok"),
+    ("", "application/rss+xml; charset=windows-1252", "CafÃ© “quoted” – ok"),
+])
+def test_a_utf8_document_with_some_windows_1252_bytes(declaration: str,
+                                                      content_type: str | None,
+                                                      title: str) -> None:
+    body = (f'{declaration}<rss version="2.0"><channel><title>t</title><item><guid>g</guid>'
+            "<title>").encode() + _MIXED + b"</title></item></channel></rss>"
+    feed = parse_feed(body, content_type=content_type)
+    assert feed.entries[0].title == title
+    repaired = ("character encoding: 3 byte(s) that are not UTF-8 in a UTF-8 document read "
+                "as Windows-1252")
+    assert (repaired in feed.warnings) is title.startswith("Café")
+
+
+def test_a_windows_1252_document_labelled_utf8_is_read_as_before() -> None:
+    # No valid UTF-8 beyond ASCII at all: feedparser's reading as Windows-1252 stands.
+    body = (b'<?xml version="1.0" encoding="UTF-8"?><rss version="2.0"><channel><title>t'
+            b"</title><item><guid>g</guid><title>") + "Crème “brûlée”".encode(
+                "cp1252") + b"</title></item></channel></rss>"
+    feed = parse_feed(body)
+    assert feed.entries[0].title == "Crème “brûlée”"
+    assert feed.warnings == ("character encoding: document declared as utf-8, but parsed "
+                             "as windows-1252",)

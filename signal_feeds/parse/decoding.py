@@ -54,9 +54,11 @@ def to_utf8(body: bytes, content_type: str | None, url: str | None) -> tuple[byt
 
     headers: dict[str, str] = {}
     overruled = ""
+    body, mixed = _mixed_utf8(body, content_type)
     if content_type:
         content_type, overruled = _overrule_latin_charset(content_type, body)
         headers["content-type"] = _xml_media_type(content_type)
+    overruled = "; ".join(filter(None, (mixed, overruled)))
     if url:
         headers["content-location"] = url
     result: dict[str, Any] = {}
@@ -106,3 +108,50 @@ def _overrule_latin_charset(content_type: str, body: bytes) -> tuple[str, str]:
     return ("; ".join([media.strip(), *kept]),
             f"character encoding: the server said charset={charset}, but the document is "
             "valid UTF-8 and does not declare another encoding: read as UTF-8")
+
+
+_UTF8_LABELS = frozenset({"utf-8", "utf8"})
+# A byte of an invalid UTF-8 sequence, as the surrogateescape error handler leaves it.
+_ESCAPED_BYTE = re.compile("[\udc80-\udcff]")
+# Text beyond ASCII that is not such a byte: a valid multi-byte UTF-8 sequence.
+_DECODED_NON_ASCII = re.compile("[^\x00-\x7f\udc80-\udcff]")
+
+
+def _windows_1252(match: re.Match[str]) -> str:
+    byte = bytes([ord(match.group()) - 0xDC00])
+    return byte.decode("cp1252", "replace")  # 0x81, 0x8D, 0x8F, 0x90, 0x9D: U+FFFD
+
+
+def _mixed_utf8(body: bytes, content_type: str | None) -> tuple[bytes, str]:
+    """A UTF-8 document with some Windows-1252 bytes in it (a plugin's or a database's
+    text pasted into a UTF-8 page: ``Café`` and then ``\x93quoted\x94``), made all UTF-8.
+
+    feedparser decodes such a document whole as Windows-1252, and every valid UTF-8
+    character becomes two (``CafÃ©``). When the document says UTF-8 (its declaration,
+    or none, whose default is UTF-8; and no other charset in the header) and holds both
+    valid multi-byte UTF-8 and bytes that are not, each stray byte is read as
+    Windows-1252 instead. A document with no valid multi-byte UTF-8 is left to
+    feedparser (reading it whole as Windows-1252 gives the same text).
+    """
+    if body.isascii() or body[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        return body, ""
+    if content_type:
+        charset = _charset_and_others(content_type.partition(";")[2])[0]
+        if charset is not None and charset not in _UTF8_LABELS:
+            return body, ""
+    head = body[:512].removeprefix(b"\xef\xbb\xbf").lstrip()
+    if not _UTF8_DECLARATION.match(head) and _ANY_DECLARATION.match(head):
+        return body, ""
+    try:
+        body.decode("utf-8")
+    except UnicodeDecodeError:
+        pass
+    else:
+        return body, ""
+    text = body.decode("utf-8", "surrogateescape")
+    if not _DECODED_NON_ASCII.search(text):
+        return body, ""
+    text, count = _ESCAPED_BYTE.subn(_windows_1252, text)
+    return (text.encode("utf-8"),
+            f"character encoding: {count} byte(s) that are not UTF-8 in a UTF-8 document "
+            "read as Windows-1252")
