@@ -577,6 +577,10 @@ def test_a_document_broken_elsewhere_keeps_its_entries() -> None:
     ("December 5, 2026 13:00 PM", ""),
     ("Sat, 05 Foo 2026 09:00:00 GMT", ""),
     ("Saturday, December 5, 2026 9:00 QQQ", ""),
+    # White space is one space to the expressions: 20,000 spaces before a stray
+    # character made their adjacent optional spaces backtrack for minutes.
+    ("December 5, 2026 9:00" + " " * 20_000 + "!", ""),
+    ("Sat,  05   Dec 2026\t09:00:00 \n GMT", "2026-12-05T09:00:00Z"),
 ])
 def test_a_date_with_its_month_named_is_read(date: str, stored: str) -> None:
     feed = one_item(f"<guid>g</guid><pubDate>{date}</pubDate>")

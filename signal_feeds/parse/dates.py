@@ -115,6 +115,11 @@ _MONTH_FIRST = re.compile(rf"^{_WEEKDAY}([^\W\d_]{{3,10}})\.?\s+(\d{{1,2}})(?:st
                           rf"(\d{{4}}){_CLOCK}{_ZONE}$")
 
 
+#: Longer than any date these forms write ("Wednesday, September 30th, 2026 at 12:30
+#: p.m. GMT+05:30" is 50 characters).
+_LONGEST_DATE = 80
+
+
 def _zone_minutes(zone: str | None) -> int | None:
     if zone and zone[:3].upper() in ("GMT", "UTC") and len(zone) > 3:
         sign, digits = zone[3], zone[4:].replace(":", "")
@@ -128,6 +133,11 @@ def named_month_date(text: str) -> str:
     """A date that names its month (an RFC 822 date among them), as ISO 8601 UTC: the
     forms feedparser does not read (see the module's docstring) and the RFC 822 dates a
     JSON Feed should not have; ``""`` when it is not one, or names no real moment."""
+    if len(text) > _LONGEST_DATE:
+        return ""
+    # One space between words: the expressions' adjacent optional spaces then cannot
+    # split a long run of white space in every way (quadratic backtracking).
+    text = " ".join(text.split())
     match = _DAY_FIRST.match(text)
     if match is not None:
         day, month, year = match[1], match[2], match[3]
