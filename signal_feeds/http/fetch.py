@@ -348,9 +348,6 @@ async def fetch(
                          source_id=source_id, reason="network") from exc
 
 
-_ERRNO = re.compile(r"\[Errno (\d+)\]")
-
-
 def _translated(exc: httpx.TransportError, limits: FetchLimits,
                 source_id: str | None) -> FetchError:
     import httpx
