@@ -129,6 +129,11 @@ def test_normalized_titles_ignore_case_punctuation_and_spacing() -> None:
     assert normalize_title("Big Story: About  the Thing!") == normalize_title(
         "big story about the thing")
     assert normalize_title("News") == ""  # too generic to identify a story
+    # Two projects' releases, two shows' episodes: equal titles, different stories.
+    for generic in ("Release 1.10.0", "release v2.3.1 (2026-12-05)", "Episode 1024",
+                    "Version 12.0.1-rc2"):
+        assert normalize_title(generic) == "", generic
+    assert normalize_title("Python 3.13.1 released") == "python 3 13 1 released"
     assert normalize_title("Заметки о выпуске") == "заметки о выпуске"
 
 
@@ -316,6 +321,20 @@ def test_the_original_post_is_canonical_even_when_seen_after_the_report(
     assert markers(database)[original] == ("", "", "", "")
     with open_store(database) as store:
         assert store.recompute_duplicates().total_changed == 0
+
+
+def test_two_projects_releases_with_one_title_are_two_stories(
+        fetch: Fetch, database: Path | str) -> None:
+    # Two repositories' release feeds, each with "Release 1.0.0" the same day: the
+    # second was marked a duplicate of the first and hidden from `signal entries`.
+    date = "Tue, 03 Mar 2026 10:00:00 GMT"
+    fetch("alpha", rss({"title": "Release 1.0.0", "guid": "a", "date": date,
+                        "link": "https://code.example/alpha/releases/1.0.0",
+                        "description": "Alpha's first stable release."}))
+    fetch("beta", rss({"title": "Release 1.0.0", "guid": "b", "date": date,
+                       "link": "https://code.example/beta/releases/1.0.0",
+                       "description": "Beta now parses feeds twice as fast."}))
+    assert set(markers(database).values()) == {("", "", "", "")}
 
 
 def test_two_runs_in_opposite_orders_choose_the_same_canonical_rows(

@@ -162,10 +162,19 @@ def _words(text: str) -> list[str]:
 
 
 def normalize_title(title: str, *, min_chars: int = DEFAULT_MIN_TITLE_CHARS) -> str:
-    """Case-folded words of a title joined by single spaces; ``""`` when too short to
-    identify a story (punctuation, case and spacing never distinguish two titles)."""
-    norm = " ".join(_words(html.unescape(title)))
-    return norm if len(norm) >= min_chars else ""
+    """Case-folded words of a title joined by single spaces; ``""`` when too generic to
+    identify a story (punctuation, case and spacing never distinguish two titles).
+
+    Too generic: shorter than ``min_chars``, or fewer than two words of letters alone.
+    ``Release 1.0.0``, ``Episode 100`` or ``v2.3.1 (2026-12-05)`` name a release or an
+    episode of whichever project or show the feed is about: two feeds' equal such titles
+    are two stories (two repositories' releases), not one.
+    """
+    words = _words(html.unescape(title))
+    norm = " ".join(words)
+    if len(norm) < min_chars or sum(word.isalpha() for word in words) < 2:
+        return ""
+    return norm
 
 
 _MASK63 = (1 << 63) - 1
