@@ -133,8 +133,8 @@ def _mixed_utf8(body: bytes, content_type: str | None) -> tuple[bytes, str]:
     Windows-1252 instead. A document with no valid multi-byte UTF-8 is left to
     feedparser (reading it whole as Windows-1252 gives the same text).
     """
-    if body.isascii() or body[:2] in (b"\xff\xfe", b"\xfe\xff"):
-        return body, ""
+    if body.isascii() or body[:2] in (b"\xff\xfe", b"\xfe\xff") or b"\x00" in body[:512]:
+        return body, ""  # ASCII, or UTF-16 or UTF-32 (with or without a byte-order mark)
     if content_type:
         charset = _charset_and_others(content_type.partition(";")[2])[0]
         if charset is not None and charset not in _UTF8_LABELS:
