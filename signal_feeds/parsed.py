@@ -63,3 +63,6 @@ class ParsedFeed:
     ttl_seconds: int | None
     entries: tuple[ParsedEntry, ...]
     warnings: tuple[str, ...] = ()
+    #: The document stopped before its end (a response cut short): the entries it
+    #: closed are here, the one its end cut through is not.
+    incomplete: bool = False

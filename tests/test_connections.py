@@ -210,17 +210,31 @@ def _gzip_without_its_end(data: bytes) -> bytes:
     return packer.compress(data) + packer.flush(zlib.Z_SYNC_FLUSH)
 
 
+_ETAG = 'ETag: "v1"\r\nLast-Modified: Mon, 02 Mar 2026 10:00:00 GMT'
+
+
 @pytest.mark.parametrize("response", [
     # A gzip stream that stops early (a cache kept part of it): the message is whole as
     # HTTP sees it, and httpx gives what the stream held.
-    ok(_gzip_without_its_end(_CUT_FEED), "Content-Encoding: gzip"),
+    ok(_gzip_without_its_end(_CUT_FEED), "Content-Encoding: gzip", _ETAG),
     # A body delimited by the connection's close, which came early.
-    b"HTTP/1.1 200 OK\r\nContent-Type: application/rss+xml\r\nConnection: close\r\n\r\n"
-    + _CUT_FEED,
+    ("HTTP/1.1 200 OK\r\nContent-Type: application/rss+xml\r\nConnection: close\r\n"
+     f"{_ETAG}\r\n\r\n").encode() + _CUT_FEED,
 ], ids=["gzip-stream-cut", "close-delimited-cut"])
 def test_a_body_cut_short_stores_only_whole_entries(raw: Callable[..., RawServer],
                                                     db_path: Path, response: bytes) -> None:
-    server = raw(lambda _head: (response, True))
+    heads: list[bytes] = []
+
+    def answer(head: bytes) -> tuple[bytes, bool]:
+        heads.append(head)
+        if len(heads) == 1:
+            return response, True
+        # The next run: the whole document, or a 304 if asked with the cut one's ETag.
+        if b'If-None-Match: "v1"' in head:
+            return b'HTTP/1.1 304 Not Modified\r\nETag: "v1"\r\n\r\n', False
+        return ok(FEED, 'ETag: "v1"'), False
+
+    server = raw(answer)
     config = make_config(db_path, {"cut": server.url("/feed.xml")})
     rep = run_fetch(config, force=True).get("cut")
     assert (rep.status, rep.created) == ("fetched", 2), rep
@@ -228,6 +242,12 @@ def test_a_body_cut_short_stores_only_whole_entries(raw: Callable[..., RawServer
             "was not read") in rep.warnings
     with Store(db_path) as store:
         assert sorted(e.remote_id for e in store.entries()) == ["release-1", "release-2"]
+    # The cut document is not remembered as the feed's version: its validators would
+    # have earned a 304 and the third entry would never have been read.
+    again = run_fetch(config, force=True).get("cut")
+    assert b"If-None-Match" not in heads[1] and b"If-Modified-Since" not in heads[1]
+    assert (again.status, again.created, again.unchanged) == ("fetched", 1, 2), again
+    assert run_fetch(config, force=True).get("cut").status == "not_modified"
 
 
 def test_an_undeclared_gzip_bomb_meets_the_body_cap(raw: Callable[..., RawServer],

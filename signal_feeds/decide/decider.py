@@ -99,6 +99,9 @@ class ParseFacts:
     skip_reasons: tuple[str, ...] = ()
     #: The feed's own title, kept for exports ("" when it has none).
     feed_title: str = ""
+    #: The document stopped before its end: its entries are stored, but it is not
+    #: remembered as the feed's current version (see :meth:`Decider.after_fetch`).
+    incomplete: bool = False
 
 
 @dataclass(frozen=True)
@@ -240,6 +243,13 @@ class Decider:
                       body_normalizer_version=self.normalizer_version,
                       body_entries=parsed.entries, ttl_seconds=parsed.ttl_seconds,
                       feed_title=parsed.feed_title or state.feed_title)
+        if parsed.incomplete:
+            # Cut short: its validators would earn a 304 for the whole document, whose
+            # rest was never read. The stored ones are kept, so the next run asks again.
+            new = replace(new, etag=state.etag, last_modified=state.last_modified,
+                          body_digest=state.body_digest,
+                          body_normalizer_version=state.body_normalizer_version,
+                          body_entries=state.body_entries)
         return Decision(
             new,
             SourceReport(source=self.source_id, status=outcome, http_status=response.status,

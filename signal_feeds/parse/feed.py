@@ -462,4 +462,5 @@ def parse_feed(
         ttl_seconds=_ttl(feed),
         entries=entries,
         warnings=tuple(warnings),
+        incomplete=bool(cut),
     )

@@ -100,6 +100,8 @@ class ParseOutcome:
     traceback: str = ""
     #: The feed's own title (what an export names the source by, after the config's).
     feed_title: str = ""
+    #: The document stopped before its end (see :attr:`ParsedFeed.incomplete`).
+    incomplete: bool = False
     #: Why the worker parsed with stock feedparser ("" when tuned, or when asked for
     #: stock): the parent logs it once.
     stock_reason: str = ""
@@ -141,7 +143,8 @@ def parse_job(job: ParseJob) -> ParseOutcome:
             for row in identified.rows}
     return ParseOutcome(identified=identified, ttl_seconds=feed.ttl_seconds,
                         warnings=feed.warnings, entries=len(feed.entries), match_keys=keys,
-                        search_texts=texts, feed_title=feed.title)
+                        search_texts=texts, feed_title=feed.title,
+                        incomplete=feed.incomplete)
 
 
 def default_workers() -> int:
