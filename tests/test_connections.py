@@ -279,6 +279,18 @@ def test_validators_go_back_byte_for_byte(raw: Callable[..., RawServer],
     assert b"If-None-Match: " + etag in seen[1].split(b"\r\n")
 
 
+def test_a_broken_header_line_is_quoted_as_text(raw: Callable[..., RawServer],
+                                               db_path: Path) -> None:
+    server = raw(lambda head: (b"HTTP/1.1 200 OK\r\nThis is not a header\r\n"
+                               b"Content-Length: 0\r\n\r\n", True))
+    rep = run_fetch(make_config(db_path, {"odd": server.url("/feed.xml")}),
+                    force=True).get("odd")
+    # h11's own words, without Python's bytearray(b'...') around the quoted line.
+    assert (rep.status, rep.error) == (
+        "failed", "network error: RemoteProtocolError: illegal header line: "
+                  "'This is not a header'")
+
+
 def test_garbage_instead_of_http_is_a_clear_network_error(raw: Callable[..., RawServer],
                                                           db_path: Path) -> None:
     server = raw(lambda head: (b"SSH-2.0-OpenSSH_9.2\r\n\r\n", True))

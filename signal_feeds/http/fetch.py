@@ -369,7 +369,7 @@ def _translated(exc: httpx.TransportError, limits: FetchLimits,
             return FetchError(refused, source_id=source_id, reason="connect")
         return FetchError(f"cannot connect: {_in_words(text) or 'connection failed'}",
                           source_id=source_id, reason="connect")
-    detail = text or _describe(exc)
+    detail = _BYTES_SHOWN.sub(lambda m: m[1] or m[2], text) if text else _describe(exc)
     return FetchError(f"network error: {type(exc).__name__}: {detail}", source_id=source_id,
                       reason="network")
 
@@ -394,6 +394,11 @@ def _in_words(text: str) -> str:
     where = " and ".join(dict.fromkeys(f"{host} port {port}" for _, host, port in found))
     lead = text[:text.index("[Errno")].removesuffix("Multiple exceptions: ")
     return lead + _CONNECT_ERRNOS[code].format(where)
+
+
+# h11 quotes the offending bytes as Python shows them: "illegal header line:
+# bytearray(b'Server Name')" reads better as "illegal header line: 'Server Name'".
+_BYTES_SHOWN = re.compile(r"""\bbytearray\(b('[^'\n]*'|"[^"\n]*")\)|\bb('[^'\n]*'|"[^"\n]*")""")
 
 
 def _describe(exc: BaseException) -> str:
