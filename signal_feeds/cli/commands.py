@@ -199,22 +199,18 @@ def sources(ctx: click.Context, config_path: str | None, db_path: str | None,
     if ctx.invoked_subcommand is not None:
         return
     try:
+        config = None
         if (db_path is not None and config_path is None
                 and not Path(DEFAULT_CONFIG_PATH).exists()):  # the database alone
             database = existing_database(None, db_path)
-            if reset_id is not None:
-                reset_source(None, reset_id, database=database)
-                say(f"{reset_id}: reset; it will be fetched on the next run")
-                return
-            rows = source_table(None, database=database)
         else:
             config = load(config_path)
             database = database_path(config, db_path)
-            if reset_id is not None:
-                reset_source(config, reset_id, database=database)
-                say(f"{reset_id}: reset; it will be fetched on the next run")
-                return
-            rows = source_table(config, database=database)
+        if reset_id is not None:
+            reset_source(config, reset_id, database=database)
+            say(f"{reset_id}: reset; it will be fetched on the next run")
+            return
+        rows = source_table(config, database=database)
     except SignalError as exc:
         fail(exc)
     if as_json:
