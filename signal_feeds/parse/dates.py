@@ -54,14 +54,18 @@ _NORTH_AMERICAN = {"est": -300, "edt": -240, "cst": -360, "cdt": -300, "mst": -4
 
 
 def _offset_minutes(zone: str | None) -> int | None:
-    """Minutes east of UTC of ``Z``, ``+01:00``, ``-0500`` or a zone name (no zone:
-    UTC, as feedparser reads a bare time); ``None`` when unknown."""
+    """Minutes east of UTC of ``Z``, ``+01:00``, ``-0500``, ``GMT+1`` or a zone name (no
+    zone: UTC, as feedparser reads a bare time); ``None`` when unknown."""
     if not zone or zone.lower() in _UTC_NAMES:
         return 0
+    if zone[:3].upper() in ("GMT", "UTC") and zone[3:4] in ("+", "-"):
+        zone = zone[3:]
     if zone[0] in "+-":
         digits = zone[1:].replace(":", "")
-        minutes = int(digits[:2]) * 60 + int(digits[2:])
-        return minutes if zone[0] == "+" else -minutes
+        # "+0100", "+01:00", or the hours alone ("GMT+1")
+        hours, minutes = (digits, "0") if len(digits) <= 2 else (digits[:-2], digits[-2:])
+        total = int(hours) * 60 + int(minutes)
+        return total if zone[0] == "+" else -total
     return ZONE_OFFSETS.get(zone.lower(), _NORTH_AMERICAN.get(zone.lower()))
 
 
@@ -120,15 +124,6 @@ _MONTH_FIRST = re.compile(rf"^{_WEEKDAY}([^\W\d_]{{3,10}})\.?\s+(\d{{1,2}})(?:st
 _LONGEST_DATE = 80
 
 
-def _zone_minutes(zone: str | None) -> int | None:
-    if zone and zone[:3].upper() in ("GMT", "UTC") and len(zone) > 3:
-        sign, digits = zone[3], zone[4:].replace(":", "")
-        hours, minutes = (digits, "0") if len(digits) <= 2 else (digits[:-2], digits[-2:])
-        total = int(hours) * 60 + int(minutes)
-        return total if sign == "+" else -total
-    return _offset_minutes(zone)
-
-
 def named_month_date(text: str) -> str:
     """A date that names its month (an RFC 822 date among them), as ISO 8601 UTC: the
     forms feedparser does not read (see the module's docstring) and the RFC 822 dates a
@@ -146,7 +141,7 @@ def named_month_date(text: str) -> str:
     else:
         return ""
     number = _MONTHS.get(month.lower())
-    offset = _zone_minutes(match[8])
+    offset = _offset_minutes(match[8])
     if number is None or offset is None:
         return ""
     hour, minute, second = int(match[4] or 0), int(match[5] or 0), int(match[6] or 0)
