@@ -50,29 +50,42 @@ def to_utf8(body: bytes, content_type: str | None, url: str | None) -> tuple[byt
     re-encode it as UTF-8, so that byte-level defusing sees the same markup the parser
     will: a declaration hidden in UTF-32 or UTF-7 is still a declaration. Returns the
     bytes and feedparser's note about the encoding."""
-    from feedparser.encodings import convert_to_utf8
-
     headers: dict[str, str] = {}
     overruled = ""
-    body, mixed = _mixed_utf8(body, content_type)
     if content_type:
         content_type, overruled = _overrule_latin_charset(content_type, body)
         headers["content-type"] = _xml_media_type(content_type)
-    overruled = "; ".join(filter(None, (mixed, overruled)))
     if url:
         headers["content-location"] = url
+    data, encoding, note = _converted(headers, body)
+    if note and encoding not in _UTF8_LABELS:
+        # feedparser fell back from UTF-8: maybe only a few bytes were not UTF-8. (Checked
+        # here, after the fact, so that a document it reads as UTF-8 is not decoded twice.)
+        repaired, mixed = _mixed_utf8(body, content_type)
+        if mixed:
+            data, encoding, note = _converted(headers, repaired)
+            overruled = "; ".join(filter(None, (mixed, overruled)))
+    return data, "; ".join(filter(None, (overruled, note)))
+
+
+def _converted(headers: dict[str, str], body: bytes) -> tuple[bytes, str, str]:
+    """feedparser's decoding of ``body`` to UTF-8: the bytes, the encoding it read, and
+    its note about the encoding or content type ("" when it had none)."""
+    from feedparser.encodings import convert_to_utf8
+
     result: dict[str, Any] = {}
     try:
         data = convert_to_utf8(headers, body, result)
     except Exception as exc:  # undocumented failure modes: fall back to lossy UTF-8
-        return body.decode("utf-8", "replace").encode("utf-8"), f"encoding unknown ({exc})"
-    note = result.get("bozo_exception")
-    if not result.get("encoding") or not isinstance(data, bytes):
+        return body.decode("utf-8", "replace").encode("utf-8"), "", f"encoding unknown ({exc})"
+    encoding = str(result.get("encoding") or "").lower()
+    if not encoding or not isinstance(data, bytes):
         data = body.decode("utf-8", "replace").encode("utf-8")
+    note = result.get("bozo_exception")
     if not note:
-        return data, overruled
+        return data, encoding, ""
     kind = "content type" if type(note).__name__ == "NonXMLContentType" else "character encoding"
-    return data, "; ".join(filter(None, (overruled, f"{kind}: {note}")))
+    return data, encoding, f"{kind}: {note}"
 
 
 #: Header charsets that servers send by default (Apache's old ``AddDefaultCharset``,
