@@ -402,9 +402,6 @@ def parse_feed(
     data, defuse_warnings = defuse(body, content_type=content_type, url=url)
     headers = dict(_UTF8_HEADERS)  # defuse() decoded the body; the declared charset is spent
     data, total_entries = _cap_entries(set_captions_aside(data), max_entries)
-    if total_entries > max_entries:
-        defuse_warnings += (f"the feed has {total_entries} entries; only the first "
-                            f"{max_entries} were read",)
     # No content-location: feedparser would resolve a relative RSS <guid> against it,
     # making the entry key depend on where the feed was fetched from. Links are resolved
     # against ``url`` by the URL policy instead.
@@ -419,8 +416,10 @@ def parse_feed(
                          source_id=source_id) from exc
     version = result.get("version") or ""
     raw_entries = result.get("entries") or []
-    if len(raw_entries) > max_entries:  # entries never closed escape the count of end tags
-        defuse_warnings += (f"the feed has {len(raw_entries)} entries; only the first "
+    # Entries never closed escape the count of end tags: the parse may find more.
+    total_entries = max(total_entries, len(raw_entries))
+    if total_entries > max_entries:
+        defuse_warnings += (f"the feed has {total_entries} entries; only the first "
                             f"{max_entries} were read",)
         raw_entries = raw_entries[:max_entries]
     bozo = result.get("bozo_exception")
