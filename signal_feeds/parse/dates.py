@@ -19,10 +19,11 @@ import calendar
 import datetime as dt
 import re
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-__all__ = ["MONTH_NAMES", "ZONE_OFFSETS", "date_warnings", "entry_date", "named_month_date"]
+__all__ = ["MONTH_NAMES", "ZONE_OFFSETS", "date_warnings", "dates_warning", "entry_date",
+           "named_month_date"]
 
 _ISO = "%Y-%m-%dT%H:%M:%SZ"
 #: Zone names feedparser's RFC 822 reader does not know, with their offsets from UTC in
@@ -223,10 +224,16 @@ def date_warnings(raw_entries: Iterable[dict[str, Any]]) -> list[str]:
                     unread.append(text)
             elif (zone := _read_as_utc(text, parsed)) and zone not in ZONE_OFFSETS:
                 unknown.append(text)
-    warnings = []
-    for found, template in ((unread, "date {} not understood; left empty"),
-                            (unknown, "time zone of date {} not known; read as UTC")):
-        if found:
-            more = f" and {len(found) - 1} more" if len(found) > 1 else ""
-            warnings.append(template.format(f"{found[0][:40]!r}{more}"))
-    return warnings
+    return [warning for found, template in (
+                (unread, "date {} not understood; left empty"),
+                (unknown, "time zone of date {} not known; read as UTC"))
+            if (warning := dates_warning(found, template))]
+
+
+def dates_warning(found: Sequence[str], template: str) -> str:
+    """One warning for a document's dates in ``found``: ``template`` with its ``{}``
+    naming the first date and how many more; ``""`` when there are none."""
+    if not found:
+        return ""
+    more = f" and {len(found) - 1} more" if len(found) > 1 else ""
+    return template.format(f"{found[0][:40]!r}{more}")

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from signal_feeds.errors import ParseError
-from signal_feeds.parse.dates import named_month_date
+from signal_feeds.parse.dates import dates_warning, named_month_date
 from signal_feeds.parse.feed import (
     DEFAULT_FIELD_LIMITS,
     FieldLimiter,
@@ -184,8 +184,7 @@ def parse_jsonfeed(
             continue
         entries.append(_entry(item, base, require_https_links, limit, unread))
     if unread:  # one warning a document, as for RSS and Atom
-        more = f" and {len(unread) - 1} more" if len(unread) > 1 else ""
-        warnings.append(f"date {unread[0][:40]!r}{more} not RFC 3339; left empty")
+        warnings.append(dates_warning(unread, "date {} not RFC 3339; left empty"))
     for name, count in sorted(limit.cut.items()):
         warnings.append(f"{name} cut to {field_limits[name]} characters in {count} entries")
     return ParsedFeed(title=_str(data.get("title")), link=home, version=version,
