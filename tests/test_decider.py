@@ -144,6 +144,12 @@ CASES = [
          status="failed", report_fields={"error": "HTTP 404 Not Found"}),
     Case("failed: a page titled by the phrase alone", resp(403, page_title="forbidden"),
          status="failed", report_fields={"error": "HTTP 403 Forbidden"}),
+    Case("failed: a redirect without an address", resp(302), status="failed",
+         report_fields={"error": "HTTP 302 Found without a Location header"}),
+    Case("failed: a 300 is not followed, but says where it points",
+         resp(300, {"location": "https://example.org/rss"}), status="failed",
+         report_fields={"error": "HTTP 300 Multiple Choices: not followed (it points to "
+                                 "'https://example.org/rss')"}),
     Case("identical body: unchanged counts, validators still stored",
          resp(200, FRESH, body_digest="d1"),
          state_fields={"etag": '"new"', "last_modified": "Tue, 2 Jan 2024",

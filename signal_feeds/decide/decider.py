@@ -221,6 +221,12 @@ class Decider:
             # A title that only repeats the status ("404 Not Found") adds nothing.
             if title and str(status) not in title and title.casefold() != phrase.casefold():
                 error += f": a web page titled {title!r}"
+            elif 300 <= status < 400:
+                # Redirects that reach here are not followed: 300, 305, or any without
+                # an address to go to; the address a 300 suggests helps fix the url.
+                location = response.headers.get("location", "")
+                error += (f": not followed (it points to {location[:200]!r})" if location
+                          else " without a Location header")
             return self._failed(state, response, response.url, error, "failed")
         return self._ok(state, response, parsed)
 
