@@ -33,8 +33,10 @@ __all__ = ["NORMALIZER_VERSION", "ParsedEntry", "ParsedFeed"]
 #: ``parse.dates``), in JSON Feed too, where an item without ``url`` is linked by its
 #: ``external_url``; a guid or Atom id that is no address (``123``) no longer becomes a link
 #: resolved against the feed's URL (``https://example.org/123``); a UTF-8 document with a
-#: few Windows-1252 bytes has those read as Windows-1252, not itself whole.
-NORMALIZER_VERSION = 6
+#: few Windows-1252 bytes has those read as Windows-1252, not itself whole. 7: a
+#: no-break space inside a link becomes ``%C2%A0`` (it was kept raw), and a C1 control
+#: character or a line separator inside one refuses it.
+NORMALIZER_VERSION = 7
 
 
 @dataclass(frozen=True, slots=True)

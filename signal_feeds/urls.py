@@ -10,13 +10,22 @@ https only.
 from __future__ import annotations
 
 import re
-from urllib.parse import urljoin, urlsplit, urlunsplit
+from urllib.parse import quote, urljoin, urlsplit, urlunsplit
 
 __all__ = ["UrlRejected", "canonical_source_url", "check_link", "normalize_link"]
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 _WEB_SCHEMES = frozenset({"http", "https"})
-_CONTROL = re.compile(r"[\x00-\x20\x7f]")
+#: White space (Unicode's too: U+00A0, U+2028) and C0 and C1 controls (U+0085). Inside a
+#: URL they are refused; at its ends they are stripped, so a link must not keep one that
+#: only removing its fragment brings to the end (``/a\x85#top``).
+_CONTROL = re.compile(r"[\s\x00-\x1f\x7f-\x9f]")
+#: The spaces of Unicode (not tabs, line breaks or U+0085, a control character).
+_SPACE = re.compile("[ \xa0\u1680\u2000-\u200a\u202f\u205f\u3000]")
+
+
+def _percent_encoded(match: re.Match[str]) -> str:
+    return quote(match.group())
 
 
 class UrlRejected(ValueError):
@@ -57,7 +66,8 @@ def check_link(
 
     http and https are kept (https only with ``require_https``); the fragment is removed,
     scheme and host are lower-cased, a default port is dropped, a space becomes ``%20``
-    and the query string is otherwise kept exactly as given. Userinfo and any other
+    (a no-break space ``%C2%A0``, as a browser sends them) and the query string is
+    otherwise kept exactly as given. Userinfo and any other
     scheme (``javascript:``, ``data:``, ``file:``, ``urn:``) are refused. A relative link
     is resolved against ``base`` first. The reason is ``""`` for a missing link, else
     what the policy refused.
@@ -65,8 +75,9 @@ def check_link(
     if not url or not url.strip():
         return None, ""
     # A space inside a link ("/uploads/Annual report.pdf") is what a browser sends as
-    # %20; other white space and control characters are still refused.
-    text = url.strip().replace(" ", "%20")
+    # %20, a no-break space (from an HTML &nbsp;) as %C2%A0; line breaks, tabs and
+    # control characters are still refused.
+    text = _SPACE.sub(_percent_encoded, url.strip())
     try:  # urlsplit raises on some malformed links ("https://127.0.0.1["): refuse them
         if base and not urlsplit(text).scheme:
             text = urljoin(base, text)

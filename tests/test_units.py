@@ -44,6 +44,12 @@ def one_item(item: str, **options: str) -> ParsedFeed:
      "https://example.org/uploads/Annual%20report.pdf?x=a%20b"),
     ("https://example.org/a\tb", None),
     ("https://example.org/a\nb", None),
+    # A no-break space (an HTML &nbsp; in the link) is sent as %C2%A0.
+    ("https://example.org/a\xa0b#top", "https://example.org/a%C2%A0b"),
+    # U+0085 is a control character; it was kept inside a link, and normalizing the
+    # result once more, with the fragment gone, stripped it (found by hypothesis).
+    ("https://example.org/a\x85#top", None),
+    ("https://example.org/a\u2028b", None),
 ])
 def test_link_policy(raw: str, expected: str | None) -> None:
     assert normalize_link(raw) == expected
