@@ -35,7 +35,8 @@ __all__ = ["NORMALIZER_VERSION", "ParsedEntry", "ParsedFeed"]
 #: resolved against the feed's URL (``https://example.org/123``); a UTF-8 document with a
 #: few Windows-1252 bytes has those read as Windows-1252, not itself whole. 7: a
 #: no-break space inside a link becomes ``%C2%A0`` (it was kept raw), and a C1 control
-#: character or a line separator inside one refuses it.
+#: character or a line separator inside one refuses it; an author given as HTML (arXiv's
+#: ``<a href="...">Jane Doe</a>, ...``) is stored as its text.
 NORMALIZER_VERSION = 7
 
 

@@ -521,6 +521,23 @@ def test_an_html_title_is_stored_as_the_text_it_shows(body: str, title: str) -> 
     assert (feed.entries[0].title, feed.title) == (title, title)
 
 
+@pytest.mark.parametrize(("author", "stored"), [
+    # arXiv's feeds name the authors as links; they used to be stored as markup.
+    ('&lt;a href="https://arxiv.org/a/doe_j_1"&gt;Jane Doe&lt;/a&gt;, '
+     '&lt;a href="https://arxiv.org/a/roe_j_1"&gt;John &amp;amp; Co&lt;/a&gt;',
+     "Jane Doe, John & Co"),
+    ("<![CDATA[<span>Ana</span>\n  <b>Lima</b>]]>", "Ana Lima"),
+    # Without an end tag it is text: a name and an address, an ampersand.
+    ("John Roe &lt;john@example.org&gt;", "John Roe <john@example.org>"),
+    ("Tom &amp;amp; Jerry", "Tom &amp; Jerry"),
+])
+def test_an_author_given_as_html_is_stored_as_its_text(author: str, stored: str) -> None:
+    feed = parse_feed('<rss version="2.0" xmlns:dc="http://purl.org/dc/elements/1.1/">'
+                      f"<channel><title>t</title><item><guid>g</guid>"
+                      f"<dc:creator>{author}</dc:creator></item></channel></rss>".encode())
+    assert (feed.entries[0].author, feed.warnings) == (stored, ())
+
+
 _THREE = ('<?xml version="1.0"?><rss version="2.0"><channel><title>t</title>'
           + "".join(f"<item><guid>g{i}</guid><title>Title {i}</title>"
                     f"<description>Text {i}</description></item>" for i in range(3))

@@ -268,8 +268,20 @@ def _plain_title(value: str, detail: Any) -> str:
     Jerry`` and WordPress's ``It&#8217;s`` in an HTML title mean ``Tom & Jerry`` and
     ``It’s``."""
     if _is_html(detail) and ("<" in value or "&" in value):
-        return html.unescape(nh3.clean(value, tags=set())).strip()
+        return _text_of_html(value)
     return value
+
+
+def _text_of_html(value: str) -> str:
+    return html.unescape(nh3.clean(value, tags=set())).strip()
+
+
+def _plain_author(value: str) -> str:
+    """An author as text. Some feeds (arXiv's, among others) give the names as links,
+    ``<a href="...">Jane Doe</a>, <a ...>John Roe</a>``; that reads ``Jane Doe, John
+    Roe``. Only a value with an end tag is taken for HTML: ``John <john@example.org>``
+    is a name and an address, as written."""
+    return " ".join(_text_of_html(value).split()) if "</" in value else value
 
 
 class FieldLimiter:
@@ -333,7 +345,7 @@ def _entry(raw: dict[str, Any], base: str | None, require_https: bool,
         title=limit("title", plain_text(title)),
         published=entry_date(raw, "published"),
         updated=entry_date(raw, "updated"),
-        author=limit("author", plain_text(_text(get(raw, "author")))),
+        author=limit("author", plain_text(_plain_author(_text(get(raw, "author"))))),
         summary=limit("summary", as_html(summary, summary_detail, summary_base)),
         content=limit("content", as_html(content, content_detail, content_base)),
         link_refused=refused,
