@@ -33,10 +33,11 @@ __all__ = ["NORMALIZER_VERSION", "ParsedEntry", "ParsedFeed"]
 #: ``parse.dates``), in JSON Feed too, where an item without ``url`` is linked by its
 #: ``external_url``; a guid or Atom id that is no address (``123``) no longer becomes a link
 #: resolved against the feed's URL (``https://example.org/123``); a UTF-8 document with a
-#: few Windows-1252 bytes has those read as Windows-1252, not itself whole. 7: a
+#: few Windows-1252 bytes has those read as Windows-1252, not itself whole. 7: an author
+#: given as HTML (arXiv's ``<a href="...">Jane Doe</a>, ...``) is stored as its text; a
 #: no-break space inside a link becomes ``%C2%A0`` (it was kept raw), and a C1 control
-#: character or a line separator inside one refuses it; an author given as HTML (arXiv's
-#: ``<a href="...">Jane Doe</a>, ...``) is stored as its text.
+#: character or a line separator inside one refuses it; the minutes of an offset such as
+#: ``+0530`` and the PM of a 12-hour clock are applied, and RFC 850 dates are read.
 NORMALIZER_VERSION = 7
 
 

@@ -612,6 +612,33 @@ def test_a_date_with_its_month_named_is_read(date: str, stored: str) -> None:
                              (f"date {date[:40]!r} not understood; left empty",))
 
 
+@pytest.mark.parametrize(("date", "stored"), [
+    # An offset without its colon that is not whole hours lost its minutes: India's
+    # feeds, in PHP's DATE_ISO8601, were stored half an hour off.
+    ("2026-12-03T10:00:00+0530", "2026-12-03T04:30:00Z"),
+    ("2026-12-03T10:00:00-0330", "2026-12-03T13:30:00Z"),
+    ("2026-12-03T10:00:00.25+0545", "2026-12-03T04:15:00Z"),
+    ("2026-12-03T10:00:00+0100", "2026-12-03T09:00:00Z"),
+    ("2026-12-03T10:00:00+05:30", "2026-12-03T04:30:00Z"),
+    # A 12-hour clock: PM was taken for the zone, and the zone given was dropped.
+    ("Thu, 03 Dec 2026 1:05 PM EST", "2026-12-03T18:05:00Z"),
+    ("Thu, 03 Dec 2026 12:05 am +0100", "2026-12-02T23:05:00Z"),
+    # RFC 850, dashes between day, month and year: not read at all.
+    ("Thursday, 03-Dec-26 10:00:00 GMT", "2026-12-03T10:00:00Z"),
+    ("03-Dec-2026", "2026-12-03T00:00:00Z"),
+])
+def test_a_date_feedparser_misreads_is_read_whole(date: str, stored: str) -> None:
+    for element in ("pubDate", "dc:date"):
+        feed = parse_feed('<rss version="2.0" xmlns:dc="http://purl.org/dc/elements/1.1/">'
+                          f"<channel><title>t</title><item><guid>g</guid><{element}>{date}"
+                          f"</{element}></item></channel></rss>".encode())
+        entry = feed.entries[0]  # feedparser takes dc:date for the updated date
+        assert (entry.published or entry.updated, feed.warnings) == (stored, ())
+    atom = parse_feed('<feed xmlns="http://www.w3.org/2005/Atom"><title>t</title><entry>'
+                      f"<id>1</id><updated>{date}</updated></entry></feed>".encode())
+    assert atom.entries[0].updated == stored
+
+
 def test_no_month_name_means_two_months() -> None:
     from signal_feeds.parse.dates import MONTH_NAMES
 

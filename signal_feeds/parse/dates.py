@@ -1,16 +1,20 @@
 """An entry's dates, from what feedparser read and the text it read them from.
 
-feedparser reads nearly every date a feed writes. Three kinds it misreads, silently:
+feedparser reads nearly every date a feed writes. Some it misreads, silently:
 - a Unix timestamp (``1733047200``): the first four digits become a year;
 - an RFC 822 date whose zone name its table lacks (``10:00:00 CET``): read as UTC;
 - a numeric date with a slash, or a zone name, after the time (``2026/12/01 10:00:00``,
-  ``2026-12-01 10:00 CET``): the time is dropped.
-The first and the last are read here; the second is corrected for a few unambiguous zone
-names, and reported for the others. Some dates it does not read at all are read here too:
+  ``2026-12-01 10:00 CET``): the time is dropped;
+- an ISO 8601 offset without its colon that is not whole hours (``+0530``, India's, as
+  PHP's ``DATE_ISO8601`` writes it): the minutes are dropped;
+- a 12-hour clock (``Thu, 03 Dec 2026 1:05 PM EST``): ``PM`` is taken for the zone.
+These are read here, and the RFC 822 zone names are corrected for a few unambiguous
+names and reported for the others. Some dates it does not read at all are read here too:
 a month written out (``Saturday, December 5, 2026 9:00 AM``, ``Dec 5, 2026``), a month or
 weekday named in German, French, Spanish, Italian, Portuguese or Dutch (``Sa, 05 Dez 2026
 09:00:00 +0100``, a server's locale leaking into its RFC 822 dates), no space after the
-weekday's comma, ``GMT+1``. feedparser itself is neither changed nor asked anything new.
+weekday's comma, ``GMT+1``, dashes between day, month and year (RFC 850's ``Thursday,
+03-Dec-26 10:00:00 GMT``). feedparser itself is neither changed nor asked anything new.
 """
 
 from __future__ import annotations
@@ -47,6 +51,29 @@ _RFC822_ZONE = re.compile(
 _NUMERIC_DATE_TIME = re.compile(
     r"^(\d{4})[-/.](\d{1,2})[-/.](\d{1,2})[ T](\d{1,2}):(\d{2})(?::(\d{2}))?"
     r"(?:\s*(Z|[+-]\d{2}:?\d{2}|[A-Za-z]{2,5}))?$")
+
+
+# "2026-12-03T10:00:00+0530": feedparser applies the hours of such an offset, not its
+# minutes.
+_ISO_BASIC_OFFSET = re.compile(
+    r"^(\d{4})-(\d{2})-(\d{2})[T ](\d{2}):(\d{2})(?::(\d{2})(?:[.,]\d+)?)?([+-]\d{4})$")
+# A 12-hour clock: "1:05 PM", "9:00 a.m.".
+_TWELVE_HOUR = re.compile(r"\d\s*[AaPp]\.?[Mm]\b")
+
+
+def _minutes_of_offset(text: str) -> str:
+    """``text`` read whole when it has an offset like ``+0530`` that feedparser would cut
+    to its hours, else ``""``."""
+    match = _ISO_BASIC_OFFSET.match(text)
+    if match is None or match[7].endswith("00"):
+        return ""
+    offset = _offset_minutes(match[7])
+    year, month, day, hour, minute, second = (int(match[i] or 0) for i in range(1, 7))
+    try:
+        moment = dt.datetime(year, month, day, hour, minute, second, tzinfo=dt.UTC)
+    except ValueError:
+        return ""
+    return (moment - dt.timedelta(minutes=offset or 0)).strftime(_ISO)
 
 
 # The North American names feedparser's RFC 822 reader knows, read the same way here.
@@ -112,9 +139,10 @@ _CLOCK = (r"(?:,?\s+(?:at\s+|um\s+|à\s+|a las\s+|alle\s+|às\s+|om\s+)?(\d{1,2}
           r"(?:[:.](\d{2}))?\s*([AaPp]\.?[Mm]\.?)?)?")
 _ZONE = r"(?:\s*(Z|[+-]\d{2}:?\d{2}|(?:GMT|UTC)[+-]\d{1,2}(?::?\d{2})?|[A-Za-z]{1,5}))?"
 _WEEKDAY = r"(?:[^\W\d_]{2,12}\.?(?:,\s*|\s+))?"
-# "Sa, 05 Dez 2026 09:00:00 +0100", "Sat,05 Dec 2026 09:00 GMT", "5. Dezember 2026"
-_DAY_FIRST = re.compile(rf"^{_WEEKDAY}(\d{{1,2}})\.?\s*(?:de\s+)?([^\W\d_]{{3,10}})\.?,?\s+"
-                        rf"(?:de\s+)?(\d{{4}}|\d{{2}}){_CLOCK}{_ZONE}$")
+# "Sa, 05 Dez 2026 09:00:00 +0100", "Sat,05 Dec 2026 09:00 GMT", "5. Dezember 2026",
+# "Thursday, 03-Dec-26 10:00:00 GMT"
+_DAY_FIRST = re.compile(rf"^{_WEEKDAY}(\d{{1,2}})(?:\.?\s*|-)(?:de\s+)?([^\W\d_]{{3,10}})"
+                        rf"(?:\.?,?\s+|-)(?:de\s+)?(\d{{4}}|\d{{2}}){_CLOCK}{_ZONE}$")
 # "Saturday, December 5, 2026 9:00 AM", "Dec 5th, 2026"
 _MONTH_FIRST = re.compile(rf"^{_WEEKDAY}([^\W\d_]{{3,10}})\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?,?\s+"
                           rf"(\d{{4}}){_CLOCK}{_ZONE}$")
@@ -198,8 +226,10 @@ def entry_date(raw: dict[str, Any], key: str) -> str:
     parsed = dict.get(raw, f"{key}_parsed")
     if not parsed and text:
         return named_month_date(text)
-    if dropped := _time_dropped(text, parsed):
+    if dropped := _time_dropped(text, parsed) or _minutes_of_offset(text):
         return dropped
+    if _TWELVE_HOUR.search(text) and (read := named_month_date(text)):
+        return read
     zone = _read_as_utc(text, parsed)
     if zone is not None and zone in ZONE_OFFSETS and isinstance(parsed, time.struct_time):
         moment = calendar.timegm(parsed) - ZONE_OFFSETS[zone] * 60
