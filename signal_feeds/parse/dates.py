@@ -56,7 +56,7 @@ _NUMERIC_DATE_TIME = re.compile(
 # "2026-12-03T10:00:00+0530": feedparser applies the hours of such an offset, not its
 # minutes.
 _ISO_BASIC_OFFSET = re.compile(
-    r"^(\d{4})-(\d{2})-(\d{2})[T ](\d{2}):(\d{2})(?::(\d{2})(?:[.,]\d+)?)?([+-]\d{4})$")
+    r"^(\d{4})-(\d{2})-(\d{2})[T ](\d{2}):(\d{2})(?::(\d{2})(?:[.,]\d+)?)?\s?([+-]\d{4})$")
 # A 12-hour clock: "1:05 PM", "9:00 a.m.".
 _TWELVE_HOUR = re.compile(r"\d\s*[AaPp]\.?[Mm]\b")
 
