@@ -37,7 +37,8 @@ __all__ = ["NORMALIZER_VERSION", "ParsedEntry", "ParsedFeed"]
 #: given as HTML (arXiv's ``<a href="...">Jane Doe</a>, ...``) is stored as its text; a
 #: no-break space inside a link becomes ``%C2%A0`` (it was kept raw), and a C1 control
 #: character or a line separator inside one refuses it; the minutes of an offset such as
-#: ``+0530`` and the PM of a 12-hour clock are applied, and RFC 850 dates are read.
+#: ``+0530`` and the PM of a 12-hour clock are applied, and RFC 850 dates are read; a date
+#: before the year 1000 (``03``, the year 201 to feedparser) is left empty.
 NORMALIZER_VERSION = 7
 
 

@@ -233,3 +233,18 @@ def test_rfc_822_dates_and_a_link_post_without_url() -> None:
         ("https://example.org/b", "", ""),
         ("", "", "")]
     assert feed.warnings == ("date 'yesterday' and 1 more not RFC 3339; left empty",)
+
+
+def test_a_date_out_of_range_is_left_empty_and_the_feed_kept() -> None:
+    # An offset that takes the date before the year 1 or past 9999 raised OverflowError
+    # out of parse_feed, and the whole feed was lost to one item's date.
+    items = [{"id": "a", "content_text": "x", "date_published": "0001-01-01T00:00:00+01:00"},
+             {"id": "b", "content_text": "y", "date_modified": "9999-12-31T23:59:59-01:00"},
+             {"id": "c", "content_text": "z", "date_published": "0201-12-03T10:00:00Z"},
+             {"id": "d", "content_text": "w", "date_published": "2026-12-03T10:00:00+0530"}]
+    feed = parse_feed(json.dumps({"version": "https://jsonfeed.org/version/1.1", "title": "t",
+                                  "items": items}).encode())
+    assert [(e.remote_id, e.published, e.updated) for e in feed.entries] == [
+        ("a", "", ""), ("b", "", ""), ("c", "", ""), ("d", "2026-12-03T04:30:00Z", "")]
+    assert feed.warnings == (
+        "date '0001-01-01T00:00:00+01:00' and 2 more not RFC 3339; left empty",)

@@ -640,6 +640,18 @@ def test_a_date_feedparser_misreads_is_read_whole(date: str, stored: str) -> Non
     assert atom.entries[0].updated == stored
 
 
+@pytest.mark.parametrize("date", ["03", "0201-12-03T10:00:00Z", "Dec 3, 0201"])
+def test_a_date_of_the_first_millennium_is_not_read(date: str) -> None:
+    # feedparser reads "03" as the year 201, which was stored as "201-12-01T00:00:00Z":
+    # three digits, sorted before every other date (found by fuzzing the date readers).
+    feed = one_item(f"<guid>g</guid><pubDate>{date}</pubDate>")
+    assert feed.entries[0].published == ""
+    assert feed.warnings == (f"date {date!r} not understood; left empty",)
+    # A date of long ago is a date: archives publish letters of 1850.
+    assert one_item("<guid>g</guid><pubDate>Sat, 1 Jun 1850 00:00:00 GMT</pubDate>"
+                    ).entries[0].published == "1850-06-01T00:00:00Z"
+
+
 def test_no_month_name_means_two_months() -> None:
     from signal_feeds.parse.dates import MONTH_NAMES
 

@@ -26,8 +26,8 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-__all__ = ["MONTH_NAMES", "ZONE_OFFSETS", "date_warnings", "dates_warning", "entry_date",
-           "named_month_date"]
+__all__ = ["EARLIEST", "MONTH_NAMES", "ZONE_OFFSETS", "date_warnings", "dates_warning",
+           "entry_date", "named_month_date", "plausible"]
 
 _ISO = "%Y-%m-%dT%H:%M:%SZ"
 #: Zone names feedparser's RFC 822 reader does not know, with their offsets from UTC in
@@ -202,6 +202,23 @@ def _iso(value: Any) -> str:
         return ""
 
 
+#: The earliest date stored. feedparser reads some scraps as a date of the first
+#: millennium ("03" is the year 201), which no feed means, and which ``%Y`` writes with
+#: fewer than four digits on some systems, out of order with every other date.
+EARLIEST = "1000-01-01T00:00:00Z"
+
+
+def _unread(parsed: Any) -> bool:
+    """feedparser did not read the date, or read it as the first millennium."""
+    return not isinstance(parsed, time.struct_time) or parsed.tm_year < 1000
+
+
+def plausible(iso: str) -> str:
+    """``iso`` if it is a date as rows store them (four-digit year, from
+    :data:`EARLIEST` on), else ``""``."""
+    return iso if len(iso) == len(EARLIEST) and iso >= EARLIEST else ""
+
+
 def _read_as_utc(text: str, parsed: Any) -> str | None:
     """The zone name of an RFC 822 ``text`` that feedparser read as UTC (its clock time
     came out unchanged), else ``None``."""
@@ -223,15 +240,18 @@ def entry_date(raw: dict[str, Any], key: str) -> str:
     if text.isascii() and text.isdigit() and len(text) in (9, 10, 12, 13):
         seconds = int(text) / (1000 if len(text) > 10 else 1)
         return time.strftime(_ISO, time.gmtime(seconds))
-    parsed = dict.get(raw, f"{key}_parsed")
-    if not parsed and text:
+    return plausible(_read(text, dict.get(raw, f"{key}_parsed")))
+
+
+def _read(text: str, parsed: Any) -> str:
+    if _unread(parsed):
         return named_month_date(text)
     if dropped := _time_dropped(text, parsed) or _minutes_of_offset(text):
         return dropped
     if _TWELVE_HOUR.search(text) and (read := named_month_date(text)):
         return read
     zone = _read_as_utc(text, parsed)
-    if zone is not None and zone in ZONE_OFFSETS and isinstance(parsed, time.struct_time):
+    if zone is not None and zone in ZONE_OFFSETS:
         moment = calendar.timegm(parsed) - ZONE_OFFSETS[zone] * 60
         return time.strftime(_ISO, time.gmtime(moment))
     return _iso(parsed)
@@ -249,8 +269,8 @@ def date_warnings(raw_entries: Iterable[dict[str, Any]]) -> list[str]:
             if not text:
                 continue
             parsed = dict.get(raw, f"{key}_parsed")
-            if not parsed:
-                if not named_month_date(text):
+            if _unread(parsed):
+                if not plausible(named_month_date(text)):
                     unread.append(text)
             elif (zone := _read_as_utc(text, parsed)) and zone not in ZONE_OFFSETS:
                 unknown.append(text)

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from signal_feeds.errors import ParseError
-from signal_feeds.parse.dates import dates_warning, named_month_date
+from signal_feeds.parse.dates import dates_warning, named_month_date, plausible
 from signal_feeds.parse.feed import (
     DEFAULT_FIELD_LIMITS,
     FieldLimiter,
@@ -80,13 +80,17 @@ def _date(value: Any, unread: list[str]) -> str:
     try:
         moment = dt.datetime.fromisoformat(text.replace("z", "Z"))
     except ValueError:
-        if named := named_month_date(text):
-            return named
+        read = plausible(named_month_date(text))
+    else:
+        if moment.tzinfo is None:  # RFC 3339 requires an offset; read a bare time as UTC
+            moment = moment.replace(tzinfo=dt.UTC)
+        try:
+            read = plausible(moment.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
+        except OverflowError:  # 0001-01-01T00:00:00+01:00 is before the year 1
+            read = ""
+    if not read:
         unread.append(text)
-        return ""
-    if moment.tzinfo is None:  # RFC 3339 requires an offset; read a bare time as UTC
-        moment = moment.replace(tzinfo=dt.UTC)
-    return moment.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return read
 
 
 def _authors(item: Mapping[str, Any]) -> str:
