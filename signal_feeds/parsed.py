@@ -15,7 +15,7 @@ __all__ = ["NORMALIZER_VERSION", "ParsedEntry", "ParsedFeed"]
 #: for the same bytes; stored with every row so the data says which rules produced it.
 #: 2: http entry links are kept by default. 3: a summary that feedparser copied from HTML
 #: content is read as HTML (it was escaped as plain text). 4: relative links and image
-#: sources in summaries and content are made absolute (see ``parse.feed.html_base``), and
+#: sources in summaries and content are made absolute (see ``parse.fields.html_base``), and
 #: a UTF-8 document served with a default Latin charset is read as UTF-8, and a Media RSS
 #: description is no longer the content (see ``parse.captions``); titles and authors lose
 #: their control characters. 5: a date given as a Unix timestamp (``1733047200``) is read
@@ -34,7 +34,8 @@ __all__ = ["NORMALIZER_VERSION", "ParsedEntry", "ParsedFeed"]
 #: ``external_url``; a guid or Atom id that is no address (``123``) no longer becomes a link
 #: resolved against the feed's URL (``https://example.org/123``); a UTF-8 document with a
 #: few Windows-1252 bytes has those read as Windows-1252, not itself whole. 7: an author
-#: given as HTML (arXiv's ``<a href="...">Jane Doe</a>, ...``) is stored as its text; a
+#: given as HTML (arXiv's ``<a href="...">Jane Doe</a>, ...``) is stored as its text, an
+#: author by name without the address feedparser adds, several authors all by name; a
 #: no-break space inside a link becomes ``%C2%A0`` (it was kept raw), and a C1 control
 #: character or a line separator inside one refuses it; the minutes of an offset such as
 #: ``+0530`` and the PM of a 12-hour clock are applied, and RFC 850 dates are read; a date

@@ -521,15 +521,47 @@ def test_an_html_title_is_stored_as_the_text_it_shows(body: str, title: str) -> 
     assert (feed.entries[0].title, feed.title) == (title, title)
 
 
+_PERSON_RSS = ('<rss version="2.0" xmlns:dc="http://purl.org/dc/elements/1.1/" '
+               'xmlns:itunes="http://www.itunes.com/dtds/podcast-1.0.dtd"><channel><title>t'
+               "</title><item><guid>g</guid>{}</item></channel></rss>")
+_PERSON_ATOM = ('<feed xmlns="http://www.w3.org/2005/Atom"><title>t</title><entry><id>1</id>'
+                "{}</entry></feed>")
+
+
+@pytest.mark.parametrize(("body", "stored"), [
+    # The address feedparser joins to a name was stored with it.
+    (_PERSON_ATOM.format("<author><name>Jane</name><email>noreply@blogger.com</email>"
+                         "</author>"), "Jane"),
+    (_PERSON_RSS.format("<author>jane@example.com (Jane Doe)</author>"), "Jane Doe"),
+    (_PERSON_RSS.format("<author>Jane Doe &lt;jane@example.com&gt;</author>"), "Jane Doe"),
+    # feedparser's split ends a domain after four letters: "ple (Jane Doe" was near.
+    (_PERSON_RSS.format("<author>jane@blog.example (Jane Doe)</author>"), "Jane Doe"),
+    (_PERSON_RSS.format("<author>host@pod.example (Host)</author>"
+                        "<itunes:author>Host</itunes:author>"), "Host"),
+    # Several authors: all of them, as JSON Feed's (feedparser kept only the last).
+    (_PERSON_RSS.format("<dc:creator>Ana</dc:creator><dc:creator>Rui</dc:creator>"
+                        "<dc:creator>Ana</dc:creator>"), "Ana, Rui"),
+    (_PERSON_ATOM.format("<author><name>Ana</name></author><author><name>Rui</name>"
+                         "</author>"), "Ana, Rui"),
+    # An address alone, or text that is not a name and an address, stays as written.
+    (_PERSON_RSS.format("<author>jane@example.com</author>"), "jane@example.com"),
+    (_PERSON_RSS.format("<author>Jane (@jane@mastodon.social)</author>"),
+     "Jane (@jane@mastodon.social)"),
+])
+def test_an_author_is_stored_by_name(body: str, stored: str) -> None:
+    feed = parse_feed(body.encode())
+    assert (feed.entries[0].author, feed.warnings) == (stored, ())
+
+
 @pytest.mark.parametrize(("author", "stored"), [
     # arXiv's feeds name the authors as links; they used to be stored as markup.
     ('&lt;a href="https://arxiv.org/a/doe_j_1"&gt;Jane Doe&lt;/a&gt;, '
      '&lt;a href="https://arxiv.org/a/roe_j_1"&gt;John &amp;amp; Co&lt;/a&gt;',
      "Jane Doe, John & Co"),
     ("<![CDATA[<span>Ana</span>\n  <b>Lima</b>]]>", "Ana Lima"),
-    # Without an end tag it is text: a name and an address, an ampersand.
-    ("John Roe &lt;john@example.org&gt;", "John Roe <john@example.org>"),
+    # Without an end tag it is text: an ampersand, a bracket.
     ("Tom &amp;amp; Jerry", "Tom &amp; Jerry"),
+    ("Ana &lt;3 Lima", "Ana <3 Lima"),
 ])
 def test_an_author_given_as_html_is_stored_as_its_text(author: str, stored: str) -> None:
     feed = parse_feed('<rss version="2.0" xmlns:dc="http://purl.org/dc/elements/1.1/">'

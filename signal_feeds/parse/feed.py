@@ -7,23 +7,28 @@ this module.
 
 from __future__ import annotations
 
-import contextlib
-import functools
-import html
 import io
 import re
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import urljoin, urlsplit
 
 import feedparser
-import nh3
 
 from signal_feeds.errors import ParseError
 from signal_feeds.parse.captions import caption, set_captions_aside
 from signal_feeds.parse.dates import date_warnings, entry_date
 from signal_feeds.parse.decoding import to_utf8
 from signal_feeds.parse.discovery import feed_links, web_page
+from signal_feeds.parse.fields import (
+    DEFAULT_FIELD_LIMITS,
+    FieldLimiter,
+    as_html,
+    entry_author,
+    html_base,
+    plain_text,
+    plain_title,
+    text_value,
+)
 from signal_feeds.parse.repairs import from_declaration, valid_char_refs
 from signal_feeds.parse.settings import DEFAULT_MAX_ENTRIES
 from signal_feeds.parsed import NORMALIZER_VERSION, ParsedEntry, ParsedFeed
@@ -33,24 +38,12 @@ __all__ = [
     "DEFAULT_FIELD_LIMITS",
     "DEFAULT_MAX_ENTRIES",
     "NORMALIZER_VERSION",
-    "FieldLimiter",
     "ParsedEntry",
     "ParsedFeed",
-    "as_html",
     "defuse",
-    "html_base",
-    "plain_text",
     "parse_feed",
 ]
 
-#: Characters kept per field; longer values are cut and a warning is reported.
-DEFAULT_FIELD_LIMITS: Mapping[str, int] = {
-    "remote_id": 2048,
-    "title": 2048,
-    "author": 512,
-    "summary": 65536,
-    "content": 262144,
-}
 #: Raw characters allowed inside an author-like element before feedparser sees it:
 #: feedparser's e-mail regular expression is slow on long strings.
 _AUTHOR_RAW_LIMIT = 1024
@@ -197,109 +190,6 @@ def _cut_off(bozo: object, data: bytes, entries: int) -> int:
     return max(0, entries - len(_ENTRY_END.findall(data)))
 
 
-def _text(value: Any) -> str:
-    return value.strip() if isinstance(value, str) else ""
-
-
-# C0 controls but tab and line breaks: XML 1.0 forbids them, yet a leniently read feed
-# (&#27; in a title) brings them in, and ESC in a title is a terminal escape sequence.
-_CONTROLS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f]")
-
-
-def plain_text(value: str) -> str:
-    """A title or author as stored: without control characters."""
-    return _CONTROLS.sub("", value)
-
-
-def _is_html(detail: Any) -> bool:
-    kind = detail.get("type", "") if isinstance(detail, Mapping) else ""
-    return isinstance(kind, str) and "html" in kind
-
-
-def as_html(value: str, detail: Any, base: str | None = None) -> str:
-    """Sanitized HTML for a summary or content value (plain text is escaped).
-
-    With ``base`` (an absolute http or https URL), relative links and image sources are
-    made absolute against it: stored HTML is shown far from the page it came from.
-    """
-    if not value:
-        return ""
-    if not _is_html(detail):
-        return html.escape(value, quote=False)
-    if base:
-        try:
-            return nh3.clean(value, url_relative=("rewrite_with_base", base)).strip()
-        except ValueError:  # a base the sanitizer cannot parse: leave them relative
-            pass
-    return nh3.clean(value).strip()
-
-
-def html_base(element_base: Any, document: str | None, link: str | None) -> str | None:
-    """The absolute http(s) URL relative references in an entry's HTML resolve against,
-    or ``None`` (they stay as written).
-
-    The element's own ``xml:base`` first (which may itself be relative to the document);
-    else the entry's link (``link`` has passed the URL policy), since in practice feeds
-    write their HTML for the entry's page (``#footnote`` and ``image.png`` mean that
-    page's); else the document's URL.
-    """
-    if isinstance(element_base, str) and element_base.strip():
-        with contextlib.suppress(ValueError):  # a malformed xml:base is passed over
-            resolved = urljoin(document or "", element_base.strip())
-            if _is_web_url(resolved):
-                return resolved
-    if link:
-        return link
-    return document if document and _is_web_url(document) else None
-
-
-@functools.lru_cache(maxsize=256)  # one document URL per feed, asked once per entry
-def _is_web_url(url: str) -> bool:
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return False
-    return parts.scheme in ("http", "https") and bool(parts.netloc)
-
-
-def _plain_title(value: str, detail: Any) -> str:
-    """A title as text. An HTML title (Atom ``type="html"``, or what feedparser takes
-    for HTML) loses its tags, and its character references are read: ``Tom &amp;
-    Jerry`` and WordPress's ``It&#8217;s`` in an HTML title mean ``Tom & Jerry`` and
-    ``It’s``."""
-    if _is_html(detail) and ("<" in value or "&" in value):
-        return _text_of_html(value)
-    return value
-
-
-def _text_of_html(value: str) -> str:
-    return html.unescape(nh3.clean(value, tags=set())).strip()
-
-
-def _plain_author(value: str) -> str:
-    """An author as text. Some feeds (arXiv's, among others) give the names as links,
-    ``<a href="...">Jane Doe</a>, <a ...>John Roe</a>``; that reads ``Jane Doe, John
-    Roe``. Only a value with an end tag is taken for HTML: ``John <john@example.org>``
-    is a name and an address, as written."""
-    return " ".join(_text_of_html(value).split()) if "</" in value else value
-
-
-class FieldLimiter:
-    """Cuts a field to its limit (``DEFAULT_FIELD_LIMITS``) and counts the cuts by field,
-    for the warning a parse reports."""
-
-    def __init__(self, limits: Mapping[str, int]) -> None:
-        self.limits = limits
-        self.cut: dict[str, int] = {}
-
-    def __call__(self, field: str, value: str) -> str:
-        limit = self.limits.get(field)
-        if limit is None or len(value) <= limit:
-            return value
-        self.cut[field] = self.cut.get(field, 0) + 1
-        return value[:limit]
-
-
 def _detail_base(detail: Any) -> Any:
     # feedparser records each text construct's xml:base (None or "" when there is none).
     return detail.get("base") if isinstance(detail, Mapping) else None
@@ -310,8 +200,8 @@ def _entry_link(raw: dict[str, Any]) -> str:
     RSS guid (or the Atom id) as the link; a guid such as ``123`` or ``post-abc`` is
     no address, and resolved against the feed's URL it would make up a page
     (``https://example.org/123``): only an absolute URL or path is taken so."""
-    link = _text(dict.get(raw, "link"))
-    if (link and dict.get(raw, "guidislink") and link == _text(dict.get(raw, "id"))
+    link = text_value(dict.get(raw, "link"))
+    if (link and dict.get(raw, "guidislink") and link == text_value(dict.get(raw, "id"))
             and not link.startswith("/") and "://" not in link):
         return ""
     return link
@@ -320,14 +210,14 @@ def _entry_link(raw: dict[str, Any]) -> str:
 def _entry(raw: dict[str, Any], base: str | None, require_https: bool,
            limit: FieldLimiter) -> ParsedEntry:
     get = dict.get  # bypass FeedParserDict's aliases (and their deprecation warnings)
-    title = _plain_title(_text(get(raw, "title")), get(raw, "title_detail"))
-    summary = _text(get(raw, "summary"))
+    title = plain_title(text_value(get(raw, "title")), get(raw, "title_detail"))
+    summary = text_value(get(raw, "summary"))
     content_list = get(raw, "content")
     content = ""
     content_detail: Any = None
     if isinstance(content_list, list) and content_list and isinstance(content_list[0], Mapping):
         content_detail = content_list[0]
-        content = _text(content_detail.get("value"))
+        content = text_value(content_detail.get("value"))
     summary_detail = get(raw, "summary_detail")
     if not summary and not content:  # a YouTube video's description, say
         summary, summary_detail = caption(raw)
@@ -340,12 +230,12 @@ def _entry(raw: dict[str, Any], base: str | None, require_https: bool,
                     else None)
     content_base = html_base(_detail_base(content_detail), base, link) if content else None
     return ParsedEntry(
-        remote_id=limit("remote_id", _text(get(raw, "id"))),
+        remote_id=limit("remote_id", text_value(get(raw, "id"))),
         url=link or "",
         title=limit("title", plain_text(title)),
         published=entry_date(raw, "published"),
         updated=entry_date(raw, "updated"),
-        author=limit("author", plain_text(_plain_author(_text(get(raw, "author"))))),
+        author=limit("author", entry_author(raw)),
         summary=limit("summary", as_html(summary, summary_detail, summary_base)),
         content=limit("content", as_html(content, content_detail, content_base)),
         link_refused=refused,
@@ -358,7 +248,7 @@ _MAX_TTL_MINUTES = 366 * 24 * 60
 
 
 def _ttl(feed: dict[str, Any]) -> int | None:
-    raw = _text(dict.get(feed, "ttl"))
+    raw = text_value(dict.get(feed, "ttl"))
     # isdecimal, not isdigit: int() refuses digits such as "²" that isdigit accepts.
     if raw.isdecimal():  # <ttl> is in minutes; int() refuses 4,300 digits and more
         return min(int(raw) if len(raw) < 10 else _MAX_TTL_MINUTES, _MAX_TTL_MINUTES) * 60
@@ -466,9 +356,9 @@ def parse_feed(
         warnings.append(f"{field} cut to {field_limits[field]} characters in {count} entries")
     warnings.extend(date_warnings(raw_entries))
     return ParsedFeed(
-        title=plain_text(_plain_title(_text(dict.get(feed, "title")),
+        title=plain_text(plain_title(text_value(dict.get(feed, "title")),
                                       dict.get(feed, "title_detail"))),
-        link=normalize_link(_text(dict.get(feed, "link"))) or "",
+        link=normalize_link(text_value(dict.get(feed, "link"))) or "",
         version=version,
         ttl_seconds=_ttl(feed),
         entries=entries,

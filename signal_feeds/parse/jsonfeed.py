@@ -17,16 +17,15 @@ from typing import Any
 
 from signal_feeds.errors import ParseError
 from signal_feeds.parse.dates import dates_warning, named_month_date, plausible
-from signal_feeds.parse.feed import (
+from signal_feeds.parse.fields import (
     DEFAULT_FIELD_LIMITS,
     FieldLimiter,
-    ParsedEntry,
-    ParsedFeed,
     as_html,
     html_base,
     plain_text,
 )
 from signal_feeds.parse.settings import DEFAULT_MAX_ENTRIES
+from signal_feeds.parsed import ParsedEntry, ParsedFeed
 from signal_feeds.urls import check_link, normalize_link
 
 __all__ = ["JSON_FEED_VERSIONS", "parse_jsonfeed"]

@@ -1,0 +1,182 @@
+"""How each field of an entry is stored: titles and authors as plain text, summaries and
+content as sanitized HTML whose relative links are made absolute, every field within its
+length limit. Works on the values feedparser read (``parse.feed``) or JSON Feed gave
+(``parse.jsonfeed``); nothing here parses a document.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import html
+import re
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import urljoin, urlsplit
+
+import nh3
+
+__all__ = [
+    "DEFAULT_FIELD_LIMITS",
+    "FieldLimiter",
+    "as_html",
+    "entry_author",
+    "html_base",
+    "plain_text",
+    "plain_title",
+    "text_value",
+]
+
+#: Characters kept per field; longer values are cut and a warning is reported.
+DEFAULT_FIELD_LIMITS: Mapping[str, int] = {
+    "remote_id": 2048,
+    "title": 2048,
+    "author": 512,
+    "summary": 65536,
+    "content": 262144,
+}
+
+
+def text_value(value: Any) -> str:
+    """A feedparser value as stripped text (``""`` for anything but a string)."""
+    return value.strip() if isinstance(value, str) else ""
+
+
+# C0 controls but tab and line breaks: XML 1.0 forbids them, yet a leniently read feed
+# (&#27; in a title) brings them in, and ESC in a title is a terminal escape sequence.
+_CONTROLS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f]")
+
+
+def plain_text(value: str) -> str:
+    """A title or author as stored: without control characters."""
+    return _CONTROLS.sub("", value)
+
+
+def _is_html(detail: Any) -> bool:
+    kind = detail.get("type", "") if isinstance(detail, Mapping) else ""
+    return isinstance(kind, str) and "html" in kind
+
+
+def as_html(value: str, detail: Any, base: str | None = None) -> str:
+    """Sanitized HTML for a summary or content value (plain text is escaped).
+
+    With ``base`` (an absolute http or https URL), relative links and image sources are
+    made absolute against it: stored HTML is shown far from the page it came from.
+    """
+    if not value:
+        return ""
+    if not _is_html(detail):
+        return html.escape(value, quote=False)
+    if base:
+        try:
+            return nh3.clean(value, url_relative=("rewrite_with_base", base)).strip()
+        except ValueError:  # a base the sanitizer cannot parse: leave them relative
+            pass
+    return nh3.clean(value).strip()
+
+
+def html_base(element_base: Any, document: str | None, link: str | None) -> str | None:
+    """The absolute http(s) URL relative references in an entry's HTML resolve against,
+    or ``None`` (they stay as written).
+
+    The element's own ``xml:base`` first (which may itself be relative to the document);
+    else the entry's link (``link`` has passed the URL policy), since in practice feeds
+    write their HTML for the entry's page (``#footnote`` and ``image.png`` mean that
+    page's); else the document's URL.
+    """
+    if isinstance(element_base, str) and element_base.strip():
+        with contextlib.suppress(ValueError):  # a malformed xml:base is passed over
+            resolved = urljoin(document or "", element_base.strip())
+            if _is_web_url(resolved):
+                return resolved
+    if link:
+        return link
+    return document if document and _is_web_url(document) else None
+
+
+@functools.lru_cache(maxsize=256)  # one document URL per feed, asked once per entry
+def _is_web_url(url: str) -> bool:
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return False
+    return parts.scheme in ("http", "https") and bool(parts.netloc)
+
+
+def plain_title(value: str, detail: Any) -> str:
+    """A title as text. An HTML title (Atom ``type="html"``, or what feedparser takes
+    for HTML) loses its tags, and its character references are read: ``Tom &amp;
+    Jerry`` and WordPress's ``It&#8217;s`` in an HTML title mean ``Tom & Jerry`` and
+    ``It’s``."""
+    if _is_html(detail) and ("<" in value or "&" in value):
+        return _text_of_html(value)
+    return value
+
+
+def _text_of_html(value: str) -> str:
+    return html.unescape(nh3.clean(value, tags=set())).strip()
+
+
+_ADDRESS = r"[^\s@()<>]+@[^\s@()<>]+"
+#: RSS's ``jane@example.org (Jane Doe)``.
+_ADDRESS_THEN_NAME = re.compile(rf"^({_ADDRESS})\s*\((.+)\)$")
+#: ``Jane Doe <jane@example.org>``, and Atom's name and address as feedparser joins them,
+#: ``Jane Doe (jane@example.org)``.
+_NAME_THEN_ADDRESS = re.compile(rf"^(.+?)\s*(?:<{_ADDRESS}>|\({_ADDRESS}\))$")
+
+
+def entry_author(raw: dict[str, Any]) -> str:
+    """A feedparser entry's authors as stored: by name, as JSON Feed's are (``Jane Doe,
+    John Roe``), as text, without control characters."""
+    return plain_text(_plain_author(_names(raw)))
+
+
+def _names(raw: dict[str, Any]) -> str:
+    """The authors by name.
+
+    feedparser's ``author`` keeps only the last of several (``<dc:creator>`` twice) and
+    joins an address to the name (``Jane (noreply@blogger.com)``). Its ``authors`` list
+    has them apart, but splits text by an address pattern that ends the domain after four
+    letters (``jane@blog.example (Jane)`` becomes ``jane@blog.exam`` and ``ple (Jane``):
+    the list is used only when no one in it has an address, and the name is otherwise
+    read from the text here. An author given as an address alone stays one."""
+    people = dict.get(raw, "authors")
+    if isinstance(people, list) and len(people) > 1:
+        names = [text_value(p.get("name")) for p in people
+                 if isinstance(p, Mapping) and not p.get("email")]
+        if len(names) == len(people) and all(names):
+            return ", ".join(dict.fromkeys(names))
+    text = text_value(dict.get(raw, "author"))
+    if "@" not in text:
+        return text
+    if (match := _ADDRESS_THEN_NAME.match(text)) is not None:
+        return match[2].strip() or text
+    if (match := _NAME_THEN_ADDRESS.match(text)) is not None:
+        return match[1].strip() or text
+    return text
+
+
+def _plain_author(value: str) -> str:
+    """An author as text. Some feeds (arXiv's, among others) give the names as links,
+    ``<a href="...">Jane Doe</a>, <a ...>John Roe</a>``; that reads ``Jane Doe, John
+    Roe``. Only a value with an end tag is taken for HTML: ``John <john@example.org>``
+    is a name and an address, as written."""
+    return " ".join(_text_of_html(value).split()) if "</" in value else value
+
+
+class FieldLimiter:
+    """Cuts a field to its limit (``DEFAULT_FIELD_LIMITS``) and counts the cuts by field,
+    for the warning a parse reports."""
+
+    def __init__(self, limits: Mapping[str, int]) -> None:
+        self.limits = limits
+        self.cut: dict[str, int] = {}
+
+    def __call__(self, field: str, value: str) -> str:
+        limit = self.limits.get(field)
+        if limit is None or len(value) <= limit:
+            return value
+        self.cut[field] = self.cut.get(field, 0) + 1
+        return value[:limit]
+
+
