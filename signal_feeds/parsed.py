@@ -39,7 +39,8 @@ __all__ = ["NORMALIZER_VERSION", "ParsedEntry", "ParsedFeed"]
 #: no-break space inside a link becomes ``%C2%A0`` (it was kept raw), and a C1 control
 #: character or a line separator inside one refuses it; the minutes of an offset such as
 #: ``+0530`` and the PM of a 12-hour clock are applied, and RFC 850 dates are read; a date
-#: before the year 1000 (``03``, the year 201 to feedparser) is left empty.
+#: before the year 1000 (``03``, the year 201 to feedparser) is left empty; an entry with
+#: neither id nor link is linked by its enclosure (it was skipped).
 NORMALIZER_VERSION = 7
 
 

@@ -706,6 +706,25 @@ def test_a_guid_that_is_no_address_makes_no_link(item: str, link: str) -> None:
     assert feed.entries[0].url == link
 
 
+def test_an_episode_with_neither_guid_nor_link_is_known_by_its_media_file() -> None:
+    # It was skipped ("no id and no link"): a podcast's media file is what it links to.
+    rss = one_item('<title>Ep. 11</title><enclosure url="/ep11.mp3" type="audio/mpeg"/>',
+                   url="https://pod.example/feed")
+    atom = parse_feed(b'<feed xmlns="http://www.w3.org/2005/Atom"><title>t</title><entry>'
+                      b'<title>Ep. 11</title><link rel="enclosure" href="/ep11.mp3"/>'
+                      b"</entry></feed>", url="https://pod.example/feed")
+    for feed in (rss, atom):
+        assert [(e.remote_id, e.url) for e in feed.entries] == [
+            ("", "https://pod.example/ep11.mp3")]
+        assert len(identify("pod", feed.entries).rows) == 1
+    # A guid or a link still comes first; a refused address is still refused.
+    kept = one_item('<guid>ep-11</guid><enclosure url="https://pod.example/ep11.mp3"/>')
+    assert (kept.entries[0].remote_id, kept.entries[0].url) == ("ep-11", "")
+    refused = one_item('<enclosure url="javascript:alert(1)"/>')
+    assert identify("pod", refused.entries).skip_reasons == (
+        "no id and no usable link (scheme javascript: is not http or https)",)
+
+
 def test_an_atom_id_that_is_no_address_makes_no_link() -> None:
     body = (b'<feed xmlns="http://www.w3.org/2005/Atom"><title>t</title>'
             b'<entry><id>1</id><link rel="self" href="https://example.org/e/1.atom"/></entry>'

@@ -204,7 +204,21 @@ def _entry_link(raw: dict[str, Any]) -> str:
     if (link and dict.get(raw, "guidislink") and link == text_value(dict.get(raw, "id"))
             and not link.startswith("/") and "://" not in link):
         return ""
+    if not link and not text_value(dict.get(raw, "id")):
+        # A podcast episode with neither guid nor link: its media file is all it links
+        # to, and what identifies it (it used to be skipped).
+        return _enclosure(raw)
     return link
+
+
+def _enclosure(raw: dict[str, Any]) -> str:
+    # feedparser keeps <enclosure> (and Atom's rel="enclosure") among the links.
+    links = dict.get(raw, "links")
+    for link in links if isinstance(links, list) else ():
+        if (isinstance(link, Mapping) and link.get("rel") == "enclosure"
+                and (href := text_value(link.get("href")))):
+            return href
+    return ""
 
 
 def _entry(raw: dict[str, Any], base: str | None, require_https: bool,
