@@ -40,7 +40,8 @@ __all__ = ["NORMALIZER_VERSION", "ParsedEntry", "ParsedFeed"]
 #: character or a line separator inside one refuses it; the minutes of an offset such as
 #: ``+0530`` and the PM of a 12-hour clock are applied, and RFC 850 dates are read; a date
 #: before the year 1000 (``03``, the year 201 to feedparser) is left empty; an entry with
-#: neither id nor link is linked by its enclosure (it was skipped).
+#: neither id nor link is linked by its enclosure (it was skipped); a NUL a JSON Feed
+#: escapes (``\u0000``) is removed, as XML's are.
 NORMALIZER_VERSION = 7
 
 

@@ -194,6 +194,20 @@ def test_a_lone_surrogate_escape_is_replaced_and_the_feed_kept() -> None:
     assert whole.warnings == ()
 
 
+def test_an_escaped_nul_is_removed_as_in_xml() -> None:
+    # "\\u0000" went into the rows: PostgreSQL's text cannot hold it, and the same NUL in
+    # an RSS document is removed (with a warning).
+    body = (b'{"version": "https://jsonfeed.org/version/1.1", "title": "J", "items": ['
+            b'{"id": "a\\u0000b", "title": "T\\u0000", "url": "https://example.org/x\\u0000",'
+            b' "content_text": "x\\u0000y \\ud83d", "authors": [{"name": "A\\u0000"}]}]}')
+    feed = parse_feed(body)
+    entry = feed.entries[0]
+    assert (entry.remote_id, entry.title, entry.url, entry.content, entry.author) == (
+        "ab", "T", "https://example.org/x", "xy \ufffd", "A")
+    assert feed.warnings == ("1 unpaired UTF-16 surrogate(s) replaced with U+FFFD",
+                             "NUL characters removed")
+
+
 def test_a_content_only_item_has_the_same_summary_as_in_rss_and_atom() -> None:
     # feedparser gives an RSS or Atom entry with only its content that content as the
     # summary too; a JSON Feed item said the same way had an empty summary, so the same

@@ -45,28 +45,33 @@ def _str(value: Any) -> str:
 
 
 # JSON may escape a surrogate alone ("\\ud83d" of an emoji cut in half): json.loads keeps
-# it, and no UTF-8 text (a digest, the database) can hold it.
-_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+# it, and no UTF-8 text (a digest, the database) can hold it. It may escape NUL too
+# ("\\u0000"), which PostgreSQL's text cannot hold, and XML cannot even write.
+_UNSTORABLE_ESCAPE = re.compile(rb"\\u(?:[dD][89a-fA-F]|0000)")
+_UNSTORABLE = re.compile("[\ud800-\udfff\x00]")
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def _repair_surrogates(data: Any) -> int:
+def _repair_strings(data: Any) -> tuple[int, int]:
     """Replace, in place, every lone surrogate in the strings of a decoded JSON document
-    with U+FFFD (json.loads has already joined the valid pairs); return how many."""
-    count = 0
+    with U+FFFD (json.loads has already joined the valid pairs) and remove every NUL;
+    return how many of each."""
+    surrogates = nuls = 0
     stack = [data]
     while stack:  # not recursive: a document may nest as deep as json.loads allows
         node = stack.pop()
         slots = node.items() if isinstance(node, dict) else enumerate(node)
         for key, value in list(slots):
             if isinstance(value, str):
-                fixed, found = _LONE_SURROGATE.subn("\ufffd", value)
-                if found:
+                if _UNSTORABLE.search(value):
+                    without = value.replace("\x00", "")
+                    nuls += len(value) - len(without)
+                    fixed, found = _LONE_SURROGATE.subn("\ufffd", without)
+                    surrogates += found
                     node[key] = fixed
-                    count += found
             elif isinstance(value, dict | list):
                 stack.append(value)
-    return count
+    return surrogates, nuls
 
 
 def _date(value: Any, unread: list[str]) -> str:
@@ -167,8 +172,12 @@ def parse_jsonfeed(
         raise ParseError("not a JSON Feed: no jsonfeed.org version or no items list",
                          source_id=source_id)
     warnings: list[str] = []
-    if _SURROGATE_ESCAPE.search(body) and (repaired := _repair_surrogates(data)):
-        warnings.append(f"{repaired} unpaired UTF-16 surrogate(s) replaced with U+FFFD")
+    if _UNSTORABLE_ESCAPE.search(body):
+        surrogates, nuls = _repair_strings(data)
+        if surrogates:
+            warnings.append(f"{surrogates} unpaired UTF-16 surrogate(s) replaced with U+FFFD")
+        if nuls:
+            warnings.append("NUL characters removed")
     version = JSON_FEED_VERSIONS.get(version_url.rstrip("/"), "json")
     if version == "json":
         warnings.append(f"unknown JSON Feed version {version_url[:80]!r}; read as 1.1")
