@@ -38,7 +38,8 @@ __all__ = ["NORMALIZER_VERSION", "ParsedEntry", "ParsedFeed"]
 #: author by name without the address feedparser adds, several authors all by name; a
 #: no-break space inside a link becomes ``%C2%A0`` (it was kept raw), and a C1 control
 #: character or a line separator inside one refuses it; the minutes of an offset such as
-#: ``+0530`` and the PM of a 12-hour clock are applied, and RFC 850 dates are read; a date
+#: ``+0530`` and the PM of a 12-hour clock are applied, RFC 850 dates are read, and so are
+#: numeric dates that say which number is the day (``2026/12/05`` was 1 December); a date
 #: before the year 1000 (``03``, the year 201 to feedparser) is left empty; an entry with
 #: neither id nor link is linked by its enclosure (it was skipped); a NUL a JSON Feed
 #: escapes (``\u0000``) is removed, as XML's are.

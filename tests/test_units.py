@@ -638,6 +638,11 @@ def test_a_document_broken_elsewhere_keeps_its_entries() -> None:
     ("Sat,  05   Dec 2026\t09:00:00 \n GMT", "2026-12-05T09:00:00Z"),
 ])
 def test_a_date_with_its_month_named_is_read(date: str, stored: str) -> None:
+    assert_date_read(date, stored)
+
+
+def assert_date_read(date: str, stored: str) -> None:
+    """An item's date is stored as ``stored``; "" means unread, with the warning."""
     feed = one_item(f"<guid>g</guid><pubDate>{date}</pubDate>")
     assert feed.entries[0].published == stored
     assert feed.warnings == (() if stored else
@@ -670,6 +675,31 @@ def test_a_date_feedparser_misreads_is_read_whole(date: str, stored: str) -> Non
     atom = parse_feed('<feed xmlns="http://www.w3.org/2005/Atom"><title>t</title><entry>'
                       f"<id>1</id><updated>{date}</updated></entry></feed>".encode())
     assert atom.entries[0].updated == stored
+
+
+@pytest.mark.parametrize(("date", "stored"), [
+    # feedparser dropped the day (and the time) of a year-first date with a slash or dots:
+    # all three were stored as 1 December.
+    ("2026/12/05", "2026-12-05T00:00:00Z"),
+    ("2026/12/05 10:00 CET", "2026-12-05T09:00:00Z"),
+    ("2026.12.05", "2026-12-05T00:00:00Z"),
+    # Dots put the day first; feedparser did not read these at all.
+    ("05.12.2026 10:00", "2026-12-05T10:00:00Z"),
+    ("5.12.2026, 10:00 Uhr", "2026-12-05T10:00:00Z"),
+    ("05.12.2026 10:00:00 +0100", "2026-12-05T09:00:00Z"),
+    # With a slash or a dash a day over 12 tells the order; feedparser read 13-12-2026
+    # as nothing and 05-12-2026 as 20 December 2005.
+    ("13/12/2026 09:00 PM", "2026-12-13T21:00:00Z"),
+    ("12-13-2026", "2026-12-13T00:00:00Z"),
+    ("12/13/2026 4:05 PM EST", "2026-12-13T21:05:00Z"),
+    ("05-12-2026", ""),
+    ("05/12/2026", ""),
+    ("31.11.2026", ""),
+    # ISO 8601 stays feedparser's.
+    ("2026-12-05", "2026-12-05T00:00:00Z"),
+])
+def test_a_numeric_date_is_read_day_first_only_when_it_says_so(date: str, stored: str) -> None:
+    assert_date_read(date, stored)
 
 
 @pytest.mark.parametrize("date", ["03", "0201-12-03T10:00:00Z", "Dec 3, 0201"])

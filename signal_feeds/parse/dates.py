@@ -3,18 +3,21 @@
 feedparser reads nearly every date a feed writes. Some it misreads, silently:
 - a Unix timestamp (``1733047200``): the first four digits become a year;
 - an RFC 822 date whose zone name its table lacks (``10:00:00 CET``): read as UTC;
-- a numeric date with a slash, or a zone name, after the time (``2026/12/01 10:00:00``,
-  ``2026-12-01 10:00 CET``): the time is dropped;
+- an ISO 8601 date with a zone name after the time (``2026-12-01 10:00 CET``): the
+  time is dropped;
 - an ISO 8601 offset without its colon that is not whole hours (``+0530``, India's, as
   PHP's ``DATE_ISO8601`` writes it): the minutes are dropped;
-- a 12-hour clock (``Thu, 03 Dec 2026 1:05 PM EST``): ``PM`` is taken for the zone.
+- a 12-hour clock (``Thu, 03 Dec 2026 1:05 PM EST``): ``PM`` is taken for the zone;
+- a numeric date with the year first and a slash or dots (``2026/12/05``): the day is
+  dropped, and with the day first and dashes (``05-12-2026``): read as 20 December 2005.
 These are read here, and the RFC 822 zone names are corrected for a few unambiguous
 names and reported for the others. Some dates it does not read at all are read here too:
 a month written out (``Saturday, December 5, 2026 9:00 AM``, ``Dec 5, 2026``), a month or
 weekday named in German, French, Spanish, Italian, Portuguese or Dutch (``Sa, 05 Dez 2026
 09:00:00 +0100``, a server's locale leaking into its RFC 822 dates), no space after the
 weekday's comma, ``GMT+1``, dashes between day, month and year (RFC 850's ``Thursday,
-03-Dec-26 10:00:00 GMT``). feedparser itself is neither changed nor asked anything new.
+03-Dec-26 10:00:00 GMT``), numeric dates with dots (``05.12.2026``, day first) or a day
+over 12 (``13/12/2026``). feedparser itself is neither changed nor asked anything new.
 """
 
 from __future__ import annotations
@@ -46,10 +49,11 @@ _RFC822_ZONE = re.compile(
     r"(?::\d{2})?\s+([A-Za-z]{2,5})$")
 
 
-# "2026/12/01 10:00:00", "2026-12-01 10:00 CET": a numeric date and a time, then maybe a
-# zone. feedparser reads the date of these and drops the time (and the zone).
+# "2026-12-01 10:00 CET": an ISO 8601 date and a time, then a zone name. feedparser reads
+# the date of these and drops the time (and the zone). (With a slash or dots for dashes,
+# see _NUMERIC.)
 _NUMERIC_DATE_TIME = re.compile(
-    r"^(\d{4})[-/.](\d{1,2})[-/.](\d{1,2})[ T](\d{1,2}):(\d{2})(?::(\d{2}))?"
+    r"^(\d{4})-(\d{1,2})-(\d{1,2})[ T](\d{1,2}):(\d{2})(?::(\d{2}))?"
     r"(?:\s*(Z|[+-]\d{2}:?\d{2}|[A-Za-z]{2,5}))?$")
 
 
@@ -95,6 +99,61 @@ def _offset_minutes(zone: str | None) -> int | None:
         total = int(hours) * 60 + int(minutes)
         return total if zone[0] == "+" else -total
     return ZONE_OFFSETS.get(zone.lower(), _NORTH_AMERICAN.get(zone.lower()))
+
+
+# "05.12.2026 10:00", "13/12/2026", "2026/12/05": numeric dates with the day or the month
+# first, or the year first with a slash or dots. feedparser reads "05-12-2026" as 20
+# December 2005 and "2026/12/05" and "2026.12.05" as 1 December (and drops their time),
+# and does not read the others.
+_NUMERIC = re.compile(
+    r"^(\d{1,4})([./-])(\d{1,2})\2(\d{1,4})\.?(?:(?:,?\s+|T)(\d{1,2})[:.](\d{2})"
+    r"(?:[:.](\d{2}))?(?:\s*([AaPp]\.?[Mm]\.?)|\s*Uhr)?"
+    r"(?:\s*(Z|[+-]\d{2}:?\d{2}|[A-Za-z]{2,5}))?)?$")
+
+
+def _numeric_date(text: str) -> str | None:
+    """A numeric date of the forms above as ISO 8601 UTC; ``""`` when it is one of them
+    but cannot be told apart (``05/12/2026``: May or December?) or names no real moment;
+    ``None`` when it is not (ISO 8601's ``2026-12-05`` is feedparser's to read, and
+    :func:`_time_dropped`'s).
+
+    Dots mean the day comes first (``05.12.2026`` is 5 December, in every language that
+    writes dates so); with a slash or a dash, only a day over 12 tells which is which."""
+    match = _NUMERIC.match(text)
+    if match is None:
+        return None
+    first, separator, second, last = match[1], match[2], int(match[3]), match[4]
+    if len(first) == 4 and len(last) <= 2:
+        if separator == "-":
+            return None
+        year, month, day = int(first), second, int(last)
+    elif len(last) == 4 and len(first) <= 2:
+        year, number = int(last), int(first)
+        if separator == "." or number > 12 >= second:
+            day, month = number, second
+        elif second > 12 >= number:
+            month, day = number, second
+        else:
+            return ""
+    else:
+        return None
+    offset = _offset_minutes(match[9])
+    hour = int(match[5] or 0)
+    if match[8]:  # a 12-hour clock
+        if not 1 <= hour <= 12:
+            return ""
+        hour = hour % 12 + (12 if match[8][0] in "Pp" else 0)
+    if offset is None:
+        return ""
+    try:
+        date = dt.datetime(year, month, day, tzinfo=dt.UTC)
+    except ValueError:  # 31.11.2026
+        return ""
+    minute, second = int(match[6] or 0), int(match[7] or 0)
+    if hour > 23 or minute > 59 or second > 59:  # no such time: the date alone
+        return date.strftime(_ISO)
+    moment = date + dt.timedelta(hours=hour, minutes=minute - offset, seconds=second)
+    return moment.strftime(_ISO)
 
 
 def _time_dropped(text: str, parsed: Any) -> str:
@@ -244,6 +303,8 @@ def entry_date(raw: dict[str, Any], key: str) -> str:
 
 
 def _read(text: str, parsed: Any) -> str:
+    if (numeric := _numeric_date(text)) is not None:
+        return numeric
     if _unread(parsed):
         return named_month_date(text)
     if dropped := _time_dropped(text, parsed) or _minutes_of_offset(text):
@@ -269,7 +330,10 @@ def date_warnings(raw_entries: Iterable[dict[str, Any]]) -> list[str]:
             if not text:
                 continue
             parsed = dict.get(raw, f"{key}_parsed")
-            if _unread(parsed):
+            if (numeric := _numeric_date(text)) is not None:
+                if not plausible(numeric):
+                    unread.append(text)
+            elif _unread(parsed):
                 if not plausible(named_month_date(text)):
                     unread.append(text)
             elif (zone := _read_as_utc(text, parsed)) and zone not in ZONE_OFFSETS:
