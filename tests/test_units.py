@@ -656,6 +656,9 @@ def assert_date_read(date: str, stored: str) -> None:
     ("2026-12-03T10:00:00-0330", "2026-12-03T13:30:00Z"),
     ("2026-12-03T10:00:00.25+0545", "2026-12-03T04:15:00Z"),
     ("2026-12-03 10:00 +0530", "2026-12-03T04:30:00Z"),
+    # A zone name after an ISO time with its T was dropped (after a space, the time was).
+    ("2026-12-03T10:00:00 EST", "2026-12-03T15:00:00Z"),
+    ("2026-12-03T10:00CET", "2026-12-03T09:00:00Z"),
     ("2026-12-03T10:00:00+0100", "2026-12-03T09:00:00Z"),
     ("2026-12-03T10:00:00+05:30", "2026-12-03T04:30:00Z"),
     # A 12-hour clock: PM was taken for the zone, and the zone given was dropped.
@@ -695,8 +698,9 @@ def test_a_date_feedparser_misreads_is_read_whole(date: str, stored: str) -> Non
     ("05-12-2026", ""),
     ("05/12/2026", ""),
     ("31.11.2026", ""),
-    # ISO 8601 stays feedparser's.
+    # ISO 8601 stays feedparser's, but for a 12-hour clock (it dropped the PM).
     ("2026-12-05", "2026-12-05T00:00:00Z"),
+    ("2026-03-14 09:45 PM", "2026-03-14T21:45:00Z"),
 ])
 def test_a_numeric_date_is_read_day_first_only_when_it_says_so(date: str, stored: str) -> None:
     assert_date_read(date, stored)

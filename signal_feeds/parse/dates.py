@@ -3,8 +3,9 @@
 feedparser reads nearly every date a feed writes. Some it misreads, silently:
 - a Unix timestamp (``1733047200``): the first four digits become a year;
 - an RFC 822 date whose zone name its table lacks (``10:00:00 CET``): read as UTC;
-- an ISO 8601 date with a zone name after the time (``2026-12-01 10:00 CET``): the
-  time is dropped;
+- an ISO 8601 date and time with a space between them and no offset, or a zone name
+  (``2026-12-01 10:00``, ``2026-12-01 10:00 CET``): the time is dropped; with a ``T``,
+  the zone name is (``2026-12-01T10:00 CET``);
 - an ISO 8601 offset without its colon that is not whole hours (``+0530``, India's, as
   PHP's ``DATE_ISO8601`` writes it): the minutes are dropped;
 - a 12-hour clock (``Thu, 03 Dec 2026 1:05 PM EST``): ``PM`` is taken for the zone;
@@ -49,35 +50,15 @@ _RFC822_ZONE = re.compile(
     r"(?::\d{2})?\s+([A-Za-z]{2,5})$")
 
 
-# "2026-12-01 10:00 CET": an ISO 8601 date and a time, then a zone name. feedparser reads
-# the date of these and drops the time (and the zone). (With a slash or dots for dashes,
-# see _NUMERIC.)
-_NUMERIC_DATE_TIME = re.compile(
-    r"^(\d{4})-(\d{1,2})-(\d{1,2})[ T](\d{1,2}):(\d{2})(?::(\d{2}))?"
+
+# An ISO 8601 date and time, then maybe a zone: "2026-12-01 10:00", "2026-12-03T10:00:00
+# +0530", "2026-12-01T10:00 CET". feedparser drops the time after a space when no offset
+# follows, applies only the hours of an offset without its colon, and drops a zone name.
+_ISO_DATE_TIME = re.compile(
+    r"^(\d{4})-(\d{1,2})-(\d{1,2})[T ](\d{1,2}):(\d{2})(?::(\d{2})(?:[.,]\d+)?)?"
     r"(?:\s*(Z|[+-]\d{2}:?\d{2}|[A-Za-z]{2,5}))?$")
-
-
-# "2026-12-03T10:00:00+0530": feedparser applies the hours of such an offset, not its
-# minutes.
-_ISO_BASIC_OFFSET = re.compile(
-    r"^(\d{4})-(\d{2})-(\d{2})[T ](\d{2}):(\d{2})(?::(\d{2})(?:[.,]\d+)?)?\s?([+-]\d{4})$")
 # A 12-hour clock: "1:05 PM", "9:00 a.m.".
 _TWELVE_HOUR = re.compile(r"\d\s*[AaPp]\.?[Mm]\b")
-
-
-def _minutes_of_offset(text: str) -> str:
-    """``text`` read whole when it has an offset like ``+0530`` that feedparser would cut
-    to its hours, else ``""``."""
-    match = _ISO_BASIC_OFFSET.match(text)
-    if match is None or match[7].endswith("00"):
-        return ""
-    offset = _offset_minutes(match[7])
-    year, month, day, hour, minute, second = (int(match[i] or 0) for i in range(1, 7))
-    try:
-        moment = dt.datetime(year, month, day, hour, minute, second, tzinfo=dt.UTC)
-    except ValueError:
-        return ""
-    return (moment - dt.timedelta(minutes=offset or 0)).strftime(_ISO)
 
 
 # The North American names feedparser's RFC 822 reader knows, read the same way here.
@@ -115,7 +96,7 @@ def _numeric_date(text: str) -> str | None:
     """A numeric date of the forms above as ISO 8601 UTC; ``""`` when it is one of them
     but cannot be told apart (``05/12/2026``: May or December?) or names no real moment;
     ``None`` when it is not (ISO 8601's ``2026-12-05`` is feedparser's to read, and
-    :func:`_time_dropped`'s).
+    :func:`_iso_misread`'s).
 
     Dots mean the day comes first (``05.12.2026`` is 5 December, in every language that
     writes dates so); with a slash or a dash, only a day over 12 tells which is which."""
@@ -124,7 +105,7 @@ def _numeric_date(text: str) -> str | None:
         return None
     first, separator, second, last = match[1], match[2], int(match[3]), match[4]
     if len(first) == 4 and len(last) <= 2:
-        if separator == "-":
+        if separator == "-" and not match[8]:  # ISO 8601, but not with PM, which it drops
             return None
         year, month, day = int(first), second, int(last)
     elif len(last) == 4 and len(first) <= 2:
@@ -156,19 +137,21 @@ def _numeric_date(text: str) -> str | None:
     return moment.strftime(_ISO)
 
 
-def _time_dropped(text: str, parsed: Any) -> str:
-    """``text`` read with its time, when feedparser kept only its date (midnight of the
-    same day); ``""`` when that is not what happened, or the zone is not known."""
-    match = _NUMERIC_DATE_TIME.match(text)
+def _iso_misread(text: str, parsed: Any) -> str:
+    """``text`` read whole when it is an ISO 8601 date and time that feedparser misreads
+    (see ``_ISO_DATE_TIME``); ``""`` when it is not, or its zone is not known."""
+    match = _ISO_DATE_TIME.match(text)
     if match is None or not isinstance(parsed, time.struct_time):
         return ""
     year, month, day, hour, minute = (int(match[i]) for i in range(1, 6))
-    if ((parsed.tm_year, parsed.tm_mon, parsed.tm_mday) != (year, month, day)
-            or (parsed.tm_hour, parsed.tm_min, parsed.tm_sec) != (0, 0, 0)
-            or (hour, minute) == (0, 0)):
-        return ""
-    offset = _offset_minutes(match[7])
-    if offset is None or hour > 23 or minute > 59:
+    zone = match[7] or ""
+    dropped = ((parsed.tm_year, parsed.tm_mon, parsed.tm_mday) == (year, month, day)
+               and (parsed.tm_hour, parsed.tm_min, parsed.tm_sec) == (0, 0, 0)
+               and (hour, minute) != (0, 0))
+    named = zone[:1].isalpha() and zone.lower() not in _UTC_NAMES
+    minutes = zone[:1] in ("+", "-") and ":" not in zone and not zone.endswith("00")
+    offset = _offset_minutes(zone)
+    if not (dropped or named or minutes) or offset is None or hour > 23 or minute > 59:
         return ""
     seconds = int(match[6] or 0)
     moment = calendar.timegm((year, month, day, hour, minute, min(seconds, 59), 0, 0, 0))
@@ -307,8 +290,8 @@ def _read(text: str, parsed: Any) -> str:
         return numeric
     if _unread(parsed):
         return named_month_date(text)
-    if dropped := _time_dropped(text, parsed) or _minutes_of_offset(text):
-        return dropped
+    if misread := _iso_misread(text, parsed):
+        return misread
     if _TWELVE_HOUR.search(text) and (read := named_month_date(text)):
         return read
     zone = _read_as_utc(text, parsed)
