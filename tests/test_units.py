@@ -800,3 +800,45 @@ def test_a_windows_1252_document_labelled_utf8_is_read_as_before() -> None:
     assert feed.entries[0].title == "Crème “brûlée”"
     assert feed.warnings == ("character encoding: document declared as utf-8, but parsed "
                              "as windows-1252",)
+
+
+_WRITTEN_WITH_ZONE = [
+    "%a, %d %b %Y %H:%M:%S {z}", "%d %b %Y %H:%M:%S {z}", "%a, %d %b %y %H:%M {z}",
+    "%Y-%m-%dT%H:%M:%S{z}", "%Y-%m-%dT%H:%M:%S.25{z}", "%Y-%m-%d %H:%M:%S {z}",
+    "%Y-%m-%dT%H:%M{z}", "%a %b %d %Y %H:%M:%S {z}", "%A, %d-%b-%y %H:%M:%S {z}",
+    "%Y/%m/%d %H:%M:%S {z}", "%d.%m.%Y %H:%M {z}", "%a, %d %b %Y %I:%M %p {z}",
+    "%B %d, %Y %I:%M %p {z}", "%d %B %Y %H:%M {z}"]
+_WRITTEN_WITHOUT_ZONE = ["%Y-%m-%d", "%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M:%S", "%Y/%m/%d",
+                         "%Y.%m.%d", "%d.%m.%Y", "%d.%m.%Y %H:%M", "%B %d, %Y", "%A, %B %d, %Y",
+                         "%d %B %Y", "%a, %d %b %Y", "%Y-%m-%d %I:%M %p", "%a %b %d %H:%M:%S %Y",
+                         "%d-%b-%Y", "%m/%d/%Y %I:%M %p", "%d/%m/%Y %H:%M"]
+_ZONES = [("+0000", 0), ("+05:30", 330), ("+0530", 330), ("-0800", -480), ("-03:30", -210),
+          ("GMT", 0), ("Z", 0), ("EST", -300), ("PDT", -420), ("CET", 60), ("JST", 540)]
+
+
+def test_a_date_is_stored_right_or_not_at_all() -> None:
+    # Every way of writing these moments that the stored date was checked against: it is
+    # the moment, or empty (and reported) when the text cannot tell day from month. Each
+    # misreading fixed here used to store a wrong date without a word.
+    import datetime as dt
+
+    moments = [dt.datetime(2026, 12, 5, 9, 7, 3), dt.datetime(2026, 3, 14, 21, 45),
+               dt.datetime(2027, 1, 1, 0, 5, 59)]
+    written = [(moment.strftime(form.replace("{z}", zone)),
+                moment - dt.timedelta(minutes=minutes), form)
+               for moment in moments for form in _WRITTEN_WITH_ZONE for zone, minutes in _ZONES]
+    written += [(moment.strftime(form), moment, form) for moment in moments
+                for form in _WRITTEN_WITHOUT_ZONE]
+    wrong, unread = [], set()
+    for text, moment, form in written:
+        if "%S" not in form:
+            moment = moment.replace(second=0)
+        if not any(f"%{c}" in form for c in "HI"):
+            moment = moment.replace(hour=0, minute=0, second=0)
+        stored = one_item(f"<guid>g</guid><pubDate>{text}</pubDate>").entries[0].published
+        if stored == "":
+            unread.add(form)
+        elif stored != moment.strftime("%Y-%m-%dT%H:%M:%SZ"):
+            wrong.append((text, stored))
+    assert wrong == [], wrong
+    assert unread == {"%m/%d/%Y %I:%M %p", "%d/%m/%Y %H:%M"}

@@ -44,10 +44,11 @@ ZONE_OFFSETS: Mapping[str, int] = {
 }
 #: Zone names that are UTC to feedparser and here alike.
 _UTC_NAMES = frozenset({"z", "ut", "gmt"})
-# "Tue, 01 Dec 2026 10:00:00 CET": the time and a zone name at the end.
+# "Tue, 01 Dec 2026 10:00:00 CET" (or "Tue Dec 01 2026 ..."): the time and a zone name
+# at the end.
 _RFC822_ZONE = re.compile(
-    r"^(?:[A-Za-z]{2,9},?\s+)?\d{1,2}\s+[A-Za-z]{3,9}\.?\s+\d{2,4}\s+(\d{1,2}):(\d{2})"
-    r"(?::\d{2})?\s+([A-Za-z]{2,5})$")
+    r"^(?:[A-Za-z]{2,9},?\s+)?(?:\d{1,2}\s+[A-Za-z]{3,9}\.?|[A-Za-z]{3,9}\.?\s+\d{1,2},?)"
+    r"\s+\d{2,4}\s+(\d{1,2}):(\d{2})(?::\d{2})?\s+([A-Za-z]{2,5})$")
 
 
 
