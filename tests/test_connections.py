@@ -201,6 +201,47 @@ def test_a_body_compressed_once_more_than_it_says_is_read(
     assert (rep.status, rep.created) == ("fetched", 3), rep
 
 
+@pytest.mark.parametrize("encoding", ["gzip", "x-gzip", "deflate", "br", "utf-8"])
+def test_a_body_labelled_compressed_that_is_not_is_read_with_a_warning(
+        raw: Callable[..., RawServer], db_path: Path, encoding: str) -> None:
+    # A misconfigured server or cache labels a body it never compressed (or names its
+    # charset as a coding); it failed with "corrupt compressed body: ... incorrect header
+    # check" or "unsupported Content-Encoding".
+    server = raw(lambda _head: (ok(FEED, f"Content-Encoding: {encoding}"), False))
+    rep = run_fetch(make_config(db_path, {"plain": server.url("/feed.xml")}),
+                    force=True).get("plain")
+    assert (rep.status, rep.created) == ("fetched", 3), rep
+    assert (f"the body was labelled Content-Encoding: {encoding} but was not compressed: "
+            "read as it came") in rep.warnings
+
+
+@pytest.mark.parametrize(("encoding", "error"), [
+    ("gzip", "corrupt compressed body: Error -3 while decompressing data: incorrect header "
+             "check"),
+    ("br", "unsupported Content-Encoding 'br'"),
+])
+def test_a_labelled_body_that_is_neither_compressed_nor_a_document_still_fails(
+        raw: Callable[..., RawServer], db_path: Path, encoding: str, error: str) -> None:
+    server = raw(lambda _head: (ok(b"\x00\x01 not a feed", f"Content-Encoding: {encoding}"),
+                                False))
+    rep = run_fetch(make_config(db_path, {"junk": server.url("/feed.xml")}),
+                    force=True).get("junk")
+    assert (rep.status, rep.error) == ("failed", error)
+
+
+def test_the_decoder_sees_the_whole_start_of_the_body_however_it_is_cut() -> None:
+    from signal_feeds.http.decoding import CappedDecoder
+
+    raw_deflate = zlib.compressobj(wbits=-15)
+    for encoding, body in [("gzip", FEED), ("deflate", FEED), ("gzip", gzip.compress(FEED)),
+                           ("deflate", raw_deflate.compress(FEED) + raw_deflate.flush())]:
+        decoder = CappedDecoder(encoding, 10_000_000)
+        for i in range(0, len(body), 1):  # one byte at a time
+            decoder.feed(body[i:i + 1])
+        assert bytes(decoder.out) == FEED
+        assert decoder.uncompressed == (body is FEED)
+
+
 #: FEED up to the third entry's description: two whole entries and part of a third.
 _CUT_FEED = FEED[:FEED.index("<description>Приглашаем".encode())]
 

@@ -17,19 +17,35 @@ __all__ = ["CappedDecoder"]
 _GZIP_OR_ZLIB = 47
 #: zlib's window bits for a raw deflate stream (some servers send that for "deflate").
 _RAW_DEFLATE = -15
+#: How much of a body's start is kept until it decodes to something: a compressed stream
+#: that is not one fails in its first bytes (a gzip header's file name can be longer).
+_HEAD = 64 * 1024
+_BOM = b"\xef\xbb\xbf"
 
 
 class CappedDecoder:
     """Decodes identity, gzip (x-gzip) or deflate into :attr:`out`; raises
-    ``FetchError(reason="too_large")`` once the decoded body passes ``cap`` bytes."""
+    ``FetchError(reason="too_large")`` once the decoded body passes ``cap`` bytes.
+
+    A body labelled with a coding that it does not have, or one Signal cannot undo, is
+    taken as it came when it begins as a document (:attr:`uncompressed` says so), and is
+    refused with ``FetchError(reason="encoding")`` otherwise."""
 
     def __init__(self, encoding: str, cap: int) -> None:
         codings = [c.strip().lower() for c in encoding.split(",") if c.strip()]
         codings = [c for c in codings if c != "identity"]
-        if len(codings) > 1 or (codings and codings[0] not in ("gzip", "x-gzip", "deflate")):
-            raise FetchError(f"unsupported Content-Encoding {encoding!r}", reason="encoding")
+        #: A coding Signal cannot undo (br, compress, "utf-8" for a charset): the body is
+        #: read as it came only if it begins as a document.
+        self._unsupported = (encoding if len(codings) > 1 or (
+            codings and codings[0] not in ("gzip", "x-gzip", "deflate")) else "")
+        if self._unsupported:
+            codings = []
         self._zlib: zlib._Decompress | None = None
         self._raw_fallback = False
+        #: The body was labelled compressed but came as it is (see :meth:`feed`).
+        self.uncompressed = False
+        self._received = bytearray()  # the body's first bytes as received (to _HEAD)
+        self._seen = 0
         if codings:
             self._zlib = zlib.decompressobj(_GZIP_OR_ZLIB)
             self._raw_fallback = codings[0] == "deflate"
@@ -38,19 +54,38 @@ class CappedDecoder:
 
     def feed(self, chunk: bytes) -> None:
         """Decode one chunk of the body as received."""
+        if self._unsupported:
+            if not _is_document_start(chunk):
+                raise FetchError(f"unsupported Content-Encoding {self._unsupported!r}",
+                                 reason="encoding")
+            self._unsupported = ""
+            self.uncompressed = True
         if self._zlib is None:
             self._append(chunk)
             return
+        self._seen += len(chunk)
+        if len(self._received) < _HEAD:
+            self._received += chunk
         data = chunk
         while data:
             room = self.cap - len(self.out) + 1  # one byte past the cap proves the excess
             try:
                 piece = self._zlib.decompress(data, room)
             except zlib.error as exc:
-                if self._raw_fallback and not self.out:
+                whole_start = self._seen == len(self._received)
+                if self._raw_fallback and not self.out and whole_start:
                     self._raw_fallback = False
                     self._zlib = zlib.decompressobj(_RAW_DEFLATE)
+                    data = bytes(self._received)  # from the start, with earlier chunks
                     continue
+                if whole_start and _is_document_start(self._received):
+                    # A server (or a cache before it) that labels a body it never
+                    # compressed: no compressed stream starts like a document.
+                    self._zlib = None
+                    self.uncompressed = True
+                    self.out = bytearray()  # what a raw deflate reading made of it
+                    self._append(bytes(self._received))
+                    return
                 raise FetchError(f"corrupt compressed body: {exc}", reason="encoding") from exc
             self._append(piece)
             data = self._zlib.unconsumed_tail
@@ -62,3 +97,15 @@ class CappedDecoder:
         if len(self.out) > self.cap:
             raise FetchError(f"body larger than the cap of {self.cap} bytes",
                              reason="too_large")
+
+
+def _is_document_start(data: bytes | bytearray) -> bool:
+    """Could ``data`` begin an XML or JSON document (after a byte order mark, or the part
+    of one received so far, and white space)? A gzip stream begins with 1f 8b and a zlib
+    stream with a header byte that is no such character."""
+    head = bytes(data[:64]).lstrip()
+    if head.startswith(_BOM):
+        head = head[len(_BOM):].lstrip()
+    elif _BOM.startswith(head):  # nothing yet, or a BOM cut short
+        return True
+    return head[:1] in (b"", b"<", b"{")

@@ -96,6 +96,9 @@ class FetchResponse:
     body_digest: str = field(default="")
     #: The URL the request was made for (before any redirect).
     requested: str = ""
+    #: What the response got wrong that Signal worked around (a body labelled
+    #: compressed that was not), for the source's report.
+    warnings: tuple[str, ...] = ()
 
     @property
     def etag(self) -> str:
@@ -179,7 +182,8 @@ def _connected_to_private(response: httpx.Response, host: str) -> bool:
     return bool(_literal_is_private(host))
 
 
-async def _read_body(response: httpx.Response, limits: FetchLimits) -> tuple[bytes, int]:
+async def _read_body(response: httpx.Response, limits: FetchLimits
+                     ) -> tuple[bytes, int, tuple[str, ...]]:
     cap = limits.max_body_bytes
     declared = response.headers.get("content-length", "")
     encoding = response.headers.get("content-encoding", "")
@@ -192,13 +196,15 @@ async def _read_body(response: httpx.Response, limits: FetchLimits) -> tuple[byt
         body = response.content
         if len(body) > cap:
             raise FetchError(f"body larger than the cap of {cap} bytes", reason="too_large")
-        return _gunzipped_again(body, cap), len(body)
+        return _gunzipped_again(body, cap), len(body), ()
     decoder = CappedDecoder(encoding, cap)
     wire = 0
     async for chunk in response.aiter_raw():
         wire += len(chunk)
         decoder.feed(chunk)
-    return _gunzipped_again(bytes(decoder.out), cap), wire
+    warnings = ((f"the body was labelled Content-Encoding: {encoding[:40]} but was not "
+                 "compressed: read as it came",) if decoder.uncompressed else ())
+    return _gunzipped_again(bytes(decoder.out), cap), wire, warnings
 
 
 _GZIP_MAGIC = b"\x1f\x8b"
@@ -323,14 +329,14 @@ async def fetch(
                                 redirects.append((response.status_code, following))
                                 current = following
                                 continue
-                            body, wire = await _read_body(response, limits)
+                            body, wire, warnings = await _read_body(response, limits)
                         finally:
                             await response.aclose()
                 return FetchResponse(
                     status=response.status_code, url=current,
                     headers=_joined(response.headers.raw), body=body,
                     redirects=tuple(redirects), elapsed=time.monotonic() - started,
-                    wire_bytes=wire, requested=url,
+                    wire_bytes=wire, requested=url, warnings=warnings,
                     body_digest=hashlib.sha256(body).hexdigest() if body else "")
     except FetchError as exc:
         exc.source_id = source_id

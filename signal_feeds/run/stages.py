@@ -336,7 +336,8 @@ class Run:
         facts = ParseFacts(
             entries=len(rows), skipped=identified.skipped if identified else 0,
             skip_reasons=identified.skip_reasons if identified else (),
-            ttl_seconds=parsed.ttl_seconds, warnings=parsed.warnings, error=parsed.message,
+            ttl_seconds=parsed.ttl_seconds, warnings=item.response.warnings + parsed.warnings,
+            error=parsed.message,
             feed_title=parsed.feed_title, incomplete=parsed.incomplete)
         decision = self._decider(item.source, item.started).after_fetch(
             item.state, _response_facts(item.response, self._parse_settings(item.source)),
