@@ -35,7 +35,8 @@ __all__ = ["NORMALIZER_VERSION", "ParsedEntry", "ParsedFeed"]
 #: resolved against the feed's URL (``https://example.org/123``); a UTF-8 document with a
 #: few Windows-1252 bytes has those read as Windows-1252, not itself whole. 7: an author
 #: given as HTML (arXiv's ``<a href="...">Jane Doe</a>, ...``) is stored as its text, an
-#: author by name without the address feedparser adds, several authors all by name; a
+#: author by name without the address feedparser adds, several authors all by name, and
+#: an Atom entry or JSON Feed item without authors has the feed's (as both formats say); a
 #: no-break space inside a link becomes ``%C2%A0`` (it was kept raw), and a C1 control
 #: character or a line separator inside one refuses it; the minutes of an offset such as
 #: ``+0530`` and the PM of a 12-hour clock are applied, RFC 850 dates are read, and so are

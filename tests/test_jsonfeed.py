@@ -75,13 +75,27 @@ def test_json_feed_gives_the_same_row_as_rss_and_atom(version: str) -> None:
     assert entry.summary == rss.summary
 
 
-def test_feed_level_authors_are_not_inherited_as_in_atom() -> None:
+def test_feed_level_authors_apply_to_entries_without_their_own() -> None:
+    # RFC 4287 (4.2.1) and both JSON Feed versions say so; they were left empty, since
+    # feedparser does not apply the rule (an Atom entry's source comes first).
     atom = ATOM.replace(b"<author><name>Ana Lima</name></author>", b"").replace(
         b"<id>urn:x:feed</id>", b"<id>urn:x:feed</id><author><name>Feed</name></author>")
     data = json.loads(json_feed("1.1", authors=None))
     data["authors"] = [{"name": "Feed"}]
-    assert parse_feed(atom).entries[0].author == ""
-    assert parse_feed(json.dumps(data).encode()).entries[0].author == ""
+    old = json.loads(json_feed("1", author=None))
+    old["author"] = {"name": "Feed"}
+    assert parse_feed(atom).entries[0].author == "Feed"
+    assert parse_feed(json.dumps(data).encode()).entries[0].author == "Feed"
+    assert parse_feed(json.dumps(old).encode()).entries[0].author == "Feed"
+    sourced = atom.replace(b"<summary>", b"<source><id>urn:x:elsewhere</id><author><name>"
+                                        b"Source</name></author></source><summary>")
+    assert parse_feed(sourced).entries[0].author == "Source"
+    # An entry's own author wins; RSS has no feed-level author to inherit.
+    assert parse_feed(ATOM.replace(b"<id>urn:x:feed</id>", b"<id>urn:x:feed</id><author>"
+                                   b"<name>Feed</name></author>")).entries[0].author == "Ana Lima"
+    rss = RSS.replace(b"<author>Ana Lima</author>", b"").replace(
+        b"<channel>", b"<channel><managingEditor>ed@example.org (Ed)</managingEditor>")
+    assert parse_feed(rss).entries[0].author == ""
 
 
 def test_url_policy_limits_and_sanitizing_apply() -> None:

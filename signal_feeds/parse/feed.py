@@ -221,8 +221,18 @@ def _enclosure(raw: dict[str, Any]) -> str:
     return ""
 
 
+def _inherited_author(raw: dict[str, Any], feed_author: str | None) -> str:
+    if feed_author is None:
+        return ""
+    source = dict.get(raw, "source")
+    return (entry_author(source) if isinstance(source, dict) else "") or feed_author
+
+
 def _entry(raw: dict[str, Any], base: str | None, require_https: bool,
-           limit: FieldLimiter) -> ParsedEntry:
+           limit: FieldLimiter, feed_author: str | None) -> ParsedEntry:
+    """One entry. ``feed_author`` is an Atom feed's own authors (``None`` for other
+    formats): an Atom entry without authors has its source's, else the feed's (RFC 4287,
+    4.2.1), which feedparser does not apply."""
     get = dict.get  # bypass FeedParserDict's aliases (and their deprecation warnings)
     title = plain_title(text_value(get(raw, "title")), get(raw, "title_detail"))
     summary = text_value(get(raw, "summary"))
@@ -249,7 +259,7 @@ def _entry(raw: dict[str, Any], base: str | None, require_https: bool,
         title=limit("title", plain_text(title)),
         published=entry_date(raw, "published"),
         updated=entry_date(raw, "updated"),
-        author=limit("author", entry_author(raw)),
+        author=limit("author", entry_author(raw) or _inherited_author(raw, feed_author)),
         summary=limit("summary", as_html(summary, summary_detail, summary_base)),
         content=limit("content", as_html(content, content_detail, content_base)),
         link_refused=refused,
@@ -365,7 +375,9 @@ def parse_feed(
     limit = FieldLimiter(field_limits)
     feed: dict[str, Any] = result.get("feed") or {}
     base = url or None
-    entries = tuple(_entry(raw, base, require_https_links, limit) for raw in raw_entries)
+    feed_author = entry_author(feed) if version.startswith("atom") else None
+    entries = tuple(_entry(raw, base, require_https_links, limit, feed_author)
+                    for raw in raw_entries)
     for field, count in sorted(limit.cut.items()):
         warnings.append(f"{field} cut to {field_limits[field]} characters in {count} entries")
     warnings.extend(date_warnings(raw_entries))

@@ -126,7 +126,7 @@ _NAME_THEN_ADDRESS = re.compile(rf"^(.+?)\s*(?:<{_ADDRESS}>|\({_ADDRESS}\))$")
 
 
 def entry_author(raw: dict[str, Any]) -> str:
-    """A feedparser entry's authors as stored: by name, as JSON Feed's are (``Jane Doe,
+    """A feedparser entry's (or feed's) authors as stored: by name, as JSON Feed's are (``Jane Doe,
     John Roe``), as text, without control characters."""
     return plain_text(_plain_author(_names(raw)))
 

@@ -98,9 +98,8 @@ def _date(value: Any, unread: list[str]) -> str:
 
 
 def _authors(item: Mapping[str, Any]) -> str:
-    # 1.1 has "authors" (a list); 1.0 has "author" (one object). Only the item's own:
-    # feed-level authors are not inherited, as for Atom (feedparser does not either),
-    # so one publisher's feed gives the same rows in either format.
+    # 1.1 has "authors" (a list); 1.0 has "author" (one object). An item without them
+    # has the feed's (both versions say so; Atom's entries have the feed's too).
     people = item.get("authors")
     if not isinstance(people, list):
         people = [item.get("author")]
@@ -118,7 +117,7 @@ def _remote_id(value: Any) -> str:
 
 
 def _entry(item: Mapping[str, Any], base: str | None, require_https: bool, limit: FieldLimiter,
-           unread: list[str]) -> ParsedEntry:
+           unread: list[str], feed_author: str) -> ParsedEntry:
     # A link post may give only external_url (the page it is about): its link then.
     link, refused = check_link(_str(item.get("url")) or _str(item.get("external_url")),
                                base=base, require_https=require_https)
@@ -138,7 +137,7 @@ def _entry(item: Mapping[str, Any], base: str | None, require_https: bool, limit
         title=limit("title", plain_text(_str(item.get("title")))),
         published=_date(item.get("date_published"), unread),
         updated=_date(item.get("date_modified"), unread),
-        author=limit("author", plain_text(_authors(item))),
+        author=limit("author", plain_text(_authors(item) or feed_author)),
         summary=limit("summary", summary),
         content=limit("content", content),
         link_refused=refused,
@@ -186,6 +185,7 @@ def parse_jsonfeed(
     base = url or _str(data.get("feed_url")) or home or None
     entries: list[ParsedEntry] = []
     unread: list[str] = []
+    feed_author = _authors(data)
     if len(items) > max_entries:
         warnings.append(f"the feed has {len(items)} entries; only the first "
                         f"{max_entries} were read")
@@ -194,7 +194,7 @@ def parse_jsonfeed(
         if not isinstance(item, dict):
             warnings.append(f"items[{index}] is not an object; ignored")
             continue
-        entries.append(_entry(item, base, require_https_links, limit, unread))
+        entries.append(_entry(item, base, require_https_links, limit, unread, feed_author))
     if unread:  # one warning a document, as for RSS and Atom
         warnings.append(dates_warning(unread, "date {} not RFC 3339; left empty"))
     for name, count in sorted(limit.cut.items()):
