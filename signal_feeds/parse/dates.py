@@ -5,7 +5,8 @@ feedparser reads nearly every date a feed writes. Some it misreads, silently:
 - an RFC 822 date whose zone name its table lacks (``10:00:00 CET``): read as UTC;
 - an ISO 8601 date and time with a space between them and no offset, or a zone name
   (``2026-12-01 10:00``, ``2026-12-01 10:00 CET``): the time is dropped; with a ``T``,
-  the zone name is (``2026-12-01T10:00 CET``);
+  the zone name is (``2026-12-01T10:00 CET``); in the basic format (``20261201T100000Z``)
+  the time is dropped;
 - an ISO 8601 offset without its colon that is not whole hours (``+0530``, India's, as
   PHP's ``DATE_ISO8601`` writes it): the minutes are dropped;
 - a 12-hour clock (``Thu, 03 Dec 2026 1:05 PM EST``): ``PM`` is taken for the zone;
@@ -58,6 +59,8 @@ _RFC822_ZONE = re.compile(
 _ISO_DATE_TIME = re.compile(
     r"^(\d{4})-(\d{1,2})-(\d{1,2})[T ](\d{1,2}):(\d{2})(?::(\d{2})(?:[.,]\d+)?)?"
     r"(?:\s*(Z|[+-]\d{2}:?\d{2}|[A-Za-z]{2,5}))?$")
+# ISO 8601's basic format, "20261205T090703Z": feedparser drops the time.
+_ISO_BASIC = re.compile(r"^(\d{4})(\d{2})(\d{2})T(\d{2})(\d{2})(\d{2})?(Z|[+-]\d{2}:?\d{2})?$")
 # A 12-hour clock: "1:05 PM", "9:00 a.m.".
 _TWELVE_HOUR = re.compile(r"\d\s*[AaPp]\.?[Mm]\b")
 
@@ -141,7 +144,7 @@ def _numeric_date(text: str) -> str | None:
 def _iso_misread(text: str, parsed: Any) -> str:
     """``text`` read whole when it is an ISO 8601 date and time that feedparser misreads
     (see ``_ISO_DATE_TIME``); ``""`` when it is not, or its zone is not known."""
-    match = _ISO_DATE_TIME.match(text)
+    match = _ISO_DATE_TIME.match(text) or _ISO_BASIC.match(text)
     if match is None or not isinstance(parsed, time.struct_time):
         return ""
     year, month, day, hour, minute = (int(match[i]) for i in range(1, 6))
