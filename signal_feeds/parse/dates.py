@@ -50,9 +50,6 @@ _UTC_NAMES = frozenset({"z", "ut", "gmt"})
 _RFC822_ZONE = re.compile(
     r"^(?:[A-Za-z]{2,9},?\s+)?(?:\d{1,2}\s+[A-Za-z]{3,9}\.?|[A-Za-z]{3,9}\.?\s+\d{1,2},?)"
     r"\s+\d{2,4}\s+(\d{1,2}):(\d{2})(?::\d{2})?\s+([A-Za-z]{2,5})$")
-
-
-
 # An ISO 8601 date and time, then maybe a zone: "2026-12-01 10:00", "2026-12-03T10:00:00
 # +0530", "2026-12-01T10:00 CET". feedparser drops the time after a space when no offset
 # follows, applies only the hours of an offset without its colon, and drops a zone name.
