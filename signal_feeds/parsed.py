@@ -42,7 +42,8 @@ __all__ = ["NORMALIZER_VERSION", "ParsedEntry", "ParsedFeed"]
 #: ``+0530`` and the PM of a 12-hour clock are applied, RFC 850 dates are read, and so are
 #: numeric dates that say which number is the day (``2026/12/05`` was 1 December); a date
 #: before the year 1000 (``03``, the year 201 to feedparser) is left empty; an entry with
-#: neither id nor link is linked by its enclosure (it was skipped); a NUL a JSON Feed
+#: neither id nor link is linked by its enclosure (it was skipped); a JSON Feed date that
+#: is not RFC 3339 is read as an RSS one would be; a NUL a JSON Feed
 #: escapes (``\u0000``) is removed, as XML's are.
 NORMALIZER_VERSION = 7
 

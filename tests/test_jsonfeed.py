@@ -276,3 +276,21 @@ def test_a_date_out_of_range_is_left_empty_and_the_feed_kept() -> None:
         ("a", "", ""), ("b", "", ""), ("c", "", ""), ("d", "2026-12-03T04:30:00Z", "")]
     assert feed.warnings == (
         "date '0001-01-01T00:00:00+01:00' and 2 more not RFC 3339; left empty",)
+
+
+@pytest.mark.parametrize(("date", "stored"), [
+    # Not RFC 3339, but forms the RSS and Atom reader reads: they were left empty.
+    ("2026-12-05 10:00 CET", "2026-12-05T09:00:00Z"),
+    ("2026-12-05T10:00:00 EST", "2026-12-05T15:00:00Z"),
+    ("05.12.2026 10:00", "2026-12-05T10:00:00Z"),
+    ("2026/12/05", "2026-12-05T00:00:00Z"),
+    ("05/12/2026", ""),
+])
+def test_a_json_feed_date_is_read_as_an_rss_date_would_be(date: str, stored: str) -> None:
+    body = json.dumps({"version": "https://jsonfeed.org/version/1.1", "title": "t",
+                       "items": [{"id": "a", "content_text": "x", "date_published": date}]})
+    feed = parse_feed(body.encode())
+    assert feed.entries[0].published == stored
+    rss = parse_feed(f'<rss version="2.0"><channel><title>t</title><item><guid>a</guid>'
+                     f"<pubDate>{date}</pubDate></item></channel></rss>".encode())
+    assert rss.entries[0].published == stored

@@ -32,7 +32,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 __all__ = ["EARLIEST", "MONTH_NAMES", "ZONE_OFFSETS", "date_warnings", "dates_warning",
-           "entry_date", "named_month_date", "plausible"]
+           "entry_date", "named_month_date", "plausible", "text_date"]
 
 _ISO = "%Y-%m-%dT%H:%M:%SZ"
 #: Zone names feedparser's RFC 822 reader does not know, with their offsets from UTC in
@@ -140,23 +140,28 @@ def _numeric_date(text: str) -> str | None:
 
 def _iso_misread(text: str, parsed: Any) -> str:
     """``text`` read whole when it is an ISO 8601 date and time that feedparser misreads
-    (see ``_ISO_DATE_TIME``); ``""`` when it is not, or its zone is not known."""
+    (see ``_ISO_DATE_TIME``) or did not read (``parsed`` is not a time); ``""`` when it
+    is not, or its zone is not known."""
     match = _ISO_DATE_TIME.match(text) or _ISO_BASIC.match(text)
-    if match is None or not isinstance(parsed, time.struct_time):
+    if match is None:
         return ""
     year, month, day, hour, minute = (int(match[i]) for i in range(1, 6))
     zone = match[7] or ""
-    dropped = ((parsed.tm_year, parsed.tm_mon, parsed.tm_mday) == (year, month, day)
-               and (parsed.tm_hour, parsed.tm_min, parsed.tm_sec) == (0, 0, 0)
-               and (hour, minute) != (0, 0))
+    dropped = (not isinstance(parsed, time.struct_time) or (
+        (parsed.tm_year, parsed.tm_mon, parsed.tm_mday) == (year, month, day)
+        and (parsed.tm_hour, parsed.tm_min, parsed.tm_sec) == (0, 0, 0)
+        and (hour, minute) != (0, 0)))
     named = zone[:1].isalpha() and zone.lower() not in _UTC_NAMES
     minutes = zone[:1] in ("+", "-") and ":" not in zone and not zone.endswith("00")
     offset = _offset_minutes(zone)
     if not (dropped or named or minutes) or offset is None or hour > 23 or minute > 59:
         return ""
-    seconds = int(match[6] or 0)
-    moment = calendar.timegm((year, month, day, hour, minute, min(seconds, 59), 0, 0, 0))
-    return time.strftime(_ISO, time.gmtime(moment - offset * 60))
+    try:
+        moment = dt.datetime(year, month, day, hour, minute, min(int(match[6] or 0), 59),
+                             tzinfo=dt.UTC)
+    except ValueError:  # 2026-02-30
+        return ""
+    return (moment - dt.timedelta(minutes=offset)).strftime(_ISO)
 
 
 #: Month names and abbreviations by month, in English and the languages a server's locale
@@ -274,6 +279,12 @@ def _read_as_utc(text: str, parsed: Any) -> str | None:
     return zone
 
 
+def text_date(text: str) -> str:
+    """A date's text alone (no reading of feedparser's to start from, as in JSON Feed) as
+    ISO 8601 UTC, or ``""``: the numeric, ISO and month-name forms above."""
+    return plausible(_read(text.strip(), None))
+
+
 def entry_date(raw: dict[str, Any], key: str) -> str:
     """``published`` or ``updated`` of a feedparser entry as ISO 8601 UTC (``""`` when
     unknown): feedparser's reading, but a Unix timestamp read as one (seconds, 9 or 10
@@ -290,7 +301,7 @@ def _read(text: str, parsed: Any) -> str:
     if (numeric := _numeric_date(text)) is not None:
         return numeric
     if _unread(parsed):
-        return named_month_date(text)
+        return _iso_misread(text, None) or named_month_date(text)
     if misread := _iso_misread(text, parsed):
         return misread
     if _TWELVE_HOUR.search(text) and (read := named_month_date(text)):
@@ -318,7 +329,7 @@ def date_warnings(raw_entries: Iterable[dict[str, Any]]) -> list[str]:
                 if not plausible(numeric):
                     unread.append(text)
             elif _unread(parsed):
-                if not plausible(named_month_date(text)):
+                if not plausible(_iso_misread(text, None) or named_month_date(text)):
                     unread.append(text)
             elif (zone := _read_as_utc(text, parsed)) and zone not in ZONE_OFFSETS:
                 unknown.append(text)

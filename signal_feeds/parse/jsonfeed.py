@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from signal_feeds.errors import ParseError
-from signal_feeds.parse.dates import dates_warning, named_month_date, plausible
+from signal_feeds.parse.dates import dates_warning, plausible, text_date
 from signal_feeds.parse.fields import (
     DEFAULT_FIELD_LIMITS,
     FieldLimiter,
@@ -83,8 +83,8 @@ def _date(value: Any, unread: list[str]) -> str:
         return ""
     try:
         moment = dt.datetime.fromisoformat(text.replace("z", "Z"))
-    except ValueError:
-        read = plausible(named_month_date(text))
+    except ValueError:  # RFC 822 or another form some generators write here
+        read = text_date(text)
     else:
         if moment.tzinfo is None:  # RFC 3339 requires an offset; read a bare time as UTC
             moment = moment.replace(tzinfo=dt.UTC)
