@@ -468,6 +468,9 @@ def test_an_empty_body_is_called_empty(body: bytes) -> None:
     ("Tue, 01 Dec 2026 10:00:00 +0100", "2026-12-01T09:00:00Z", False),
     # A name of several zones (India, Ireland, Israel) is read as UTC, and said so.
     ("Tue, 01 Dec 2026 10:00:00 IST", "2026-12-01T10:00:00Z", True),
+    # After an ISO time too: it was UTC without a word, or (after a space) midnight.
+    ("2026-12-01T10:00:00 IST", "2026-12-01T10:00:00Z", True),
+    ("2026-12-01 10:00 IST", "2026-12-01T10:00:00Z", True),
 ])
 def test_a_zone_name_feedparser_reads_as_utc(date: str, stored: str, warned: bool) -> None:
     feed = one_item(f"<guid>g</guid><pubDate>{date}</pubDate>")

@@ -141,7 +141,8 @@ def _numeric_date(text: str) -> str | None:
 def _iso_misread(text: str, parsed: Any) -> str:
     """``text`` read whole when it is an ISO 8601 date and time that feedparser misreads
     (see ``_ISO_DATE_TIME``) or did not read (``parsed`` is not a time); ``""`` when it
-    is not, or its zone is not known."""
+    is not. A zone name not known is read as UTC (:func:`date_warnings` says so), as in
+    an RFC 822 date."""
     match = _ISO_DATE_TIME.match(text) or _ISO_BASIC.match(text)
     if match is None:
         return ""
@@ -154,8 +155,10 @@ def _iso_misread(text: str, parsed: Any) -> str:
     named = zone[:1].isalpha() and zone.lower() not in _UTC_NAMES
     minutes = zone[:1] in ("+", "-") and ":" not in zone and not zone.endswith("00")
     offset = _offset_minutes(zone)
-    if not (dropped or named or minutes) or offset is None or hour > 23 or minute > 59:
+    if not (dropped or named or minutes) or hour > 23 or minute > 59:
         return ""
+    if offset is None:
+        offset = 0
     try:
         moment = dt.datetime(year, month, day, hour, minute, min(int(match[6] or 0), 59),
                              tzinfo=dt.UTC)
@@ -267,6 +270,13 @@ def plausible(iso: str) -> str:
     return iso if len(iso) == len(EARLIEST) and iso >= EARLIEST else ""
 
 
+def _unknown_iso_zone(text: str) -> bool:
+    """An ISO 8601 date and time that ends in a zone name not known (``IST``)."""
+    match = _ISO_DATE_TIME.match(text)
+    zone: str = (match[7] or "") if match is not None else ""
+    return zone[:1].isalpha() and _offset_minutes(zone) is None
+
+
 def _read_as_utc(text: str, parsed: Any) -> str | None:
     """The zone name of an RFC 822 ``text`` that feedparser read as UTC (its clock time
     came out unchanged), else ``None``."""
@@ -331,7 +341,8 @@ def date_warnings(raw_entries: Iterable[dict[str, Any]]) -> list[str]:
             elif _unread(parsed):
                 if not plausible(_iso_misread(text, None) or named_month_date(text)):
                     unread.append(text)
-            elif (zone := _read_as_utc(text, parsed)) and zone not in ZONE_OFFSETS:
+            elif (((zone := _read_as_utc(text, parsed)) and zone not in ZONE_OFFSETS)
+                  or _unknown_iso_zone(text)):
                 unknown.append(text)
     return [warning for found, template in (
                 (unread, "date {} not understood; left empty"),
