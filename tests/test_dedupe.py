@@ -125,6 +125,17 @@ def test_match_url_ignores_scheme_www_slash_tracking_and_query_order() -> None:
     assert match_url("") == "" and match_url("urn:x:y") == ""
 
 
+def test_match_url_reads_a_link_however_it_is_encoded() -> None:
+    # WordPress writes a Cyrillic or accented permalink percent-encoded in lower case,
+    # another site as Unicode: the same page was two stories.
+    same = ["https://пример.example/блог/café", "https://xn--e1afmkfd.example/блог/caf%C3%A9",
+            "https://пример.example/%d0%b1%d0%bb%d0%be%d0%b3/caf%c3%a9/"]
+    assert len({match_url(u) for u in same}) == 1
+    assert match_url("https://example.org/%7Euser") == match_url("https://example.org/~user")
+    # An encoded slash is no separator: another page.
+    assert match_url("https://example.org/a%2Fb") != match_url("https://example.org/a/b")
+
+
 def test_normalized_titles_ignore_case_punctuation_and_spacing() -> None:
     assert normalize_title("Big Story: About  the Thing!") == normalize_title(
         "big story about the thing")

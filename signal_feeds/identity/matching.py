@@ -36,7 +36,7 @@ import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit
+from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit
 
 from signal_feeds.identity.search_text import searchable_text
 from signal_feeds.timeutil import parse_time
@@ -102,7 +102,10 @@ def match_url(url: str) -> str:
     Scheme, ``www.``, default ports, a trailing slash, the fragment and tracking
     parameters (``utm_*``, ``fbclid``, ``gclid``, ...) are dropped; the remaining query
     parameters are sorted. ``https://www.Example.org/a/?utm_source=x&b=2&a=1#top`` and
-    ``http://example.org/a?a=1&b=2`` give the same ``example.org/a?a=1&b=2``.
+    ``http://example.org/a?a=1&b=2`` give the same ``example.org/a?a=1&b=2``. A path
+    written as Unicode, or percent-encoded in either case (``/café``, ``/caf%C3%A9``,
+    ``/caf%c3%a9``, as WordPress writes it), and a host in Unicode or in its ASCII form
+    (``bücher.example``, ``xn--bcher-kva.example``) are the same link.
     """
     text = url.strip()
     if not text:
@@ -114,7 +117,7 @@ def match_url(url: str) -> str:
         return ""
     if parts.scheme.lower() not in ("http", "https"):
         return ""
-    host = (parts.hostname or "").lower().rstrip(".")
+    host = _ascii_host((parts.hostname or "").lower().rstrip("."))
     host = host.removeprefix("www.")
     if not host:
         return ""
@@ -128,7 +131,28 @@ def match_url(url: str) -> str:
         and not name.lower().startswith(_TRACKING_PREFIXES)
     )
     encoded = urlencode(query)
-    return host + parts.path.rstrip("/") + (f"?{encoded}" if encoded else "")
+    return host + _canonical_path(parts.path).rstrip("/") + (f"?{encoded}" if encoded else "")
+
+
+#: What a path keeps unencoded (RFC 3986's unreserved and sub-delimiter characters, ":",
+#: "@" and "/"); an encoded slash stays encoded, since it is not a separator.
+_PATH_SAFE = "/:@!$&'()*+,;=-._~"
+_ENCODED_SLASH = re.compile("%2[fF]")
+
+
+def _canonical_path(path: str) -> str:
+    if "%" not in path and path.isascii():
+        return path
+    return quote(unquote(_ENCODED_SLASH.sub("%252F", path)), safe=_PATH_SAFE + "%")
+
+
+def _ascii_host(host: str) -> str:
+    if host.isascii():
+        return host
+    try:
+        return host.encode("idna").decode("ascii")
+    except UnicodeError:  # a name IDNA 2003 refuses: compared as written
+        return host
 
 
 # Characters common in feed text that are not NFKC-normalized, with their NFKC forms.
