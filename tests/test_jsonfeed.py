@@ -285,6 +285,8 @@ def test_a_date_out_of_range_is_left_empty_and_the_feed_kept() -> None:
     ("05.12.2026 10:00", "2026-12-05T10:00:00Z"),
     ("2026/12/05", "2026-12-05T00:00:00Z"),
     ("05/12/2026", ""),
+    # A zone nobody can name (IST: India, Ireland, Israel) is UTC, and said so.
+    ("2026-12-05 10:00 IST", "2026-12-05T10:00:00Z"),
 ])
 def test_a_json_feed_date_is_read_as_an_rss_date_would_be(date: str, stored: str) -> None:
     body = json.dumps({"version": "https://jsonfeed.org/version/1.1", "title": "t",
@@ -294,3 +296,5 @@ def test_a_json_feed_date_is_read_as_an_rss_date_would_be(date: str, stored: str
     rss = parse_feed(f'<rss version="2.0"><channel><title>t</title><item><guid>a</guid>'
                      f"<pubDate>{date}</pubDate></item></channel></rss>".encode())
     assert rss.entries[0].published == stored
+    assert ([w for w in feed.warnings if "time zone" in w]
+            == [w for w in rss.warnings if "time zone" in w])

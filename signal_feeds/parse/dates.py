@@ -32,7 +32,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 __all__ = ["EARLIEST", "MONTH_NAMES", "ZONE_OFFSETS", "date_warnings", "dates_warning",
-           "entry_date", "named_month_date", "plausible", "text_date"]
+           "entry_date", "named_month_date", "plausible", "text_date", "unknown_iso_zone"]
 
 _ISO = "%Y-%m-%dT%H:%M:%SZ"
 #: Zone names feedparser's RFC 822 reader does not know, with their offsets from UTC in
@@ -270,7 +270,7 @@ def plausible(iso: str) -> str:
     return iso if len(iso) == len(EARLIEST) and iso >= EARLIEST else ""
 
 
-def _unknown_iso_zone(text: str) -> bool:
+def unknown_iso_zone(text: str) -> bool:
     """An ISO 8601 date and time that ends in a zone name not known (``IST``)."""
     match = _ISO_DATE_TIME.match(text)
     zone: str = (match[7] or "") if match is not None else ""
@@ -342,7 +342,7 @@ def date_warnings(raw_entries: Iterable[dict[str, Any]]) -> list[str]:
                 if not plausible(_iso_misread(text, None) or named_month_date(text)):
                     unread.append(text)
             elif (((zone := _read_as_utc(text, parsed)) and zone not in ZONE_OFFSETS)
-                  or _unknown_iso_zone(text)):
+                  or unknown_iso_zone(text)):
                 unknown.append(text)
     return [warning for found, template in (
                 (unread, "date {} not understood; left empty"),

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from signal_feeds.errors import ParseError
-from signal_feeds.parse.dates import dates_warning, plausible, text_date
+from signal_feeds.parse.dates import dates_warning, plausible, text_date, unknown_iso_zone
 from signal_feeds.parse.fields import (
     DEFAULT_FIELD_LIMITS,
     FieldLimiter,
@@ -74,10 +74,11 @@ def _repair_strings(data: Any) -> tuple[int, int]:
     return surrogates, nuls
 
 
-def _date(value: Any, unread: list[str]) -> str:
+def _date(value: Any, unread: list[str], unknown: list[str]) -> str:
     """RFC 3339 to the row format (``2026-03-14T09:26:53Z``); ``""`` if absent or bad (and
     then the text goes to ``unread``). An RFC 822 date, which some generators write
-    here as in RSS, is read too."""
+    here as in RSS, is read too; one read as UTC for want of its zone goes to
+    ``unknown``."""
     text = _str(value)
     if not text:
         return ""
@@ -85,6 +86,8 @@ def _date(value: Any, unread: list[str]) -> str:
         moment = dt.datetime.fromisoformat(text.replace("z", "Z"))
     except ValueError:  # RFC 822 or another form some generators write here
         read = text_date(text)
+        if read and unknown_iso_zone(text):
+            unknown.append(text)
     else:
         if moment.tzinfo is None:  # RFC 3339 requires an offset; read a bare time as UTC
             moment = moment.replace(tzinfo=dt.UTC)
@@ -117,7 +120,7 @@ def _remote_id(value: Any) -> str:
 
 
 def _entry(item: Mapping[str, Any], base: str | None, require_https: bool, limit: FieldLimiter,
-           unread: list[str], feed_author: str) -> ParsedEntry:
+           unread: list[str], unknown: list[str], feed_author: str) -> ParsedEntry:
     # A link post may give only external_url (the page it is about): its link then.
     link, refused = check_link(_str(item.get("url")) or _str(item.get("external_url")),
                                base=base, require_https=require_https)
@@ -135,8 +138,8 @@ def _entry(item: Mapping[str, Any], base: str | None, require_https: bool, limit
         url=link or "",
         # JSON Feed titles are plain text: never markup.
         title=limit("title", plain_text(_str(item.get("title")))),
-        published=_date(item.get("date_published"), unread),
-        updated=_date(item.get("date_modified"), unread),
+        published=_date(item.get("date_published"), unread, unknown),
+        updated=_date(item.get("date_modified"), unread, unknown),
         author=limit("author", plain_text(_authors(item) or feed_author)),
         summary=limit("summary", summary),
         content=limit("content", content),
@@ -185,6 +188,7 @@ def parse_jsonfeed(
     base = url or _str(data.get("feed_url")) or home or None
     entries: list[ParsedEntry] = []
     unread: list[str] = []
+    unknown: list[str] = []
     feed_author = _authors(data)
     if len(items) > max_entries:
         warnings.append(f"the feed has {len(items)} entries; only the first "
@@ -194,9 +198,12 @@ def parse_jsonfeed(
         if not isinstance(item, dict):
             warnings.append(f"items[{index}] is not an object; ignored")
             continue
-        entries.append(_entry(item, base, require_https_links, limit, unread, feed_author))
+        entries.append(_entry(item, base, require_https_links, limit, unread, unknown,
+                              feed_author))
     if unread:  # one warning a document, as for RSS and Atom
         warnings.append(dates_warning(unread, "date {} not RFC 3339; left empty"))
+    if unknown:
+        warnings.append(dates_warning(unknown, "time zone of date {} not known; read as UTC"))
     for name, count in sorted(limit.cut.items()):
         warnings.append(f"{name} cut to {field_limits[name]} characters in {count} entries")
     return ParsedFeed(title=_str(data.get("title")), link=home, version=version,
