@@ -31,6 +31,9 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from signal_feeds.parse.fields import text_value
+from signal_feeds.parsed import ParsedEntry
+
 __all__ = ["EARLIEST", "MONTH_NAMES", "ZONE_OFFSETS", "date_warnings", "dates_warning",
            "entry_date", "named_month_date", "plausible", "text_date", "unknown_iso_zone"]
 
@@ -93,6 +96,16 @@ _NUMERIC = re.compile(
     r"(?:\s*(Z|[+-]\d{2}:?\d{2}|[A-Za-z]{2,5}))?)?$")
 
 
+def _on_24_hours(hour: int, marker: str | None) -> int | None:
+    """``hour`` of a 12-hour clock (``marker`` AM or PM, any case or dotted) on a 24-hour
+    one; ``None`` when it is no such hour. Without a marker, the hour as written."""
+    if not marker:
+        return hour
+    if not 1 <= hour <= 12:
+        return None
+    return hour % 12 + (12 if marker[0] in "Pp" else 0)
+
+
 def _numeric_date(text: str) -> str | None:
     """A numeric date of the forms above as ISO 8601 UTC; ``""`` when it is one of them
     but cannot be told apart (``05/12/2026``: May or December?) or names no real moment;
@@ -120,12 +133,8 @@ def _numeric_date(text: str) -> str | None:
     else:
         return None
     offset = _offset_minutes(match[9])
-    hour = int(match[5] or 0)
-    if match[8]:  # a 12-hour clock
-        if not 1 <= hour <= 12:
-            return ""
-        hour = hour % 12 + (12 if match[8][0] in "Pp" else 0)
-    if offset is None:
+    hour = _on_24_hours(int(match[5] or 0), match[8])
+    if hour is None or offset is None:
         return ""
     try:
         date = dt.datetime(year, month, day, tzinfo=dt.UTC)
@@ -224,11 +233,10 @@ def named_month_date(text: str) -> str:
     offset = _offset_minutes(match[8])
     if number is None or offset is None:
         return ""
-    hour, minute, second = int(match[4] or 0), int(match[5] or 0), int(match[6] or 0)
-    if match[7]:  # a 12-hour clock
-        if not 1 <= hour <= 12:
-            return ""
-        hour = hour % 12 + (12 if match[7][0] in "Pp" else 0)
+    hour = _on_24_hours(int(match[4] or 0), match[7])
+    if hour is None:
+        return ""
+    minute, second = int(match[5] or 0), int(match[6] or 0)
     full_year = int(year)
     if len(year) == 2:  # RFC 2822's rule for a two-digit year
         full_year += 2000 if full_year < 50 else 1900
@@ -238,10 +246,6 @@ def named_month_date(text: str) -> str:
     except ValueError:  # 31 November, 24:00, minute 60
         return ""
     return moment.strftime(_ISO)
-
-
-def _text(value: Any) -> str:
-    return value.strip() if isinstance(value, str) else ""
 
 
 def _iso(value: Any) -> str:
@@ -300,7 +304,7 @@ def entry_date(raw: dict[str, Any], key: str) -> str:
     unknown): feedparser's reading, but a Unix timestamp read as one (seconds, 9 or 10
     digits, or milliseconds, 12 or 13), and a zone name of :data:`ZONE_OFFSETS` applied."""
     # dict.get: FeedParserDict's own get would answer "updated" with "published".
-    text = _text(dict.get(raw, key))
+    text = text_value(dict.get(raw, key))
     if text.isascii() and text.isdigit() and len(text) in (9, 10, 12, 13):
         seconds = int(text) / (1000 if len(text) > 10 else 1)
         return time.strftime(_ISO, time.gmtime(seconds))
@@ -323,31 +327,38 @@ def _read(text: str, parsed: Any) -> str:
     return _iso(parsed)
 
 
-def date_warnings(raw_entries: Iterable[dict[str, Any]]) -> list[str]:
-    """At most two warnings for a document: the dates feedparser could not read (left
-    empty, so those entries are listed by when Signal first saw them), and the zone
-    names read as UTC; each with its first example and how many more."""
+def date_warnings(raw_entries: Iterable[dict[str, Any]],
+                  entries: Iterable[ParsedEntry]) -> list[str]:
+    """At most two warnings for a document: the dates that could not be read (left empty,
+    so those entries are listed by when Signal first saw them), and the zone names read
+    as UTC; each with its first example and how many more. ``entries`` are the entries
+    read from ``raw_entries``, one for one: what was stored tells what was read."""
     unread: list[str] = []
     unknown: list[str] = []
-    for raw in raw_entries:
-        for key in ("published", "updated"):
-            text = _text(dict.get(raw, key))
+    for raw, entry in zip(raw_entries, entries, strict=True):
+        for key, stored in (("published", entry.published), ("updated", entry.updated)):
+            text = text_value(dict.get(raw, key))
             if not text:
                 continue
             parsed = dict.get(raw, f"{key}_parsed")
-            if (numeric := _numeric_date(text)) is not None:
-                if not plausible(numeric):
-                    unread.append(text)
-            elif _unread(parsed):
-                if not plausible(_iso_misread(text, None) or named_month_date(text)):
-                    unread.append(text)
-            elif (((zone := _read_as_utc(text, parsed)) and zone not in ZONE_OFFSETS)
-                  or unknown_iso_zone(text)):
+            if not stored:
+                unread.append(text)
+            elif not _unread(parsed) and _zone_unknown(text, parsed):
                 unknown.append(text)
     return [warning for found, template in (
                 (unread, "date {} not understood; left empty"),
                 (unknown, "time zone of date {} not known; read as UTC"))
             if (warning := dates_warning(found, template))]
+
+
+def _zone_unknown(text: str, parsed: Any) -> bool:
+    """A date read as UTC for want of its zone: an RFC 822 zone name feedparser took for
+    UTC and not in :data:`ZONE_OFFSETS`, or an ISO time's zone name (not a 12-hour
+    clock's PM, which the numeric reader reads)."""
+    zone = _read_as_utc(text, parsed)
+    if zone is not None:
+        return zone not in ZONE_OFFSETS
+    return unknown_iso_zone(text) and _numeric_date(text) is None
 
 
 def dates_warning(found: Sequence[str], template: str) -> str:

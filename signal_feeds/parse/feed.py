@@ -380,7 +380,7 @@ def parse_feed(
                     for raw in raw_entries)
     for field, count in sorted(limit.cut.items()):
         warnings.append(f"{field} cut to {field_limits[field]} characters in {count} entries")
-    warnings.extend(date_warnings(raw_entries))
+    warnings.extend(date_warnings(raw_entries, entries))
     return ParsedFeed(
         title=plain_text(plain_title(text_value(dict.get(feed, "title")),
                                       dict.get(feed, "title_detail"))),

@@ -23,6 +23,7 @@ from signal_feeds.parse.fields import (
     as_html,
     html_base,
     plain_text,
+    text_value,
 )
 from signal_feeds.parse.settings import DEFAULT_MAX_ENTRIES
 from signal_feeds.parsed import ParsedEntry, ParsedFeed
@@ -38,10 +39,6 @@ JSON_FEED_VERSIONS: Mapping[str, str] = {
 }
 _HTML = {"type": "text/html"}
 _TEXT = {"type": "text/plain"}
-
-
-def _str(value: Any) -> str:
-    return value.strip() if isinstance(value, str) else ""
 
 
 # JSON may escape a surrogate alone ("\\ud83d" of an emoji cut in half): json.loads keeps
@@ -79,7 +76,7 @@ def _date(value: Any, unread: list[str], unknown: list[str]) -> str:
     then the text goes to ``unread``). An RFC 822 date, which some generators write
     here as in RSS, is read too; one read as UTC for want of its zone goes to
     ``unknown``."""
-    text = _str(value)
+    text = text_value(value)
     if not text:
         return ""
     try:
@@ -106,7 +103,7 @@ def _authors(item: Mapping[str, Any]) -> str:
     people = item.get("authors")
     if not isinstance(people, list):
         people = [item.get("author")]
-    names = [_str(p.get("name")) for p in people if isinstance(p, Mapping)]
+    names = [text_value(p.get("name")) for p in people if isinstance(p, Mapping)]
     return ", ".join(n for n in names if n)
 
 
@@ -116,19 +113,20 @@ def _remote_id(value: Any) -> str:
         return ""
     if isinstance(value, int | float):
         return str(value)
-    return _str(value)
+    return text_value(value)
 
 
 def _entry(item: Mapping[str, Any], base: str | None, require_https: bool, limit: FieldLimiter,
            unread: list[str], unknown: list[str], feed_author: str) -> ParsedEntry:
     # A link post may give only external_url (the page it is about): its link then.
-    link, refused = check_link(_str(item.get("url")) or _str(item.get("external_url")),
+    link, refused = check_link(text_value(item.get("url")) or text_value(item.get("external_url")),
                                base=base, require_https=require_https)
-    content_html, content_text = _str(item.get("content_html")), _str(item.get("content_text"))
+    content_html = text_value(item.get("content_html"))
+    content_text = text_value(item.get("content_text"))
     # Relative references in content_html: the item's page, else the feed's (as for RSS).
     content = (as_html(content_html, _HTML, html_base(None, base, link)) if content_html
                else as_html(content_text, _TEXT))
-    summary = as_html(_str(item.get("summary")), _TEXT)
+    summary = as_html(text_value(item.get("summary")), _TEXT)
     # An item with content and no summary has the content as its summary too, as
     # feedparser gives an RSS or Atom entry with only <content:encoded> or <content>:
     # the same story gives the same row (text duplicates compare the summary) either way.
@@ -137,7 +135,7 @@ def _entry(item: Mapping[str, Any], base: str | None, require_https: bool, limit
         remote_id=limit("remote_id", _remote_id(item.get("id"))),
         url=link or "",
         # JSON Feed titles are plain text: never markup.
-        title=limit("title", plain_text(_str(item.get("title")))),
+        title=limit("title", plain_text(text_value(item.get("title")))),
         published=_date(item.get("date_published"), unread, unknown),
         updated=_date(item.get("date_modified"), unread, unknown),
         author=limit("author", plain_text(_authors(item) or feed_author)),
@@ -168,7 +166,7 @@ def parse_jsonfeed(
     if not isinstance(data, dict):
         raise ParseError("not a JSON Feed: the document is not an object",
                          source_id=source_id)
-    version_url = _str(data.get("version"))
+    version_url = text_value(data.get("version"))
     items = data.get("items")
     if not version_url.startswith("https://jsonfeed.org/version/") or not isinstance(items, list):
         raise ParseError("not a JSON Feed: no jsonfeed.org version or no items list",
@@ -184,8 +182,8 @@ def parse_jsonfeed(
     if version == "json":
         warnings.append(f"unknown JSON Feed version {version_url[:80]!r}; read as 1.1")
     limit = FieldLimiter(field_limits)
-    home = normalize_link(_str(data.get("home_page_url"))) or ""
-    base = url or _str(data.get("feed_url")) or home or None
+    home = normalize_link(text_value(data.get("home_page_url"))) or ""
+    base = url or text_value(data.get("feed_url")) or home or None
     entries: list[ParsedEntry] = []
     unread: list[str] = []
     unknown: list[str] = []
@@ -206,5 +204,5 @@ def parse_jsonfeed(
         warnings.append(dates_warning(unknown, "time zone of date {} not known; read as UTC"))
     for name, count in sorted(limit.cut.items()):
         warnings.append(f"{name} cut to {field_limits[name]} characters in {count} entries")
-    return ParsedFeed(title=_str(data.get("title")), link=home, version=version,
+    return ParsedFeed(title=text_value(data.get("title")), link=home, version=version,
                       ttl_seconds=None, entries=tuple(entries), warnings=tuple(warnings))
