@@ -244,6 +244,40 @@ def test_text_xml_without_a_charset_is_read_by_its_declaration(
     assert bool(feed.warnings) is warned, feed.warnings
 
 
+@pytest.mark.parametrize(("body", "content_type", "notes"), [
+    # A feed served as another text type is still read as XML: its declaration (or
+    # UTF-8, XML's default) names the encoding. feedparser, by RFC 3023, assumed
+    # US-ASCII and said the document "declared as us-ascii", which it never did.
+    (_one_title("utf-8", "Crème brûlée"), "text/html",
+     ("content type: text/html is not an XML media type",)),
+    (_one_title("utf-8", "Crème brûlée", declare=False), "text/plain",
+     ("content type: text/plain is not an XML media type",)),
+    (_one_title("iso-8859-1", "Crème brûlée"), "text/html",
+     ("content type: text/html is not an XML media type",)),
+    # A UTF-8 feed behind a default Latin charset on such a type: both are said.
+    (_one_title("utf-8", "Crème brûlée"), "text/html; charset=ISO-8859-1",
+     ("character encoding: the server said charset=iso-8859-1, but the document is valid"
+      " UTF-8 and does not declare another encoding: read as UTF-8; content type:"
+      " text/html is not an XML media type",)),
+    # With a charset of its own the type is feedparser's to name, as before.
+    (_one_title("utf-8", "Crème brûlée"), "text/html; charset=utf-8",
+     ("content type: text/html; charset=utf-8 is not an XML media type",)),
+])
+def test_a_feed_served_as_another_text_type_is_read_by_its_declaration(
+        body: bytes, content_type: str, notes: tuple[str, ...]) -> None:
+    feed = parse_feed(body, content_type=content_type)
+    assert feed.entries[0].title == "Crème brûlée"
+    assert feed.warnings == notes
+
+
+def test_the_feeds_own_link_is_resolved_against_its_address() -> None:
+    body = (b'<rss version="2.0"><channel><title>t</title><link>/blog/</link>'
+            b"<item><guid>1</guid></item></channel></rss>")
+    assert parse_feed(body, url="https://example.org/feed.xml").link == (
+        "https://example.org/blog/")
+    assert parse_feed(body).link == ""  # nothing to resolve it against
+
+
 _OVERRULED = "the server said charset="
 
 

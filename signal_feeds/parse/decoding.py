@@ -13,21 +13,29 @@ from typing import Any
 __all__ = ["to_utf8"]
 
 
-def _xml_media_type(content_type: str) -> str:
-    """``content_type`` as RFC 7303 reads it: a ``text/`` XML type without a charset
-    parameter names its encoding the way ``application/xml`` does (byte-order mark, then
-    the XML declaration, then UTF-8), so it is handed on as that type. RFC 3023, which
-    RFC 7303 replaced and feedparser still follows, made it US-ASCII: every UTF-8 feed
-    served as ``text/xml`` (nginx's type for ``.xml``) was decoded by a fallback and
-    reported "declared as us-ascii"."""
+def _xml_media_type(content_type: str) -> tuple[str, str]:
+    """``content_type`` as RFC 7303 reads it, and a note ("" for none).
+
+    A ``text/`` XML type without a charset parameter names its encoding the way
+    ``application/xml`` does (byte-order mark, then the XML declaration, then UTF-8), so
+    it is handed on as that type. RFC 3023, which RFC 7303 replaced and feedparser still
+    follows, made it US-ASCII: every UTF-8 feed served as ``text/xml`` (nginx's type for
+    ``.xml``) was decoded by a fallback and reported "declared as us-ascii".
+
+    A feed served as another text type without a charset (``text/html`` from a
+    misconfigured script, ``text/plain``) is read as XML all the same, so its encoding
+    is found the same way; the note says the type is not an XML one, which is what
+    feedparser says when such a type comes with a charset. (Left to feedparser, the
+    note said the document "declared" US-ASCII, which no document here had done.)
+    """
     media, sep, params = content_type.partition(";")
     kind = media.strip().lower()
-    if not kind.startswith("text/") or not (
-            kind in ("text/xml", "text/xml-external-parsed-entity") or kind.endswith("+xml")):
-        return content_type
-    if _charset_and_others(params)[0] is not None:
-        return content_type
-    return "application/" + kind[len("text/"):] + sep + params
+    if not kind.startswith("text/") or _charset_and_others(params)[0] is not None:
+        return content_type, ""
+    if kind in ("text/xml", "text/xml-external-parsed-entity") or kind.endswith("+xml"):
+        return "application/" + kind[len("text/"):] + sep + params, ""
+    return ("application/xml" + sep + params,
+            f"content type: {content_type.strip()} is not an XML media type")
 
 
 def _charset_and_others(params: str) -> tuple[str | None, list[str]]:
@@ -46,15 +54,16 @@ def _charset_and_others(params: str) -> tuple[str | None, list[str]]:
 
 def to_utf8(body: bytes, content_type: str | None, url: str | None) -> tuple[bytes, str]:
     """Decode the document as feedparser would (BOM, XML declaration, HTTP charset,
-    fallbacks; text/ XML types read by RFC 7303, see :func:`_xml_media_type`) and
-    re-encode it as UTF-8, so that byte-level defusing sees the same markup the parser
-    will: a declaration hidden in UTF-32 or UTF-7 is still a declaration. Returns the
-    bytes and feedparser's note about the encoding."""
+    fallbacks; text/ types without a charset read by RFC 7303, see
+    :func:`_xml_media_type`) and re-encode it as UTF-8, so that byte-level defusing sees
+    the same markup the parser will: a declaration hidden in UTF-32 or UTF-7 is still a
+    declaration. Returns the bytes and the notes about the encoding and content type."""
     headers: dict[str, str] = {}
     overruled = ""
     if content_type:
         content_type, overruled = _overrule_latin_charset(content_type, body)
-        headers["content-type"] = _xml_media_type(content_type)
+        headers["content-type"], relabelled = _xml_media_type(content_type)
+        overruled = "; ".join(filter(None, (overruled, relabelled)))
     if url:
         headers["content-location"] = url
     data, encoding, note = _converted(headers, body)

@@ -384,7 +384,7 @@ def parse_feed(
     return ParsedFeed(
         title=plain_text(plain_title(text_value(dict.get(feed, "title")),
                                       dict.get(feed, "title_detail"))),
-        link=normalize_link(text_value(dict.get(feed, "link"))) or "",
+        link=normalize_link(text_value(dict.get(feed, "link")), base=base) or "",
         version=version,
         ttl_seconds=_ttl(feed),
         entries=entries,
