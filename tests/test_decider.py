@@ -150,6 +150,19 @@ CASES = [
          resp(300, {"location": "https://example.org/rss"}), status="failed",
          report_fields={"error": "HTTP 300 Multiple Choices: not followed (it points to "
                                  "'https://example.org/rss')"}),
+    Case("failed: a 304 to a request that sent no validators",
+         resp(304), state=replace(STORED, etag="", last_modified=""), status="failed",
+         report_fields={"error": "HTTP 304 Not Modified to a request without validators "
+                                 "(no If-None-Match or If-Modified-Since was sent): the "
+                                 "server sent no feed", "http_status": 304},
+         state_fields={"error_count": 1, "body_digest": "d1"},
+         record_fields={"outcome": "failed", "http_status": 304}),
+    Case("failed again: a redirect not followed backs off like any failure",
+         resp(302), state=replace(STORED, error_count=2), status="failed",
+         state_fields={"error_count": 3, "next_due_at": at(4 * HOUR)}),
+    Case("failed again: a 304 to nothing backs off too",
+         resp(304), state=replace(STORED, etag="", last_modified="", error_count=2),
+         status="failed", state_fields={"error_count": 3, "next_due_at": at(4 * HOUR)}),
     Case("identical body: unchanged counts, validators still stored",
          resp(200, FRESH, body_digest="d1"),
          state_fields={"etag": '"new"', "last_modified": "Tue, 2 Jan 2024",
@@ -188,6 +201,16 @@ def test_the_decider_asks_for_the_parse_only_for_a_changed_success() -> None:
     assert not d.must_parse(STORED, resp(500, body_digest="d2"))
     with pytest.raises(ValueError, match="parse facts"):
         d.after_fetch(STORED, resp(200, body_digest="d2"))
+
+
+def test_a_refresh_asks_unconditionally_so_a_304_is_a_failure() -> None:
+    # --refresh sends no validators: a 304 to it names no stored copy to keep.
+    decision = decider(refresh=True).after_fetch(STORED, resp(304))
+    assert decision.report.status == "failed"
+    assert "without validators" in (decision.report.error or "")
+    # Either validator alone makes the request conditional.
+    for state in (replace(STORED, etag=""), replace(STORED, last_modified="")):
+        assert decider().after_fetch(state, resp(304)).report.status == "not_modified"
 
 
 def test_counts_and_store_failures_complete_the_report() -> None:

@@ -197,3 +197,27 @@ def test_sources_shows_moved(server: ScenarioServer, tmp_path: Path) -> None:
     runner.invoke(cli, ["fetch", "--config", str(config)])
     table = runner.invoke(cli, ["sources", "--config", str(config)]).output
     assert f"moved to {server.url('/feeds/demo-atom.xml')}" in table
+
+
+def test_a_304_to_a_request_without_validators_is_a_failure(server: ScenarioServer,
+                                                           db_path: Path) -> None:
+    # Some caches answer 304 whatever was asked. With nothing stored, taking it for "no
+    # change" would leave the source empty and reported ok for good.
+    path = "/always-304.xml"
+    server.script(path, [ScriptedResponse(status=304),
+                         ScriptedResponse(status=200, headers=(*DEMO_HEADERS,
+                                                               ("ETag", '"v1"')),
+                                          body=feed_body(server)),
+                         ScriptedResponse(status=304)])
+    config = make_config(db_path, {"s": server.url(path)})
+    first = run_fetch(config, force=True).get("s")
+    assert (first.status, first.http_status) == ("failed", 304)
+    assert "without validators" in (first.error or "")
+    assert server.requests_for(path)[0].header("If-None-Match") is None
+    # The next answer is the feed; after it, a 304 to the conditional request is one.
+    assert run_fetch(config, force=True).get("s").created == 3
+    third = run_fetch(config, force=True).get("s")
+    assert (third.status, third.error) == ("not_modified", None)
+    assert server.requests_for(path)[2].header("If-None-Match") == '"v1"'
+    with Store(db_path) as store:
+        assert store.source_state("s", server.url(path)).error_count == 0

@@ -139,7 +139,8 @@ class Decider:
     #: A number in [0, 1) that stretches backoff delays (random in a run, fixed in tests).
     jitter: float = 0.0
     force: bool = False
-    #: Parse every successful body, even one identical to the last stored (``--refresh``).
+    #: ``--refresh``: the request went without validators, and every successful body is
+    #: parsed, even one identical to the last stored.
     refresh: bool = False
     #: The parser's current normalizer version: a stored body digest counts only if the
     #: same rules parsed it.
@@ -207,6 +208,14 @@ class Decider:
             return self._save(new, "retry_later", response, http_status=status,
                               record_error=f"HTTP {status}", retry_after=poll.retry_after,
                               moved_to=state.moved_to)
+        if status == 304 and (self.refresh or not (state.etag or state.last_modified)):
+            # A 304 answers a conditional request only (RFC 9110 15.4.5). This request
+            # named no stored copy, so there is nothing to keep: taken for "no change",
+            # a source never stored would stay empty, reported ok, for good.
+            return self._failed(state, response, response.url,
+                                "HTTP 304 Not Modified to a request without validators "
+                                "(no If-None-Match or If-Modified-Since was sent): "
+                                "the server sent no feed", "failed")
         if status == 304:
             # A 304 may carry fresh validators; keep the old ones it does not repeat.
             new = replace(self._succeeded(state, response, state.ttl_seconds),
@@ -291,8 +300,10 @@ class Decider:
                 error: str, status: SourceStatus) -> Decision:
         errors = state.error_count + 1
         http = response.status if response is not None else None
-        # A rejected body backs off like a network error, whatever its (2xx) status.
-        poll_status: Status = http if http is not None and status == "failed" else "error"
+        # A rejected body backs off like a network error, whatever its (2xx) status; so
+        # does a redirect not followed or a 304 to nothing (a 3xx schedules as success).
+        poll_status: Status = (http if http is not None and status == "failed"
+                               and http >= 400 else "error")
         poll = self._poll(poll_status, response.headers if response is not None else {},
                           errors)
         new = replace(state, status=status, http_status=http, last_fetch_at=self.started,
