@@ -281,6 +281,43 @@ def test_web_page(body: bytes, said: str) -> None:
     assert web_page(body) == said
 
 
+def test_an_xml_document_that_is_not_a_feed_says_what_it_is(httpserver: HTTPServer,
+                                                            tmp_path: Path) -> None:
+    # A sitemap or an OPML list given for a feed: the error names it, and what to do.
+    httpserver.expect_request("/subs.opml").respond_with_data(
+        b'<?xml version="1.0"?><opml version="2.0"><head><title>subs</title></head><body>'
+        b'<outline text="x" xmlUrl="https://example.org/feed"/></body></opml>',
+        content_type="text/x-opml")
+    config = write_config(tmp_path, httpserver.url_for("/subs.opml"))
+    result = CliRunner().invoke(cli, ["fetch", "--config", str(config), "--json"])
+    (source,) = json.loads(result.stdout)["sources"]
+    assert (source["status"], source["error"]) == (
+        "rejected", "not an RSS or Atom feed: an OPML subscription list (add the feeds it "
+        "names with 'signal sources import-opml')")
+
+
+@pytest.mark.parametrize(("body", "said"), [
+    (b'\xef\xbb\xbf<?xml version="1.0"?>\n<!-- x --><?xml-stylesheet href="s.xsl"?>'
+     b'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"/>',
+     "a sitemap, which lists a site's pages, not its news"),
+    (b"<sitemapindex/>", "a sitemap index, which lists a site's sitemaps, not its news"),
+    (b"<!DOCTYPE Error [<!ENTITY a 'b'>]>\n<Error><Code>AccessDenied</Code></Error>",
+     "an XML document whose root element is <Error>"),
+    (b"<soap:Envelope xmlns:soap='x'/>", "an XML document whose root element is <soap:Envelope>"),
+    # Feeds, however broken, and what is not XML at all, are not described so.
+    (b"<rss version='2.0'><channel>", ""),
+    (b"<rdf:RDF xmlns:rdf='x'>", ""),
+    (b"<atom:feed xmlns:atom='http://www.w3.org/2005/Atom'>", ""),
+    (b"<html><body>x</body></html>", ""),
+    (b"Service unavailable", ""),
+    (b"{}", ""),
+])
+def test_other_xml(body: bytes, said: str) -> None:
+    from signal_feeds.parse.discovery import other_xml
+
+    assert other_xml(body) == said
+
+
 # -- 2. one normalization path for the dry run and the real run ------------------------
 
 

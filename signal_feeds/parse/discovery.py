@@ -17,7 +17,8 @@ from html.parser import HTMLParser
 
 from signal_feeds.urls import check_link
 
-__all__ = ["FEED_TYPES", "MAX_SCANNED_BYTES", "feed_links", "page_title", "web_page"]
+__all__ = ["FEED_TYPES", "MAX_SCANNED_BYTES", "feed_links", "other_xml", "page_title",
+           "web_page"]
 
 #: The link types that name a feed.
 FEED_TYPES = frozenset({"application/rss+xml", "application/atom+xml",
@@ -106,3 +107,34 @@ def web_page(body: bytes) -> str:
     if title is None:
         return ""
     return f"a web page titled {title!r}" if title else "a web page"
+
+
+#: The root element's name of an XML document, after a BOM, white space, the XML
+#: declaration, comments, processing instructions and a doctype (bounded: untrusted).
+_XML_ROOT = re.compile(
+    rb"\A(?:\xef\xbb\xbf)?\s*(?:<\?xml[^>]{0,200}>\s*)?"
+    rb"(?:(?:<!--.{0,2000}?-->|<\?[^>]{0,200}>|<!doctype[^>\[]{0,500}(?:\[.{0,5000}?\])?\s*>)"
+    rb"\s*){0,8}<([a-z_][\w.:-]{0,100})", re.IGNORECASE | re.DOTALL)
+#: Root elements of feeds: a document with one of these is a feed, however broken.
+_FEED_ROOTS = frozenset({"rss", "feed", "rdf:rdf", "rdf", "channel"})
+#: Documents a feed's address is often confused with, and what to do instead.
+_KNOWN_ROOTS = {
+    "opml": "an OPML subscription list (add the feeds it names with "
+            "'signal sources import-opml')",
+    "urlset": "a sitemap, which lists a site's pages, not its news",
+    "sitemapindex": "a sitemap index, which lists a site's sitemaps, not its news",
+}
+
+
+def other_xml(body: bytes) -> str:
+    """What an XML document that is not a feed is (``an OPML subscription list ...``,
+    ``an XML document whose root element is <error>``); ``""`` when ``body`` does not
+    begin as XML or its root is a feed's."""
+    match = _XML_ROOT.match(body[:16384])
+    if match is None:
+        return ""
+    name = match.group(1).decode("ascii", "replace")
+    local = name.lower().rpartition(":")[2]
+    if name.lower() in _FEED_ROOTS or local in _FEED_ROOTS or local == "html":
+        return ""
+    return _KNOWN_ROOTS.get(local, f"an XML document whose root element is <{name}>")

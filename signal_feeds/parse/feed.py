@@ -18,7 +18,7 @@ from signal_feeds.errors import ParseError
 from signal_feeds.parse.captions import caption, set_captions_aside
 from signal_feeds.parse.dates import date_warnings, entry_date
 from signal_feeds.parse.decoding import to_utf8
-from signal_feeds.parse.discovery import feed_links, web_page
+from signal_feeds.parse.discovery import feed_links, other_xml, web_page
 from signal_feeds.parse.fields import (
     DEFAULT_FIELD_LIMITS,
     FieldLimiter,
@@ -362,7 +362,9 @@ def parse_feed(
             raise ParseError(f"not an RSS or Atom feed: {page} that names no feed",
                              source_id=source_id)
         reason = f" ({type(bozo).__name__}: {bozo})" if bozo else ""
-        raise ParseError(f"not an RSS or Atom feed{reason}", source_id=source_id)
+        other = other_xml(data)  # a sitemap, an OPML list, an API's error document
+        raise ParseError(f"not an RSS or Atom feed{': ' + other if other else ''}{reason}",
+                         source_id=source_id)
     warnings = list(defuse_warnings)
     if bozo is not None:
         warnings.append(f"feed is not well-formed, read leniently: {bozo}")
