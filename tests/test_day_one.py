@@ -236,13 +236,19 @@ def test_a_page_that_names_no_feed_is_called_a_web_page_with_its_title(
         httpserver: HTTPServer, tmp_path: Path) -> None:
     # A bot check, a login wall or an error page answers 200 where the feed was: its
     # title says which, where the XML parser's complaint said nothing useful.
-    httpserver.expect_request("/feed").respond_with_data(BOT_CHECK, content_type="text/html")
+    assert fetched_with_error(httpserver, tmp_path, BOT_CHECK, "text/html") == (
+        "rejected", "not an RSS or Atom feed: a web page titled 'Just a moment...' that "
+        "names no feed")
+
+
+def fetched_with_error(httpserver: HTTPServer, tmp_path: Path, body: bytes,
+                       content_type: str) -> tuple[str, str]:
+    """The status and error ``signal fetch --json`` reports for a source serving body."""
+    httpserver.expect_request("/feed").respond_with_data(body, content_type=content_type)
     config = write_config(tmp_path, httpserver.url_for("/feed"))
     result = CliRunner().invoke(cli, ["fetch", "--config", str(config), "--json"])
     (source,) = json.loads(result.stdout)["sources"]
-    assert (source["status"], source["error"]) == (
-        "rejected", "not an RSS or Atom feed: a web page titled 'Just a moment...' that "
-        "names no feed")
+    return source["status"], source["error"]
 
 
 def test_an_error_status_names_the_page_it_came_with(httpserver: HTTPServer,
@@ -284,14 +290,9 @@ def test_web_page(body: bytes, said: str) -> None:
 def test_an_xml_document_that_is_not_a_feed_says_what_it_is(httpserver: HTTPServer,
                                                             tmp_path: Path) -> None:
     # A sitemap or an OPML list given for a feed: the error names it, and what to do.
-    httpserver.expect_request("/subs.opml").respond_with_data(
-        b'<?xml version="1.0"?><opml version="2.0"><head><title>subs</title></head><body>'
-        b'<outline text="x" xmlUrl="https://example.org/feed"/></body></opml>',
-        content_type="text/x-opml")
-    config = write_config(tmp_path, httpserver.url_for("/subs.opml"))
-    result = CliRunner().invoke(cli, ["fetch", "--config", str(config), "--json"])
-    (source,) = json.loads(result.stdout)["sources"]
-    assert (source["status"], source["error"]) == (
+    opml = (b'<?xml version="1.0"?><opml version="2.0"><head><title>subs</title></head>'
+            b'<body><outline text="x" xmlUrl="https://example.org/feed"/></body></opml>')
+    assert fetched_with_error(httpserver, tmp_path, opml, "text/x-opml") == (
         "rejected", "not an RSS or Atom feed: an OPML subscription list (add the feeds it "
         "names with 'signal sources import-opml')")
 
