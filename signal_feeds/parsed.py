@@ -44,8 +44,10 @@ __all__ = ["NORMALIZER_VERSION", "ParsedEntry", "ParsedFeed"]
 #: before the year 1000 (``03``, the year 201 to feedparser) is left empty; an entry with
 #: neither id nor link is linked by its enclosure (it was skipped); a JSON Feed date that
 #: is not RFC 3339 is read as an RSS one would be; a NUL a JSON Feed
-#: escapes (``\u0000``) is removed, as XML's are.
-NORMALIZER_VERSION = 7
+#: escapes (``\u0000``) is removed, as XML's are. 8: a title or author written over
+#: several lines is stored on one (each run of line breaks, tabs and spaces one space), and
+#: an HTML title's ``<br>`` and block edges separate its words (``Line one Line two``).
+NORMALIZER_VERSION = 8
 
 
 @dataclass(frozen=True, slots=True)

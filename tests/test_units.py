@@ -558,6 +558,35 @@ def test_an_html_title_is_stored_as_the_text_it_shows(body: str, title: str) -> 
     assert (feed.entries[0].title, feed.title) == (title, title)
 
 
+@pytest.mark.parametrize(("body", "title"), [
+    # Pretty-printed XML: the line breaks and indentation were stored in the title.
+    (_RSS_TITLE.format("\n    A title that\n    spans lines\t and a tab\n  "),
+     "A title that spans lines and a tab"),
+    (_ATOM_TITLE.format("\n  An &lt;em&gt;HTML&lt;/em&gt;\n  title "), "An HTML title"),
+    # An HTML title's line break and block edges part words (they ran together).
+    (_ATOM_TITLE.format("Line one&lt;br/&gt;Line two"), "Line one Line two"),
+    (_ATOM_TITLE.format("&lt;p&gt;One&lt;/p&gt;&lt;p title='a&gt;b'&gt;Two&lt;/p&gt;"),
+     "One Two"),
+    (_ATOM_TITLE.format("A&lt;b&gt;bold&lt;/b&gt;word"), "Aboldword"),  # inline: no space
+    # A single space, several spaces in a row and a no-break space.
+    (_RSS_TITLE.format("10\u00a0km  run"), "10\u00a0km run"),
+])
+def test_a_title_is_stored_on_one_line(body: str, title: str) -> None:
+    feed = parse_feed(body.encode())
+    assert (feed.entries[0].title, feed.title) == (title, title)
+
+
+def test_an_author_and_a_json_feed_title_are_stored_on_one_line() -> None:
+    rss = ('<rss version="2.0" xmlns:dc="http://purl.org/dc/elements/1.1/"><channel>'
+           "<title>t</title><item><guid>g</guid><dc:creator>\n   Jane\n   Doe\n "
+           "</dc:creator></item></channel></rss>")
+    assert parse_feed(rss.encode()).entries[0].author == "Jane Doe"
+    json_feed = ('{"version": "https://jsonfeed.org/version/1.1", "title": "t", "items": '
+                 '[{"id": "1", "title": "Two\\n  lines", "authors": [{"name": "Ana\\tLima"}]}]}')
+    (entry,) = parse_feed(json_feed.encode(), content_type="application/feed+json").entries
+    assert (entry.title, entry.author) == ("Two lines", "Ana Lima")
+
+
 _PERSON_RSS = ('<rss version="2.0" xmlns:dc="http://purl.org/dc/elements/1.1/" '
                'xmlns:itunes="http://www.itunes.com/dtds/podcast-1.0.dtd"><channel><title>t'
                "</title><item><guid>g</guid>{}</item></channel></rss>")

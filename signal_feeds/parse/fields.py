@@ -47,9 +47,16 @@ def text_value(value: Any) -> str:
 _CONTROLS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f]")
 
 
+# White space a title or a name is written over several lines with (pretty-printed XML's
+# line breaks and indentation, tabs): a title is shown on one line, so each run is one
+# space. A single space stays, and so does a no-break space, which asks for no break.
+_SPACE_RUN = re.compile("[ \t\n\r\f\v\x85\u2028\u2029]{2,}|[\t\n\r\f\v\x85\u2028\u2029]")
+
+
 def plain_text(value: str) -> str:
-    """A title or author as stored: without control characters."""
-    return _CONTROLS.sub("", value)
+    """A title or author as stored: on one line (each run of white space one space,
+    none at either end), without control characters."""
+    return _CONTROLS.sub("", _SPACE_RUN.sub(" ", value)).strip()
 
 
 def _is_html(detail: Any) -> bool:
@@ -113,8 +120,25 @@ def plain_title(value: str, detail: Any) -> str:
     return value
 
 
+#: Elements whose edges separate words: ``Line one<br>Line two`` is two lines' words, not
+#: ``Line oneLine two``.
+_BREAKING_TAGS = frozenset({"br", "p", "div", "li", "ul", "ol", "dd", "dt", "tr", "td",
+                            "th", "h1", "h2", "h3", "h4", "h5", "h6", "blockquote",
+                            "hr", "pre", "section", "article", "header", "footer"})
+# Those tags as the sanitizer writes them back: no attributes, so a pattern cannot be
+# misled by a ">" inside one.
+_BREAKING_TAG = re.compile("</?(?:" + "|".join(sorted(_BREAKING_TAGS)) + ")>")
+
+
+def _no_attribute(element: str, attribute: str, value: str) -> None:
+    """nh3's attribute filter that keeps none (``title`` and ``lang`` pass its lists)."""
+    return None
+
+
 def _text_of_html(value: str) -> str:
-    return html.unescape(nh3.clean(value, tags=set())).strip()
+    kept = nh3.clean(value, tags=set(_BREAKING_TAGS), attribute_filter=_no_attribute,
+                     link_rel=None)
+    return html.unescape(_BREAKING_TAG.sub(" ", kept)).strip()
 
 
 _ADDRESS = r"[^\s@()<>]+@[^\s@()<>]+"
