@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import signal
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,6 +16,13 @@ from signal_feeds.config.source_list import Config, Settings, Source
 from signal_feeds.demo.teaching_server import fixtures_dir
 
 FIXTURES = fixtures_dir()
+
+# A test run started in the background by a script (`pytest &`, no job control) inherits
+# an ignored SIGINT, and so would every program the tests start: the Ctrl-C tests' own
+# children would sit out their SIGINT and time out. Ignored is kept across exec; a
+# handler is not, so with one here the children start with the default again.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 TABLES = ("sources", "entries", "entry_versions", "fetches")
 
 
