@@ -15,6 +15,8 @@ from xml.sax.saxutils import escape
 import pytest
 from click.testing import CliRunner, Result
 from conftest import Clock, make_config
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scenario_server import ScenarioServer
 
 from signal_feeds import digest, run_fetch
@@ -22,7 +24,7 @@ from signal_feeds.cli.commands import cli
 from signal_feeds.errors import QueryError
 from signal_feeds.parse.processes import ParserPool
 from signal_feeds.store import open_store
-from signal_feeds.store.fulltext import searchable_text
+from signal_feeds.store.fulltext import quote_punctuated_words, searchable_text
 from signal_feeds.store.reading import search_entries
 from signal_feeds.store.sqlite.schema import ENTRY_ORDER_EXPR, SCHEMA_VERSION
 
@@ -230,6 +232,41 @@ def test_bad_query_syntax_is_a_usage_error_naming_the_query(fetch: Fetch,
         store.search('"unbalanced')
     assert caught.value.query == '"unbalanced'
     assert invoke("search", "--db", str(database)).exit_code == 2  # no query, no --rebuild
+
+
+def test_words_that_hold_punctuation_are_found_as_typed(fetch: Fetch,
+                                                       database: Path | str) -> None:
+    # covid-19 or node.js in a search box was refused as FTS5 syntax ("no such column:
+    # 19", 'syntax error near "."'); each is now the phrase of its parts, on both backends.
+    titles = {"1": "COVID-19 vaccine news", "2": "Node.js 22 is out", "3": "What's new in C++26",
+              "4": "AT&T and e-mail", "5": "Writing C++ and C# side by side"}
+    fetch("blog", rss(*({"guid": n, "title": t, "link": f"https://b.example/{n}"}
+                        for n, t in titles.items())))
+    for query, found in [("covid-19", {"1"}), ("node.js", {"2"}), ("what's", {"3"}),
+                         ("e-mail", {"4"}), ("AT&T", {"4"}), ("title:node.js", {"2"}),
+                         ("(node.js OR e-mail)", {"2", "4"}),
+                         # The index holds words, not signs: both are the word "c".
+                         ("C++", {"3", "5"}), ("C#", {"3", "5"})]:
+        hits = search_json(database, query)["hits"]
+        assert {h["url"].rsplit("/", 1)[1] for h in hits} == found, query
+    # The phrase is of the parts in order: "19-covid" is not "covid-19".
+    assert invoke("search", "19-covid", "--db", str(database)).exit_code == 1
+    # A query wrong in another way is still refused, naming the query as typed.
+    result = invoke("search", "node.js OR", "--db", str(database))
+    assert result.exit_code == 2 and "'node.js OR'" in result.output
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.lists(st.sampled_from([*"ab1é_ -.'&+#*^:\"(){},", "AND", "OR", "NOT", "NEAR",
+                                  "title"]), max_size=10).map("".join))
+def test_a_query_fts5_accepts_is_never_rewritten(query: str) -> None:
+    with closing(sqlite3.connect(":memory:")) as conn:
+        conn.execute("CREATE VIRTUAL TABLE t USING fts5(title, summary, content)")
+        try:
+            conn.execute("SELECT rowid FROM t WHERE t MATCH ?", (query,)).fetchall()
+        except sqlite3.OperationalError:
+            return
+    assert quote_punctuated_words(query) == query
 
 
 _ORDER_INDEXES = {"entries_shown_order": "duplicate_of, {} DESC, id",

@@ -42,7 +42,8 @@ def search(query: str | None, config_path: str | None, db_path: str | None,
     """Search the entries' titles, summaries and contents, best match first.
 
     QUERY uses SQLite FTS5 syntax: words (all must occur), "an exact phrase",
-    AND / OR / NOT, prefix*, title:word. Case and accents are ignored. Each hit shows
+    AND / OR / NOT, prefix*, title:word. Case and accents are ignored; a word with
+    punctuation (covid-19, node.js) is the phrase of its parts. Each hit shows
     a snippet with the matched words in [brackets]; one hit per story unless --all.
     Exit 1 when nothing matches, 2 for a query that is not valid syntax.
     """

@@ -6,6 +6,8 @@ The indexed text itself (:func:`searchable_text`) is defined in
 
 from __future__ import annotations
 
+import re
+
 from signal_feeds.identity.search_text import SearchText, searchable_text
 
 __all__ = [
@@ -15,6 +17,7 @@ __all__ = [
     "SNIPPET_OPEN",
     "SNIPPET_TOKENS",
     "SearchText",
+    "quote_punctuated_words",
     "searchable_text",
 ]
 
@@ -28,3 +31,34 @@ SNIPPET_CLOSE = "]"
 SNIPPET_ELLIPSIS = "…"
 #: Words of context a snippet shows (at most; SQLite's ``snippet()`` allows 64).
 SNIPPET_TOKENS = 16
+
+
+# A word with punctuation inside (covid-19, e-mail, node.js, what's, AT&T) or a sign after
+# it (C++, C#): what anyone types in a search box, and no valid FTS5 at all ("no such
+# column: 19", 'syntax error near "."'). Characters FTS5 gives a meaning to (: * ^ ( ) {
+# } , and a quote) are never part of one, so a query that is valid FTS5 is left as it is.
+# One trailing "+" is left alone: FTS5 reads "a+ b" as the phrase "a b".
+_PUNCTUATED_WORD = re.compile(
+    r"[^\W_]\w*(?:(?:[-.'\u2019&@/][^\W_]\w*)+(?:\+\++|#+)?|\+\++|#+)")
+# What may stand before a column filter's colon: a column, "-column", or nothing (after
+# "{title summary}", whose brace ends the piece before it).
+_COLUMN = re.compile(r"(?:-?[^\W_]\w*)?")
+# A double-quoted string (its "" is a quote inside it) or a run of text without white
+# space, quotes, parentheses, braces and commas (which stay as they are around it).
+_QUERY_PIECE = re.compile(r'"(?:[^"]|"")*"?|[^\s"(){},]+')
+
+
+def quote_punctuated_words(query: str) -> str:
+    """``query`` with each word that holds punctuation put in double quotes, as FTS5 asks
+    (``covid-19 vaccine`` becomes ``"covid-19" vaccine``, a phrase of ``covid`` and
+    ``19`` and a word); everything else as written, so the rest of FTS5's syntax
+    (phrases, ``AND``/``OR``/``NOT``, ``prefix*``, ``title:``, ``NEAR()``) keeps its
+    meaning, and a query that is wrong in another way is still refused."""
+    def piece(match: re.Match[str]) -> str:
+        text = match.group()
+        column, colon, word = text.rpartition(":")  # a column filter: title:node.js
+        if _PUNCTUATED_WORD.fullmatch(word) and (not colon or _COLUMN.fullmatch(column)):
+            return f'{column}{colon}"{word}"'
+        return text
+
+    return _QUERY_PIECE.sub(piece, query)

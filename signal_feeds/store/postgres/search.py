@@ -12,7 +12,9 @@ column filter is a weight restriction, and ``ts_rank`` weighs a title match
 The query is parsed here (:func:`to_tsquery`): words (implicit AND), ``"phrases"``,
 ``AND``/``OR``/``NOT`` (NOT binds tightest, then AND, then OR, as in FTS5), parentheses,
 ``prefix*``, ``a + b`` (a phrase), ``NEAR(a b, N)`` (here: all of the words anywhere,
-a superset of FTS5's hits) and column filters ``title:``, ``{title summary}:``, ``-title:``.
+a superset of FTS5's hits) and column filters ``title:``, ``{title summary}:``, ``-title:``;
+a word with punctuation in it (``covid-19``) is a phrase, as on SQLite (see
+:func:`signal_feeds.store.fulltext.quote_punctuated_words`).
 Snippets are cut from the stored text in Python, as FTS5's ``snippet()`` shows them.
 """
 
@@ -31,6 +33,7 @@ from signal_feeds.store.fulltext import (
     SNIPPET_OPEN,
     SNIPPET_TOKENS,
     SearchText,
+    quote_punctuated_words,
 )
 
 __all__ = ["COLUMNS", "RANK_WEIGHTS", "TITLE_WEIGHT", "Query", "search_vector", "snippet",
@@ -116,9 +119,10 @@ _TOKEN = re.compile(r'\s*(?:(")|([():,{}*+^-])|([A-Za-z0-9_\x1a\x80-\U0010ffff]+
 
 class _Parser:
     def __init__(self, text: str) -> None:
-        self.text = text
+        self.text = text  # as the user wrote it, for the error messages
         self.tokens: list[tuple[str, str]] = []
         self.terms: list[str] = []
+        text = quote_punctuated_words(text)
         pos = 0
         while pos < len(text):
             if text[pos:].strip() == "":

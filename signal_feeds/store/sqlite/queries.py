@@ -169,7 +169,7 @@ def entry_views(conn: sqlite3.Connection, *, source_id: str | None, since: str |
 def search(conn: sqlite3.Connection, query: str, *, source_id: str | None,
            since: str | None, limit: int, include_duplicates: bool) -> list[SearchHit]:
     """Entries matching an FTS5 query, best first (see the protocol)."""
-    fulltext.check_query(conn, query)
+    query = fulltext.checked_query(conn, query)
     where, args = _selection(source_id=source_id, since=since,
                              include_duplicates=include_duplicates)
     ranked = fulltext.search_keys(conn, query, where=where, args=args, limit=limit)

@@ -29,6 +29,7 @@ from signal_feeds.store.fulltext import (
     SNIPPET_ELLIPSIS,
     SNIPPET_OPEN,
     SNIPPET_TOKENS,
+    quote_punctuated_words,
     searchable_text,
 )
 
@@ -36,7 +37,7 @@ __all__ = [
     "FTS_TABLE",
     "TITLE_WEIGHT",
     "IndexChange",
-    "check_query",
+    "checked_query",
     "create_search_index",
     "index_entries",
     "rebuild_search_index",
@@ -125,22 +126,25 @@ def unindex_entries(conn: sqlite3.Connection, seqs: Sequence[int]) -> None:
     conn.executemany(f"DELETE FROM {FTS_TABLE} WHERE rowid = ?", [(s,) for s in seqs])
 
 
-def check_query(conn: sqlite3.Connection, query: str) -> None:
-    """Raise :class:`QueryError` unless ``query`` is a valid FTS5 expression for the
-    index's columns. Tried first on an empty table of the same shape in the
-    connection's ``temp`` schema (writable even when the file is not), so that an error
-    here is always the query's, never the database's."""
+def checked_query(conn: sqlite3.Connection, query: str) -> str:
+    """The FTS5 expression to run for the user's ``query`` (its words that hold
+    punctuation quoted, see :func:`quote_punctuated_words`); :class:`QueryError` unless
+    it is valid for the index's columns. Tried first on an empty table of the same
+    shape in the connection's ``temp`` schema (writable even when the file is not), so
+    that an error here is always the query's, never the database's."""
     if not query.strip():
         raise QueryError("empty search query: give one or more words", query=query)
+    expression = quote_punctuated_words(query)
     conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.{_PROBE} USING fts5({_COLUMNS})")
     try:
         conn.execute(f"SELECT rowid FROM temp.{_PROBE} WHERE {_PROBE} MATCH ?",
-                     (query,)).fetchall()
+                     (expression,)).fetchall()
     except sqlite3.OperationalError as exc:
         detail = str(exc).removeprefix("fts5: ")
         raise QueryError(f"search query {query!r} is not valid FTS5 syntax: {detail} "
                          '(put words that hold punctuation in double quotes)',
                          query=query) from exc
+    return expression
 
 
 def search_keys(conn: sqlite3.Connection, query: str, *, where: Sequence[str],
