@@ -46,7 +46,10 @@ __all__ = ["NORMALIZER_VERSION", "ParsedEntry", "ParsedFeed"]
 #: is not RFC 3339 is read as an RSS one would be; a NUL a JSON Feed
 #: escapes (``\u0000``) is removed, as XML's are. 8: a title or author written over
 #: several lines is stored on one (each run of line breaks, tabs and spaces one space), and
-#: an HTML title's ``<br>`` and block edges separate its words (``Line one Line two``).
+#: an HTML title's ``<br>`` and block edges separate its words (``Line one Line two``);
+#: a document read leniently (not well-formed) has the ids, names, guid links and Media
+#: RSS descriptions it has read strictly (``a&amp;b`` was kept as written, so one stray
+#: character gave each entry whose guid held an ``&`` a new key).
 NORMALIZER_VERSION = 8
 
 

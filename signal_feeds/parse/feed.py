@@ -27,6 +27,7 @@ from signal_feeds.parse.fields import (
     html_base,
     plain_text,
     plain_title,
+    references_read,
     text_value,
 )
 from signal_feeds.parse.repairs import from_declaration, valid_char_refs
@@ -195,15 +196,17 @@ def _detail_base(detail: Any) -> Any:
     return detail.get("base") if isinstance(detail, Mapping) else None
 
 
-def _entry_link(raw: dict[str, Any]) -> str:
+def _entry_link(raw: dict[str, Any], lenient: bool) -> str:
     """The entry's link as the feed gives it. Without a link element feedparser uses the
     RSS guid (or the Atom id) as the link; a guid such as ``123`` or ``post-abc`` is
     no address, and resolved against the feed's URL it would make up a page
-    (``https://example.org/123``): only an absolute URL or path is taken so."""
+    (``https://example.org/123``): only an absolute URL or path is taken so (read as the
+    id is, see :func:`references_read`)."""
     link = text_value(dict.get(raw, "link"))
-    if (link and dict.get(raw, "guidislink") and link == text_value(dict.get(raw, "id"))
-            and not link.startswith("/") and "://" not in link):
-        return ""
+    if link and dict.get(raw, "guidislink") and link == text_value(dict.get(raw, "id")):
+        if not link.startswith("/") and "://" not in link:
+            return ""
+        return references_read(link, lenient)
     if not link and not text_value(dict.get(raw, "id")):
         # A podcast episode with neither guid nor link: its media file is all it links
         # to, and what identifies it (it used to be skipped).
@@ -221,18 +224,20 @@ def _enclosure(raw: dict[str, Any]) -> str:
     return ""
 
 
-def _inherited_author(raw: dict[str, Any], feed_author: str | None) -> str:
+def _inherited_author(raw: dict[str, Any], feed_author: str | None, lenient: bool) -> str:
     if feed_author is None:
         return ""
     source = dict.get(raw, "source")
-    return (entry_author(source) if isinstance(source, dict) else "") or feed_author
+    return ((entry_author(source, lenient=lenient) if isinstance(source, dict) else "")
+            or feed_author)
 
 
 def _entry(raw: dict[str, Any], base: str | None, require_https: bool,
-           limit: FieldLimiter, feed_author: str | None) -> ParsedEntry:
+           limit: FieldLimiter, feed_author: str | None, lenient: bool) -> ParsedEntry:
     """One entry. ``feed_author`` is an Atom feed's own authors (``None`` for other
     formats): an Atom entry without authors has its source's, else the feed's (RFC 4287,
-    4.2.1), which feedparser does not apply."""
+    4.2.1), which feedparser does not apply. ``lenient``: read by feedparser's lenient
+    parser (see :func:`references_read`)."""
     get = dict.get  # bypass FeedParserDict's aliases (and their deprecation warnings)
     title = plain_title(text_value(get(raw, "title")), get(raw, "title_detail"))
     summary = text_value(get(raw, "summary"))
@@ -245,21 +250,24 @@ def _entry(raw: dict[str, Any], base: str | None, require_https: bool,
     summary_detail = get(raw, "summary_detail")
     if not summary and not content:  # a YouTube video's description, say
         summary, summary_detail = caption(raw)
+        summary = references_read(summary, lenient)
     if summary_detail is None and content_detail is not None and summary == content:
         # feedparser copies a lone Atom <content> or RSS <content:encoded> into the summary
         # without its type; read as plain text, the copy's markup came out escaped.
         summary_detail = content_detail
-    link, refused = check_link(_entry_link(raw), base=base, require_https=require_https)
+    link, refused = check_link(_entry_link(raw, lenient), base=base,
+                               require_https=require_https)
     summary_base = (html_base(_detail_base(summary_detail), base, link) if summary
                     else None)
     content_base = html_base(_detail_base(content_detail), base, link) if content else None
     return ParsedEntry(
-        remote_id=limit("remote_id", text_value(get(raw, "id"))),
+        remote_id=limit("remote_id", references_read(text_value(get(raw, "id")), lenient)),
         url=link or "",
         title=limit("title", plain_text(title)),
         published=entry_date(raw, "published"),
         updated=entry_date(raw, "updated"),
-        author=limit("author", entry_author(raw) or _inherited_author(raw, feed_author)),
+        author=limit("author", entry_author(raw, lenient=lenient)
+                     or _inherited_author(raw, feed_author, lenient)),
         summary=limit("summary", as_html(summary, summary_detail, summary_base)),
         content=limit("content", as_html(content, content_detail, content_base)),
         link_refused=refused,
@@ -377,8 +385,9 @@ def parse_feed(
     limit = FieldLimiter(field_limits)
     feed: dict[str, Any] = result.get("feed") or {}
     base = url or None
-    feed_author = entry_author(feed) if version.startswith("atom") else None
-    entries = tuple(_entry(raw, base, require_https_links, limit, feed_author)
+    lenient = bozo is not None  # the strict parser failed: feedparser's lenient one read it
+    feed_author = entry_author(feed, lenient=lenient) if version.startswith("atom") else None
+    entries = tuple(_entry(raw, base, require_https_links, limit, feed_author, lenient)
                     for raw in raw_entries)
     for field, count in sorted(limit.cut.items()):
         warnings.append(f"{field} cut to {field_limits[field]} characters in {count} entries")

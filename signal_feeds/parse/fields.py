@@ -24,6 +24,7 @@ __all__ = [
     "html_base",
     "plain_text",
     "plain_title",
+    "references_read",
     "text_value",
 ]
 
@@ -149,13 +150,23 @@ _ADDRESS_THEN_NAME = re.compile(rf"^({_ADDRESS})\s*\((.+)\)$")
 _NAME_THEN_ADDRESS = re.compile(rf"^(.+?)\s*(?:<{_ADDRESS}>|\({_ADDRESS}\))$")
 
 
-def entry_author(raw: dict[str, Any]) -> str:
+def entry_author(raw: dict[str, Any], *, lenient: bool = False) -> str:
     """A feedparser entry's (or feed's) authors as stored: by name, as JSON Feed's are (``Jane Doe,
-    John Roe``), as text, without control characters."""
-    return plain_text(_plain_author(_names(raw)))
+    John Roe``), as text, without control characters. ``lenient``: the document was read
+    by feedparser's lenient parser, which leaves character references in names (see
+    :func:`references_read`)."""
+    return plain_text(_plain_author(_names(raw, lenient)))
 
 
-def _names(raw: dict[str, Any]) -> str:
+def references_read(value: str, lenient: bool) -> str:
+    """A plain-text value (an id, a name) as the strict parser gives it. feedparser's
+    lenient parser, used for a document that is not well-formed, leaves named character
+    references in such values (``Tom &amp; Jerry``, ``tag:x,2026:a&amp;b``), so one
+    stray character in a feed changed the key of every entry whose id holds an ``&``."""
+    return html.unescape(value) if lenient and "&" in value else value
+
+
+def _names(raw: dict[str, Any], lenient: bool = False) -> str:
     """The authors by name.
 
     feedparser's ``author`` keeps only the last of several (``<dc:creator>`` twice) and
@@ -166,11 +177,11 @@ def _names(raw: dict[str, Any]) -> str:
     read from the text here. An author given as an address alone stays one."""
     people = dict.get(raw, "authors")
     if isinstance(people, list) and len(people) > 1:
-        names = [text_value(p.get("name")) for p in people
+        names = [references_read(text_value(p.get("name")), lenient) for p in people
                  if isinstance(p, Mapping) and not p.get("email")]
         if len(names) == len(people) and all(names):
             return ", ".join(dict.fromkeys(names))
-    text = text_value(dict.get(raw, "author"))
+    text = references_read(text_value(dict.get(raw, "author")), lenient)
     if "@" not in text:
         return text
     if (match := _ADDRESS_THEN_NAME.match(text)) is not None:
