@@ -91,6 +91,22 @@ def test_missing_file_and_bad_toml(tmp_path: Path) -> None:
         load_config(write(tmp_path, "[settings]\nconcurrency = 0\n"))
 
 
+def test_a_config_saved_by_a_windows_editor_is_read_or_named(tmp_path: Path) -> None:
+    text = '[[sources]]\r\nid = "a"\r\nurl = "https://a.example/feed"\r\ntitle = "Café"\r\n'
+    path = tmp_path / "signal.toml"
+    # Notepad's byte-order mark was "Invalid statement (at line 1, column 1)".
+    path.write_bytes(b"\xef\xbb\xbf" + text.encode("utf-8"))
+    assert load_config(path).sources[0].title == "Café"
+    assert parse_config("\ufeff" + text).sources[0].id == "a"
+    # UTF-16, and a legacy encoding: said so, with the place of the first bad byte.
+    path.write_bytes(text.encode("utf-16"))
+    with pytest.raises(ConfigError, match="the file is UTF-16, and TOML files are UTF-8"):
+        load_config(path)
+    path.write_bytes(text.encode("latin-1"))
+    with pytest.raises(ConfigError, match=r"not UTF-8 at line 4, column 13 \(byte 0xe9\)"):
+        load_config(path)
+
+
 def test_every_problem_in_the_file_is_reported_at_once(tmp_path: Path) -> None:
     path = write(tmp_path, """
 [settings]

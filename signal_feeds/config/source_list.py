@@ -364,7 +364,9 @@ def parse_config(text: str, *, path: str | Path | None = None) -> Config:
     where = str(path) if path is not None else ""
     base_dir = Path(path).resolve().parent if path is not None else None
     try:
-        data = tomllib.loads(text)
+        # A byte-order mark (Notepad saves one) is no TOML statement: "Invalid
+        # statement (at line 1, column 1)" pointed at nothing the user could see.
+        data = tomllib.loads(text.removeprefix("\ufeff"))
     except tomllib.TOMLDecodeError as exc:  # its message gives the line and column
         raise ConfigError(f"not valid TOML: {exc}", path=where or None) from exc
     problems = _Problems(where)
@@ -404,12 +406,29 @@ def load_config(path: str | Path = DEFAULT_CONFIG_PATH) -> Config:
     """Read and validate the source list at ``path``."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        raw = p.read_bytes()
     except FileNotFoundError as exc:
         raise ConfigError("config file not found", path=str(p)) from exc
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"cannot read config file: {exc}", path=str(p)) from exc
-    return parse_config(text, path=p)
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file: {exc.strerror or exc}",
+                          path=str(p)) from exc
+    return parse_config(_utf8_text(raw, p), path=p)
+
+
+def _utf8_text(raw: bytes, path: Path) -> str:
+    """The config file's text. TOML files are UTF-8; one saved as UTF-16 or in a legacy
+    encoding is named so, with the place of its first byte that is not UTF-8."""
+    if raw.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise ConfigError("the file is UTF-16, and TOML files are UTF-8: save it as UTF-8",
+                          path=str(path))
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        column = exc.start - raw.rfind(b"\n", 0, exc.start)
+        raise ConfigError(f"not UTF-8 at line {line}, column {column} (byte "
+                          f"0x{raw[exc.start]:02x}), and TOML files are UTF-8: save it as "
+                          "UTF-8", path=str(path)) from exc
 
 
 def url_hint(url: str) -> str:
