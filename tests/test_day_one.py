@@ -350,6 +350,15 @@ def test_signal_parse_without_a_config_uses_the_defaults(tmp_path: Path) -> None
     assert bad.exit_code == 2 and "config file not found" in bad.output
 
 
+def test_signal_parse_given_an_address_says_it_reads_files() -> None:
+    # It printed "cannot read: No such file or directory" for "https:/example.org/feed",
+    # the address with one of its slashes gone.
+    result = CliRunner().invoke(cli, ["parse", "https://example.org/feed"])
+    assert result.exit_code == 2
+    assert "'https://example.org/feed' is an address" in result.output
+    assert "curl -o feed.xml" in result.output and "Traceback" not in result.output
+
+
 def test_max_entries_reaches_the_parser(httpserver: HTTPServer, tmp_path: Path) -> None:
     items = "".join(f"<item><guid>g{i}</guid><title>t{i}</title></item>" for i in range(5))
     httpserver.expect_request("/many.xml").respond_with_data(

@@ -141,8 +141,21 @@ def _fetch_lines(report: RunReport, *, verbose: bool, quiet: bool) -> list[str]:
     return shown if quiet else [*shown, summary]
 
 
+def _local_files(ctx: click.Context, param: click.Parameter,
+                 value: tuple[str, ...]) -> tuple[str, ...]:
+    """FILES as given; an address among them is a usage error that says what to do."""
+    for name in value:
+        if "://" in name and name.split("://", 1)[0].isalpha() and not Path(name).exists():
+            raise click.BadParameter(
+                f"{name!r} is an address, and 'signal parse' reads files saved here: save "
+                f"it first (curl -o feed.xml '{name}'), or add it to the source list and "
+                "run 'signal fetch --source ID'", ctx=ctx, param=param)
+    return value
+
+
 @cli.command(short_help="Dry run: parse local feed files.")
-@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False),
+                callback=_local_files)
 @click.option("--source-id", default="local", show_default=True,
               help="Source id used for the keys (and, with --config, whose settings apply).")
 @click.option("--config", "config_path", default=None, type=click.Path(dir_okay=False),
