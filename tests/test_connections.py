@@ -297,7 +297,8 @@ def test_an_undeclared_gzip_bomb_meets_the_body_cap(raw: Callable[..., RawServer
     server = raw(lambda _head: (ok(body), False))
     rep = run_fetch(make_config(db_path, {"bomb": server.url("/feed.xml")},
                                 max_body_bytes=1_000_000), force=True).get("bomb")
-    assert (rep.status, rep.error) == ("failed", "body larger than the cap of 1000000 bytes")
+    assert (rep.status, rep.error) == (
+        "failed", "body larger than the cap of 1000000 bytes (the max_body_bytes setting)")
 
 
 def test_validators_go_back_byte_for_byte(raw: Callable[..., RawServer],

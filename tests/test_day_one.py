@@ -367,7 +367,8 @@ def test_max_entries_reaches_the_parser(httpserver: HTTPServer, tmp_path: Path) 
     config = write_config(tmp_path, httpserver.url_for("/many.xml"), "max_entries = 3")
     (source,) = fetch_json(config)["sources"]
     assert source["created"] == 3
-    assert "the feed has 5 entries; only the first 3 were read" in source["warnings"]
+    assert "the feed has 5 entries; only the first 3 were read (the max_entries setting)" \
+        in source["warnings"]
 
 
 def test_max_entries_caps_json_feed_too() -> None:
@@ -376,7 +377,8 @@ def test_max_entries_caps_json_feed_too() -> None:
                        "items": items}).encode()
     feed = signal_feeds.parse_feed(body, max_entries=2)
     assert [e.remote_id for e in feed.entries] == ["g0", "g1"]
-    assert "the feed has 4 entries; only the first 2 were read" in feed.warnings
+    assert "the feed has 4 entries; only the first 2 were read (the max_entries setting)" \
+        in feed.warnings
 
 
 # -- 6. every config problem at once ------------------------------------------------------

@@ -210,8 +210,8 @@ def test_not_a_feed_is_rejected_and_nothing_written(xml_run: XmlRun, sid: str,
 def test_hundred_thousand_entries_are_capped(xml_run: XmlRun) -> None:
     rep = xml_run.run.source("hundred-k")
     assert (rep["status"], rep["created"]) == ("fetched", DEFAULT_MAX_ENTRIES), rep
-    assert (f"the feed has 100000 entries; only the first {DEFAULT_MAX_ENTRIES} were read"
-            in rep["warnings"])
+    assert (f"the feed has 100000 entries; only the first {DEFAULT_MAX_ENTRIES} were read "
+            "(the max_entries setting)" in rep["warnings"])
     (count,) = rows(xml_run.db, "SELECT count(*) FROM entries WHERE source_id = ?",
                     "hundred-k")[0]
     assert count == DEFAULT_MAX_ENTRIES
@@ -281,4 +281,5 @@ def test_entries_never_closed_are_capped_too() -> None:
     feed = parse_feed(f'<rss version="2.0"><channel><title>t</title>&nbsp;{items}'
                       "</channel></rss>".encode(), max_entries=50)
     assert len(feed.entries) == 50
-    assert "the feed has 200 entries; only the first 50 were read" in feed.warnings
+    assert "the feed has 200 entries; only the first 50 were read (the max_entries setting)" \
+        in feed.warnings

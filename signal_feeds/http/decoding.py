@@ -11,7 +11,13 @@ import zlib
 
 from signal_feeds.errors import FetchError
 
-__all__ = ["CappedDecoder"]
+__all__ = ["CappedDecoder", "body_too_large"]
+
+
+def body_too_large(cap: int) -> FetchError:
+    """The error for a body past the cap; it names the setting that raises the cap."""
+    return FetchError(f"body larger than the cap of {cap} bytes (the max_body_bytes "
+                      "setting)", reason="too_large")
 
 #: zlib's window bits that accept both a gzip and a zlib header.
 _GZIP_OR_ZLIB = 47
@@ -95,8 +101,7 @@ class CappedDecoder:
     def _append(self, piece: bytes) -> None:
         self.out += piece
         if len(self.out) > self.cap:
-            raise FetchError(f"body larger than the cap of {self.cap} bytes",
-                             reason="too_large")
+            raise body_too_large(self.cap)
 
 
 def _is_document_start(data: bytes | bytearray) -> bool:

@@ -31,7 +31,7 @@ from signal_feeds.http.addresses import (
     is_private_address,
     private_addresses,
 )
-from signal_feeds.http.decoding import CappedDecoder
+from signal_feeds.http.decoding import CappedDecoder, body_too_large
 from signal_feeds.http.slots import HostHold
 from signal_feeds.http.tls import certificate_problem
 
@@ -188,14 +188,15 @@ async def _read_body(response: httpx.Response, limits: FetchLimits
     declared = response.headers.get("content-length", "")
     encoding = response.headers.get("content-encoding", "")
     if declared.isdecimal() and not encoding and int(declared) > cap:
-        raise FetchError(f"Content-Length {declared} is larger than the cap of {cap} bytes",
+        raise FetchError(f"Content-Length {declared} is larger than the cap of {cap} bytes "
+                         "(the max_body_bytes setting)",
                          reason="too_large")
     if response.is_stream_consumed:
         # A response built in memory (``httpx.Response(content=...)`` in a MockTransport)
         # was read and decoded by httpx already: only the cap is left to apply.
         body = response.content
         if len(body) > cap:
-            raise FetchError(f"body larger than the cap of {cap} bytes", reason="too_large")
+            raise body_too_large(cap)
         return _gunzipped_again(body, cap), len(body), ()
     decoder = CappedDecoder(encoding, cap)
     wire = 0

@@ -31,7 +31,7 @@ from signal_feeds.parse.fields import (
     text_value,
 )
 from signal_feeds.parse.repairs import from_declaration, valid_char_refs
-from signal_feeds.parse.settings import DEFAULT_MAX_ENTRIES
+from signal_feeds.parse.settings import DEFAULT_MAX_ENTRIES, entries_cut
 from signal_feeds.parsed import NORMALIZER_VERSION, ParsedEntry, ParsedFeed
 from signal_feeds.urls import check_link, normalize_link
 
@@ -353,8 +353,7 @@ def parse_feed(
     # Entries never closed escape the count of end tags: the parse may find more.
     total_entries = max(total_entries, len(raw_entries))
     if total_entries > max_entries:
-        defuse_warnings += (f"the feed has {total_entries} entries; only the first "
-                            f"{max_entries} were read",)
+        defuse_warnings += (entries_cut(total_entries, max_entries),)
         raw_entries = raw_entries[:max_entries]
     bozo = result.get("bozo_exception")
     if not version and not raw_entries:

@@ -25,7 +25,7 @@ from signal_feeds.parse.fields import (
     plain_text,
     text_value,
 )
-from signal_feeds.parse.settings import DEFAULT_MAX_ENTRIES
+from signal_feeds.parse.settings import DEFAULT_MAX_ENTRIES, entries_cut
 from signal_feeds.parsed import ParsedEntry, ParsedFeed
 from signal_feeds.urls import check_link, normalize_link
 
@@ -189,8 +189,7 @@ def parse_jsonfeed(
     unknown: list[str] = []
     feed_author = _authors(data)
     if len(items) > max_entries:
-        warnings.append(f"the feed has {len(items)} entries; only the first "
-                        f"{max_entries} were read")
+        warnings.append(entries_cut(len(items), max_entries))
         items = items[:max_entries]
     for index, item in enumerate(items):
         if not isinstance(item, dict):

@@ -18,7 +18,15 @@ from signal_feeds.config.source_list import DEFAULT_MAX_ENTRIES
 if TYPE_CHECKING:
     from signal_feeds.config.source_list import Settings
 
-__all__ = ["DEFAULT_MAX_ENTRIES", "ParseSettings"]
+__all__ = ["DEFAULT_MAX_ENTRIES", "ParseSettings", "entries_cut"]
+
+
+def entries_cut(total: int, kept: int) -> str:
+    """The warning for a feed with more entries than ``max_entries`` lets be read; it
+    names the setting, which is where a user who wants them all would look."""
+    return (f"the feed has {total} entries; only the first {kept} were read "
+            "(the max_entries setting)")
+
 
 @dataclass(frozen=True)
 class ParseSettings:
