@@ -49,7 +49,9 @@ __all__ = ["NORMALIZER_VERSION", "ParsedEntry", "ParsedFeed"]
 #: an HTML title's ``<br>`` and block edges separate its words (``Line one Line two``);
 #: a document read leniently (not well-formed) has the ids, names, guid links and Media
 #: RSS descriptions it has read strictly (``a&amp;b`` was kept as written, so one stray
-#: character gave each entry whose guid held an ``&`` a new key).
+#: character gave each entry whose guid held an ``&`` a new key); an entry's link is
+#: FeedBurner's ``<feedburner:origLink>`` when it gives one (its tracking redirect was
+#: stored).
 NORMALIZER_VERSION = 8
 
 

@@ -593,17 +593,45 @@ def test_an_author_and_a_json_feed_title_are_stored_on_one_line() -> None:
     "<guid>1</guid><author>tom@example.org (Tom &amp; Jerry)</author>",
     "<guid>1</guid><dc:creator>Ann &lt;ann@example.org&gt;</dc:creator>",
     '<guid>1</guid><media:description>A &lt;b&gt;good&lt;/b&gt; film</media:description>',
+    "<guid>1</guid><feedburner:origLink>https://example.org/?p=1&amp;c=2</feedburner:origLink>",
 ])
 def test_a_feed_read_leniently_gives_the_entry_it_gives_read_strictly(item: str) -> None:
     # feedparser's lenient parser (for a document expat refuses) left character
     # references in ids and names: one stray character in a feed gave each entry whose
     # guid held an "&" a new key, and so a second copy.
     head = ('<rss version="2.0" xmlns:dc="http://purl.org/dc/elements/1.1/" xmlns:media='
-            '"http://search.yahoo.com/mrss/"><channel><title>t{}</title>')
+            '"http://search.yahoo.com/mrss/" xmlns:feedburner="http://rssnamespace.org/'
+            'feedburner/ext/1.0"><channel><title>t{}</title>')
     strict = parse_feed(f"{head.format('')}<item>{item}</item></channel></rss>".encode())
     lenient = parse_feed(f"{head.format('&#1;')}<item>{item}</item></channel></rss>".encode())
     assert any("leniently" in w for w in lenient.warnings)
     assert lenient.entries == strict.entries
+
+
+_FEEDBURNER = ('<rss version="2.0" xmlns:feedburner="http://rssnamespace.org/feedburner/ext/'
+               '1.0"><channel><title>t</title><item><guid isPermaLink="false">p1</guid>'
+               "<link>https://feeds.feedburner.com/~r/blog/~3/x1/</link>{}</item>"
+               "</channel></rss>")
+
+
+@pytest.mark.parametrize(("original", "url"), [
+    # FeedBurner's link is its tracking redirect; the post's own address was dropped.
+    ("<feedburner:origLink>https://blog.example/post?a=1&amp;b=2</feedburner:origLink>",
+     "https://blog.example/post?a=1&b=2"),
+    ("", "https://feeds.feedburner.com/~r/blog/~3/x1/"),
+    # Not an address: the link stands.
+    ("<feedburner:origLink>javascript:alert(1)</feedburner:origLink>",
+     "https://feeds.feedburner.com/~r/blog/~3/x1/"),
+])
+def test_feedburner_gives_the_posts_own_link(original: str, url: str) -> None:
+    (entry,) = parse_feed(_FEEDBURNER.format(original).encode()).entries
+    assert entry.url == url
+    atom = ('<feed xmlns="http://www.w3.org/2005/Atom" xmlns:feedburner="http://rssnamespace'
+            '.org/feedburner/ext/1.0"><title>t</title><entry><id>p1</id><link rel="alternate"'
+            ' href="http://feedproxy.google.com/~r/blog/~3/x1/"/>{}</entry></feed>')
+    (entry,) = parse_feed(atom.format(original).encode()).entries
+    assert entry.url == url.replace("https://feeds.feedburner.com",
+                                    "http://feedproxy.google.com")
 
 
 _PERSON_RSS = ('<rss version="2.0" xmlns:dc="http://purl.org/dc/elements/1.1/" '

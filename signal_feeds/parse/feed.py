@@ -201,7 +201,12 @@ def _entry_link(raw: dict[str, Any], lenient: bool) -> str:
     RSS guid (or the Atom id) as the link; a guid such as ``123`` or ``post-abc`` is
     no address, and resolved against the feed's URL it would make up a page
     (``https://example.org/123``): only an absolute URL or path is taken so (read as the
-    id is, see :func:`references_read`)."""
+    id is, see :func:`references_read`). FeedBurner's original link comes first."""
+    original = references_read(text_value(dict.get(raw, "feedburner_origlink")), lenient)
+    if original.lower().startswith(("https://", "http://")):
+        # FeedBurner's link is its own tracking redirect (feeds.feedburner.com/~r/...,
+        # feedproxy.google.com): the post's address is <feedburner:origLink>.
+        return original
     link = text_value(dict.get(raw, "link"))
     if link and dict.get(raw, "guidislink") and link == text_value(dict.get(raw, "id")):
         if not link.startswith("/") and "://" not in link:
