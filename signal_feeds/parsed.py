@@ -51,7 +51,7 @@ __all__ = ["NORMALIZER_VERSION", "ParsedEntry", "ParsedFeed"]
 #: RSS descriptions it has read strictly (``a&amp;b`` was kept as written, so one stray
 #: character gave each entry whose guid held an ``&`` a new key); an entry's link is
 #: FeedBurner's ``<feedburner:origLink>`` when it gives one (its tracking redirect was
-#: stored).
+#: stored); a link longer than 2,048 bytes is refused (PostgreSQL could not index it).
 NORMALIZER_VERSION = 8
 
 

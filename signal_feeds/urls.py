@@ -12,9 +12,14 @@ from __future__ import annotations
 import re
 from urllib.parse import quote, urljoin, urlsplit, urlunsplit
 
-__all__ = ["UrlRejected", "canonical_source_url", "check_link", "normalize_link"]
+__all__ = ["MAX_URL_BYTES", "UrlRejected", "canonical_source_url", "check_link",
+           "normalize_link"]
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
+#: The longest URL kept, in UTF-8 bytes (the sitemap protocol's limit, in characters):
+#: a link is indexed for lookups and duplicate matching, and PostgreSQL refuses an index
+#: entry past about 2,700 bytes, with the whole response it came in.
+MAX_URL_BYTES = 2048
 _WEB_SCHEMES = frozenset({"http", "https"})
 #: White space (Unicode's too: U+00A0, U+2028) and C0 and C1 controls (U+0085). Inside a
 #: URL they are refused; at its ends they are stripped, so a link must not keep one that
@@ -56,7 +61,10 @@ def _canonical(url: str, *, allowed_schemes: frozenset[str]) -> str:
         host = f"[{host}]"
     netloc = host if port is None or port == _DEFAULT_PORTS[scheme] else f"{host}:{port}"
     path = parts.path or "/"
-    return urlunsplit((scheme, netloc, path, parts.query, ""))
+    result = urlunsplit((scheme, netloc, path, parts.query, ""))
+    if len(result) > MAX_URL_BYTES // 4 and len(result.encode("utf-8", "replace")) > MAX_URL_BYTES:
+        raise UrlRejected(f"longer than {MAX_URL_BYTES} bytes")
+    return result
 
 
 def check_link(

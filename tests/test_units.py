@@ -634,6 +634,23 @@ def test_feedburner_gives_the_posts_own_link(original: str, url: str) -> None:
                                     "http://feedproxy.google.com")
 
 
+def test_a_link_or_title_key_too_long_to_index_is_bounded() -> None:
+    from signal_feeds.identity.matching import normalize_title
+    from signal_feeds.urls import MAX_URL_BYTES, check_link
+
+    base = "https://example.org/"
+    assert check_link(base + "a" * (MAX_URL_BYTES - len(base)))[0] is not None
+    assert check_link(base + "a" * (MAX_URL_BYTES - len(base) + 1)) == (
+        None, f"longer than {MAX_URL_BYTES} bytes")
+    assert check_link(base + "é" * 1100)[1] == f"longer than {MAX_URL_BYTES} bytes"
+    # A title key past 1 KiB is its digest: equal exactly when the titles are.
+    long_title = "漢字 かな " * 200
+    key = normalize_title(long_title)
+    assert key.startswith("#") and len(key) == 65
+    assert key == normalize_title(long_title.upper()) != normalize_title(long_title + " x")
+    assert normalize_title("A short title of words") == "a short title of words"
+
+
 _PERSON_RSS = ('<rss version="2.0" xmlns:dc="http://purl.org/dc/elements/1.1/" '
                'xmlns:itunes="http://www.itunes.com/dtds/podcast-1.0.dtd"><channel><title>t'
                "</title><item><guid>g</guid>{}</item></channel></rss>")

@@ -27,6 +27,7 @@ without importing the store; the store's dedupe SQL applies the same decisions.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import html
 import math
 import re
@@ -185,6 +186,10 @@ def _words(text: str) -> list[str]:
     return words
 
 
+#: A normalized title longer than this (UTF-8 bytes) is compared by its SHA-256.
+_MAX_TITLE_KEY_BYTES = 1024
+
+
 def normalize_title(title: str, *, min_chars: int = DEFAULT_MIN_TITLE_CHARS) -> str:
     """Case-folded words of a title joined by single spaces; ``""`` when too generic to
     identify a story (punctuation, case and spacing never distinguish two titles).
@@ -198,6 +203,10 @@ def normalize_title(title: str, *, min_chars: int = DEFAULT_MIN_TITLE_CHARS) -> 
     norm = " ".join(words)
     if len(norm) < min_chars or sum(word.isalpha() for word in words) < 2:
         return ""
+    if len(norm) > _MAX_TITLE_KEY_BYTES // 4 and len(norm.encode()) > _MAX_TITLE_KEY_BYTES:
+        # The key is indexed, and PostgreSQL refuses an index entry past about 2,700
+        # bytes (a long CJK title is 6 KB): a digest is equal exactly when they are.
+        return "#" + hashlib.sha256(norm.encode()).hexdigest()
     return norm
 
 

@@ -68,12 +68,24 @@ def _fold(text: str) -> str:
     return _DIACRITICS.sub("", text)
 
 
+#: PostgreSQL's longest lexeme, in bytes; to_tsvector() leaves longer words out too.
+_MAX_LEXEME_BYTES = 2046
+# A run of letters that may be past it (4 bytes per character at most).
+_LONG_WORD = re.compile(rf"[^\W_]{{{_MAX_LEXEME_BYTES // 4 + 1}}}")
+
+
 def words(text: str) -> list[str]:
-    """The folded words of ``text``, in order (FTS5 unicode61 with diacritics removed).
+    """The folded words of ``text``, in order (FTS5 unicode61 with diacritics removed),
+    without any too long for PostgreSQL to index (682 CJK characters with no space or
+    punctuation between them failed the whole response).
 
     The whole text is folded, then split, in C: word by word in Python this cost 3 ms
     for an entry of 1-2 KB, more than the rest of writing it."""
-    return _WORD.findall(_fold(text))
+    folded = _fold(text)
+    found = _WORD.findall(folded)
+    if _LONG_WORD.search(folded) is None:
+        return found
+    return [word for word in found if len(word.encode()) <= _MAX_LEXEME_BYTES]
 
 
 def _quote(lexeme: str) -> str:
