@@ -51,7 +51,10 @@ __all__ = ["NORMALIZER_VERSION", "ParsedEntry", "ParsedFeed"]
 #: RSS descriptions it has read strictly (``a&amp;b`` was kept as written, so one stray
 #: character gave each entry whose guid held an ``&`` a new key); an entry's link is
 #: FeedBurner's ``<feedburner:origLink>`` when it gives one (its tracking redirect was
-#: stored); a link longer than 2,048 bytes is refused (PostgreSQL could not index it).
+#: stored); a link longer than 2,048 bytes is refused (PostgreSQL could not index it); a
+#: bare ``&`` and HTML's named references (``&nbsp;``) are read as text before parsing,
+#: so such a document is read strictly (the lenient parser stored ``?p=1&lang=en`` as
+#: ``?p=1\u2329=en``).
 NORMALIZER_VERSION = 8
 
 

@@ -594,6 +594,8 @@ def test_an_author_and_a_json_feed_title_are_stored_on_one_line() -> None:
     "<guid>1</guid><dc:creator>Ann &lt;ann@example.org&gt;</dc:creator>",
     '<guid>1</guid><media:description>A &lt;b&gt;good&lt;/b&gt; film</media:description>',
     "<guid>1</guid><feedburner:origLink>https://example.org/?p=1&amp;c=2</feedburner:origLink>",
+    # HTML's legacy references without a semicolon are no XML: "&copy=2" stays a parameter.
+    "<guid>https://example.org/?a=1&amp;copy=2&amp;reg=3</guid>",
 ])
 def test_a_feed_read_leniently_gives_the_entry_it_gives_read_strictly(item: str) -> None:
     # feedparser's lenient parser (for a document expat refuses) left character
@@ -632,6 +634,27 @@ def test_feedburner_gives_the_posts_own_link(original: str, url: str) -> None:
     (entry,) = parse_feed(atom.format(original).encode()).entries
     assert entry.url == url.replace("https://feeds.feedburner.com",
                                     "http://feedproxy.google.com")
+
+
+def test_bare_ampersands_and_html_entities_no_longer_garble_a_feed() -> None:
+    # The two commonest faults of hand-made feeds. Either sent the whole document to
+    # feedparser's lenient parser, which read "&lang" and "&copy" as HTML references:
+    # the link below was stored as "?p=1\u2329=en\u00a9=1".
+    body = (b'<rss version="2.0"><channel><title>Tom & Jerry&nbsp;&hellip;</title><item>'
+            b"<guid>https://x.example/?p=1&lang=en</guid><title>Q & A &ndash; more</title>"
+            b"<link>https://x.example/?p=1&lang=en&copy=1</link>"
+            b"<description><![CDATA[<p>Fish &amp; chips & peas&nbsp;</p>]]></description>"
+            b"<!-- a & b --></item></channel></rss>")
+    feed = parse_feed(body)
+    (entry,) = feed.entries
+    assert (entry.remote_id, entry.url) == ("https://x.example/?p=1&lang=en",
+                                           "https://x.example/?p=1&lang=en&copy=1")
+    assert (feed.title, entry.title) == ("Tom & Jerry\u00a0\u2026", "Q & A \u2013 more")
+    assert entry.summary == "<p>Fish &amp; chips &amp; peas&nbsp;</p>"  # CDATA as written
+    assert feed.warnings == (
+        "5 bare '&' read as text (XML writes it '&amp;')",
+        "3 HTML character reference(s) such as '&nbsp;' read as the characters they name "
+        "(XML defines none of them)")  # and no "read leniently": the parse was strict
 
 
 def test_a_link_or_title_key_too_long_to_index_is_bounded() -> None:

@@ -30,7 +30,7 @@ from signal_feeds.parse.fields import (
     references_read,
     text_value,
 )
-from signal_feeds.parse.repairs import from_declaration, valid_char_refs
+from signal_feeds.parse.repairs import ampersands, from_declaration, valid_char_refs
 from signal_feeds.parse.settings import DEFAULT_MAX_ENTRIES, entries_cut
 from signal_feeds.parsed import NORMALIZER_VERSION, ParsedEntry, ParsedFeed
 from signal_feeds.urls import check_link, normalize_link
@@ -112,9 +112,10 @@ def defuse(body: bytes, *, content_type: str | None = None,
            url: str | None = None) -> tuple[bytes, tuple[str, ...]]:
     """Remove what makes a feed dangerous to parse; return UTF-8 bytes and warnings.
 
-    - blank lines or script warnings before the XML declaration, and character
-      references to no character (see :mod:`signal_feeds.parse.repairs`), each of which
-      made the whole document malformed;
+    - blank lines or script warnings before the XML declaration, character references
+      to no character, a bare ``&`` and HTML's named references such as ``&nbsp;`` (see
+      :mod:`signal_feeds.parse.repairs`), each of which made the whole document
+      malformed;
     - the document is decoded the way feedparser decodes it (``content_type`` is the
       response header) and re-encoded as UTF-8, so nothing hides in another encoding;
     - NUL bytes, which no XML document may contain (removed first: a UTF-16 document
@@ -148,6 +149,12 @@ def defuse(body: bytes, *, content_type: str | None = None,
         parts.append(data[pos:])
         data = b"".join(parts)
         warnings.append("DOCTYPE/ENTITY declarations removed")
+    data, bare, named = ampersands(data)
+    if bare:
+        warnings.append(f"{bare} bare '&' read as text (XML writes it '&amp;')")
+    if named:
+        warnings.append(f"{named} HTML character reference(s) such as '&nbsp;' read as "
+                        "the characters they name (XML defines none of them)")
     if len(data) > MAX_ATTRIBUTES * 4:  # one linear pass, about 1.5 ns a byte
         data, cut = _fewer_attributes(data)
         if cut:

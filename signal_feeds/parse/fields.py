@@ -158,12 +158,22 @@ def entry_author(raw: dict[str, Any], *, lenient: bool = False) -> str:
     return plain_text(_plain_author(_names(raw, lenient)))
 
 
+# A character reference as XML writes one: with its semicolon. (html.unescape alone
+# would also read HTML's legacy forms without one, and the bare "&" of a malformed
+# feed's "?a=1&copy=2" would become "?a=1©=2".)
+_REFERENCE = re.compile(r"&(?:#[0-9]+|#[xX][0-9a-fA-F]+|[A-Za-z][A-Za-z0-9]*);")
+
+
+def _reference(match: re.Match[str]) -> str:
+    return html.unescape(match.group())
+
+
 def references_read(value: str, lenient: bool) -> str:
     """A plain-text value (an id, a name) as the strict parser gives it. feedparser's
     lenient parser, used for a document that is not well-formed, leaves named character
     references in such values (``Tom &amp; Jerry``, ``tag:x,2026:a&amp;b``), so one
     stray character in a feed changed the key of every entry whose id holds an ``&``."""
-    return html.unescape(value) if lenient and "&" in value else value
+    return _REFERENCE.sub(_reference, value) if lenient and "&" in value else value
 
 
 def _names(raw: dict[str, Any], lenient: bool = False) -> str:
