@@ -657,6 +657,17 @@ def test_bare_ampersands_and_html_entities_no_longer_garble_a_feed() -> None:
         "(XML defines none of them)")  # and no "read leniently": the parse was strict
 
 
+def test_raw_control_characters_no_longer_make_a_feed_malformed() -> None:
+    # A form feed or vertical tab pasted from a word processor, a terminal's ESC: one
+    # sent the whole document to the lenient parser, and the summary kept it.
+    feed = parse_feed(b'<rss version="2.0"><channel><title>T\x0cv</title><item><guid>1'
+                      b"</guid><title>Page\x0b break</title><description>x\x08y"
+                      b"</description></item></channel></rss>")
+    (entry,) = feed.entries
+    assert (feed.title, entry.title, entry.summary) == ("Tv", "Page break", "xy")
+    assert feed.warnings == ("3 control character(s) removed (XML allows none)",)
+
+
 def test_a_link_or_title_key_too_long_to_index_is_bounded() -> None:
     from signal_feeds.identity.matching import normalize_title
     from signal_feeds.urls import MAX_URL_BYTES, check_link

@@ -108,6 +108,9 @@ def _fewer_attributes(data: bytes) -> tuple[bytes, int]:
     return _LONG_TAG.sub(shorten, data), cut
 
 
+_CONTROL_BYTES = re.compile(rb"[\x01-\x08\x0b\x0c\x0e-\x1f]")
+
+
 def defuse(body: bytes, *, content_type: str | None = None,
            url: str | None = None) -> tuple[bytes, tuple[str, ...]]:
     """Remove what makes a feed dangerous to parse; return UTF-8 bytes and warnings.
@@ -118,8 +121,9 @@ def defuse(body: bytes, *, content_type: str | None = None,
       malformed;
     - the document is decoded the way feedparser decodes it (``content_type`` is the
       response header) and re-encoded as UTF-8, so nothing hides in another encoding;
-    - NUL bytes, which no XML document may contain (removed first: a UTF-16 document
-      without a byte-order mark must not hide a declaration between NULs);
+    - NUL bytes and the other C0 controls but tab and line breaks, which no XML
+      document may contain (removed first: a UTF-16 document without a byte-order mark
+      must not hide a declaration between NULs);
     - every ``<!DOCTYPE …>`` (with its internal subset) and stray ``<!ENTITY …>``:
       no entity can be defined, expanded or fetched;
     - author-like element text past a limit (a slow regular expression in feedparser);
@@ -135,6 +139,12 @@ def defuse(body: bytes, *, content_type: str | None = None,
     if b"\x00" in data:
         data = data.replace(b"\x00", b"")
         warnings.append("NUL bytes removed")
+    # Other C0 controls but tab and line breaks (a form feed or a vertical tab pasted from
+    # a word processor, a terminal's ESC): XML allows them nowhere, and one made expat
+    # give up on the whole document. They mean nothing in a title or a summary.
+    data, controls = _CONTROL_BYTES.subn(b"", data)
+    if controls:
+        warnings.append(f"{controls} control character(s) removed (XML allows none)")
     data, repaired = valid_char_refs(data)
     if repaired:
         warnings.append(f"{repaired} character reference(s) to no character repaired")
