@@ -54,7 +54,8 @@ __all__ = ["NORMALIZER_VERSION", "ParsedEntry", "ParsedFeed"]
 #: stored); a link longer than 2,048 bytes is refused (PostgreSQL could not index it); a
 #: bare ``&`` and HTML's named references (``&nbsp;``) are read as text before parsing,
 #: so such a document is read strictly (the lenient parser stored ``?p=1&lang=en`` as
-#: ``?p=1\u2329=en``), and raw C0 control characters are removed before parsing.
+#: ``?p=1\u2329=en``), and C0 control characters, raw or as references, are removed
+#: before parsing.
 NORMALIZER_VERSION = 8
 
 

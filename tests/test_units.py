@@ -605,7 +605,8 @@ def test_a_feed_read_leniently_gives_the_entry_it_gives_read_strictly(item: str)
             '"http://search.yahoo.com/mrss/" xmlns:feedburner="http://rssnamespace.org/'
             'feedburner/ext/1.0"><channel><title>t{}</title>')
     strict = parse_feed(f"{head.format('')}<item>{item}</item></channel></rss>".encode())
-    lenient = parse_feed(f"{head.format('&#1;')}<item>{item}</item></channel></rss>".encode())
+    lenient = parse_feed(f"{head.format('&bogus;')}<item>{item}</item></channel></rss>"
+                         .encode())
     assert any("leniently" in w for w in lenient.warnings)
     assert lenient.entries == strict.entries
 
@@ -666,6 +667,13 @@ def test_raw_control_characters_no_longer_make_a_feed_malformed() -> None:
     (entry,) = feed.entries
     assert (feed.title, entry.title, entry.summary) == ("Tv", "Page break", "xy")
     assert feed.warnings == ("3 control character(s) removed (XML allows none)",)
+    # Written as references they are no more allowed (in CDATA, HTML's reference to one
+    # names nothing a reader can show either).
+    feed = parse_feed(b'<rss version="2.0"><channel><title>T&#27;[2J &#x1B;v&#9;</title><item>'
+                      b"<guid>1</guid><description><![CDATA[&#27;]]>x&#0;y&#x0000c;"
+                      b"</description></item></channel></rss>")
+    assert (feed.title, feed.entries[0].summary) == ("T[2J v", "xy")
+    assert feed.warnings == ("5 control character(s) removed (XML allows none)",)
 
 
 def test_a_link_or_title_key_too_long_to_index_is_bounded() -> None:

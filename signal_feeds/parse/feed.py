@@ -30,7 +30,12 @@ from signal_feeds.parse.fields import (
     references_read,
     text_value,
 )
-from signal_feeds.parse.repairs import ampersands, from_declaration, valid_char_refs
+from signal_feeds.parse.repairs import (
+    ampersands,
+    control_refs,
+    from_declaration,
+    valid_char_refs,
+)
 from signal_feeds.parse.settings import DEFAULT_MAX_ENTRIES, entries_cut
 from signal_feeds.parsed import NORMALIZER_VERSION, ParsedEntry, ParsedFeed
 from signal_feeds.urls import check_link, normalize_link
@@ -143,7 +148,9 @@ def defuse(body: bytes, *, content_type: str | None = None,
     # a word processor, a terminal's ESC): XML allows them nowhere, and one made expat
     # give up on the whole document. They mean nothing in a title or a summary.
     kept = data.translate(None, _CONTROL_BYTES)  # a tenth of a regular expression's time
-    controls, data = len(data) - len(kept), kept
+    controls = len(data) - len(kept)
+    data, referenced = control_refs(kept)  # and written as references (&#27;)
+    controls += referenced
     if controls:
         warnings.append(f"{controls} control character(s) removed (XML allows none)")
     data, repaired = valid_char_refs(data)

@@ -10,7 +10,21 @@ from __future__ import annotations
 import re
 from html.entities import html5
 
-__all__ = ["ampersands", "from_declaration", "valid_char_refs"]
+__all__ = ["ampersands", "control_refs", "from_declaration", "valid_char_refs"]
+
+
+# A reference to a C0 control but tab and line breaks (&#27;, &#x1b;, &#0;): XML allows
+# the character nowhere, by reference either, and expat gives up on the document.
+_CONTROL_REF = re.compile(
+    rb"&#(?:0*(?:[0-8]|1[124-9]|2[0-9]|3[01])|[xX]0*(?:[0-8bBcCeEfF]|1[0-9a-fA-F]));")
+
+
+def control_refs(data: bytes) -> tuple[bytes, int]:
+    """References to control characters removed, and how many there were: as the raw
+    characters are (see feed.defuse), they mean nothing in a title or a summary."""
+    if b"&#" not in data:
+        return data, 0
+    return _CONTROL_REF.subn(b"", data)
 
 
 # A numeric character reference that may name no character (checked exactly below): a
