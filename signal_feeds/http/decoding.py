@@ -14,9 +14,11 @@ from signal_feeds.errors import FetchError
 __all__ = ["CappedDecoder", "body_too_large"]
 
 
-def body_too_large(cap: int) -> FetchError:
-    """The error for a body past the cap; it names the setting that raises the cap."""
-    return FetchError(f"body larger than the cap of {cap} bytes (the max_body_bytes "
+def body_too_large(cap: int, *, declared: str = "") -> FetchError:
+    """The error for a body past the cap (or one whose ``Content-Length`` says it will
+    be); it names the setting that raises the cap."""
+    what = f"Content-Length {declared} is" if declared else "body"
+    return FetchError(f"{what} larger than the cap of {cap} bytes (the max_body_bytes "
                       "setting)", reason="too_large")
 
 #: zlib's window bits that accept both a gzip and a zlib header.

@@ -188,9 +188,7 @@ async def _read_body(response: httpx.Response, limits: FetchLimits
     declared = response.headers.get("content-length", "")
     encoding = response.headers.get("content-encoding", "")
     if declared.isdecimal() and not encoding and int(declared) > cap:
-        raise FetchError(f"Content-Length {declared} is larger than the cap of {cap} bytes "
-                         "(the max_body_bytes setting)",
-                         reason="too_large")
+        raise body_too_large(cap, declared=declared)
     if response.is_stream_consumed:
         # A response built in memory (``httpx.Response(content=...)`` in a MockTransport)
         # was read and decoded by httpx already: only the cap is left to apply.

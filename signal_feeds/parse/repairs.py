@@ -10,21 +10,26 @@ from __future__ import annotations
 import re
 from html.entities import html5
 
-__all__ = ["ampersands", "control_refs", "from_declaration", "valid_char_refs"]
+__all__ = ["ampersands", "from_declaration", "valid_char_refs", "without_controls"]
 
 
-# A reference to a C0 control but tab and line breaks (&#27;, &#x1b;, &#0;): XML allows
-# the character nowhere, by reference either, and expat gives up on the document.
+# The C0 controls but tab and line breaks (a form feed or a vertical tab pasted from a
+# word processor, a terminal's ESC), and a reference to one (&#27;, &#x1b;, &#0;): XML
+# allows them nowhere, and one made expat give up on the whole document.
+_CONTROL_BYTES = bytes([*range(0x01, 0x09), 0x0B, 0x0C, *range(0x0E, 0x20)])
 _CONTROL_REF = re.compile(
     rb"&#(?:0*(?:[0-8]|1[124-9]|2[0-9]|3[01])|[xX]0*(?:[0-8bBcCeEfF]|1[0-9a-fA-F]));")
 
 
-def control_refs(data: bytes) -> tuple[bytes, int]:
-    """References to control characters removed, and how many there were: as the raw
-    characters are (see feed.defuse), they mean nothing in a title or a summary."""
-    if b"&#" not in data:
-        return data, 0
-    return _CONTROL_REF.subn(b"", data)
+def without_controls(data: bytes) -> tuple[bytes, int]:
+    """Control characters removed, raw or as references, and how many there were: they
+    mean nothing in a title or a summary (NULs are removed before, on their own)."""
+    kept = data.translate(None, _CONTROL_BYTES)  # a tenth of a regular expression's time
+    raw = len(data) - len(kept)
+    if b"&#" not in kept:
+        return kept, raw
+    kept, referenced = _CONTROL_REF.subn(b"", kept)
+    return kept, raw + referenced
 
 
 # A numeric character reference that may name no character (checked exactly below): a
