@@ -164,6 +164,27 @@ def test_an_unknown_key_without_a_near_match_lists_the_known_ones() -> None:
             in str(info.value))
 
 
+def test_a_known_key_in_the_wrong_table_says_where_it_goes() -> None:
+    # The commonest misplacements: a setting at the top or appended after the last
+    # source (TOML puts it in that source), a source's key under [settings].
+    text = ('database = "x.db"\n[settings]\nurl = "https://a.example/f"\n'
+            '[[sources]]\nid = "a"\nurl = "https://a.example/f"\nconcurrency = 3\n')
+    with pytest.raises(ConfigError) as info:
+        parse_config(text, path="x.toml")
+    top, settings, source = info.value.problems
+    assert top.startswith("top level: database: a setting of the whole run, so it goes "
+                          "under [settings] (known: settings, sources)"), top
+    assert settings.startswith("[settings]: url: a source's key, so it goes in a "
+                               "[[sources]] table (known: allow_private_redirects"), settings
+    assert source.startswith(
+        "sources[0] (id 'a'): concurrency: a setting of the whole run, so it goes under "
+        "[settings]; a key below a [[sources]] header belongs to that source (known: id, "
+        ), source
+    # A setting a source may override is no misplacement there.
+    assert parse_config('[[sources]]\nid = "a"\nurl = "https://a.example/f"\n'
+                        'min_interval = 60\n').sources[0].min_interval == 60
+
+
 def test_https_only_links_are_a_setting_and_the_old_key_still_reads(
         tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     base = '[[sources]]\nid = "a"\nurl = "https://a.example/f"\n'

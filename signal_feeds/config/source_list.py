@@ -218,10 +218,14 @@ class _Problems:
 
     def unknown(self, location: str, key: str, known: frozenset[str] | set[str],
                 what: str, source_id: str | None = None) -> None:
+        listed = f"(known: {', '.join(sorted(known))})"
+        home = _home_of(key, what)
+        if home:
+            self.add(location, f"{key}: {home} {listed}", source_id)
+            return
         near = difflib.get_close_matches(key, sorted(known), n=1)
         hint = f"; did you mean {near[0]}?" if near else ""
-        self.add(location, f"{key}: unknown {what}{hint} (known: {', '.join(sorted(known))})",
-                 source_id)
+        self.add(location, f"{key}: unknown {what}{hint} {listed}", source_id)
 
     def raise_if_any(self) -> None:
         if not self.found:
@@ -235,6 +239,20 @@ class _Problems:
             message = f"{len(problems)} problems:\n" + "\n".join(f"  {p}" for p in problems)
         raise ConfigError(message, path=self.where or None, source_id=source_id,
                           problems=problems)
+
+
+def _home_of(key: str, what: str) -> str:
+    """Where a known key misplaced as an unknown ``what`` belongs, said to the user; ''
+    for a key Signal does not know anywhere."""
+    if what != "setting" and key in _SETTING_TYPES:
+        # TOML puts every key below a [[sources]] header into that source, so a setting
+        # appended at the end of the file lands in the last source.
+        below = ("; a key below a [[sources]] header belongs to that source"
+                 if what == "key" else "")
+        return f"a setting of the whole run, so it goes under [settings]{below}"
+    if what != "key" and key in _SOURCE_KEYS:
+        return "a source's key, so it goes in a [[sources]] table"
+    return ""
 
 
 def _typed(value: object, kind: type) -> tuple[Any, str]:
