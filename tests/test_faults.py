@@ -4,12 +4,9 @@ its memory costs one source, and a broken database or config gives one clean lin
 from __future__ import annotations
 
 import os
-import signal
-import socket
 import sqlite3
 import subprocess
 import sys
-import threading
 from collections.abc import Iterable, Iterator
 from contextlib import closing
 from pathlib import Path
@@ -20,7 +17,7 @@ from _hostile import item, rows, rss, write_config
 from click.testing import CliRunner
 from conftest import FIXTURES, Clock, dump, make_config
 from scenario_server import ScenarioServer
-from threaded_socket import serve_connections
+from threaded_socket import interrupt_when_waiting, silent_server
 
 import signal_feeds.run.pipeline
 import signal_feeds.store.sqlite.connection
@@ -445,31 +442,16 @@ def test_ctrl_c_during_a_fetch_ends_the_run_without_a_traceback(
         server: ScenarioServer, tmp_path: Path) -> None:
     # One source answers; the other accepts the connection and never says a word, so
     # the run is surely in the middle of a request when Ctrl-C comes.
-    held: list[socket.socket] = []
-    accepted = threading.Event()
-    silent = serve_connections(held.append, accepted=accepted.set)
     db = tmp_path / "signal.db"
-    port = silent.getsockname()[1]
-    config = write_config(tmp_path / "signal.toml", db, {
-        "demo": server.url("/feeds/demo-rss.xml"),
-        "silent": f"http://127.0.0.1:{port}/feed.xml"})
-    proc = subprocess.Popen([sys.executable, "-m", "signal_feeds", "fetch", "--config",
-                             str(config), "--force"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        assert accepted.wait(60)
-        proc.send_signal(signal.SIGINT)
-        _out, err = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
-        silent.close()
-        for conn in held:
-            conn.close()
+    with silent_server() as (silent, accepted):
+        config = write_config(tmp_path / "signal.toml", db, {
+            "demo": server.url("/feeds/demo-rss.xml"), "silent": f"{silent}/feed.xml"})
+        returncode, _out, err = interrupt_when_waiting(
+            [sys.executable, "-m", "signal_feeds", "fetch", "--config", str(config),
+             "--force"], accepted)
     # 130, as shells report Ctrl-C: not click's "Aborted!" and 1, which for `signal
     # fetch` means that a source failed.
-    assert proc.returncode == 130
+    assert returncode == 130
     assert err == "signal: interrupted\n", err
     assert rows(db, "PRAGMA integrity_check") == [("ok",)]
     # Whole or not at all: the answered source has its fetch row and all its entries,

@@ -26,6 +26,7 @@ from signal_feeds.http.fetch import Resolver
 from signal_feeds.identity.keys import Identified
 from signal_feeds.parse.processes import ParseJob, ParserPool
 from signal_feeds.parse.settings import ParseSettings
+from signal_feeds.run.blocking import run_blocking
 from signal_feeds.run.stages import Progress, Run
 from signal_feeds.store import open_store
 from signal_feeds.timeutil import format_time, utcnow
@@ -145,8 +146,14 @@ def run_fetch(
     ssl_context: ssl.SSLContext | None = None,
     worker: str | None = None,
 ) -> RunReport:
-    """:func:`fetch_sources` in an event loop of its own (for callers without one)."""
-    return asyncio.run(fetch_sources(
+    """:func:`fetch_sources` in an event loop of its own, blocking until it is done.
+
+    For callers that do not ``await``. In a thread that already runs an event loop (a
+    notebook, an async application) the run gets a loop on a helper thread; Ctrl-C
+    still stops it (see :mod:`signal_feeds.run.blocking`). Async code should ``await``
+    :func:`fetch_sources` instead, so that its own loop goes on while feeds download.
+    """
+    return run_blocking(fetch_sources(
         config, database=database, source_ids=source_ids, force=force, refresh=refresh,
         clock=clock,
         resolver=resolver, progress=progress, parser=parser, transport=transport,
@@ -183,7 +190,7 @@ def parse_files(paths: Sequence[Path], *, source_id: str = "local",
                 continue
             job = ParseJob(source_id=source_id, body=body, url=base, content_type="",
                            settings=settings)
-            outcome = asyncio.run(pool.parse(job))
+            outcome = run_blocking(pool.parse(job))
             if outcome.message or not isinstance(outcome.identified, Identified):
                 yield {"file": str(path), "ok": False, "error": outcome.message}
                 continue

@@ -1,0 +1,106 @@
+"""The blocking entry points called where an event loop already runs: a notebook
+(Jupyter runs every cell inside one) or an async application."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import textwrap
+import threading
+import warnings
+from pathlib import Path
+
+import pytest
+from _hostile import rows, write_config
+from conftest import FIXTURES, make_config
+from scenario_server import ScenarioServer
+from threaded_socket import interrupt_when_waiting, silent_server
+
+from signal_feeds import parse_files, run_fetch
+
+
+def test_run_fetch_works_inside_a_running_event_loop(server: ScenarioServer,
+                                                     tmp_path: Path) -> None:
+    config = make_config(tmp_path / "signal.db",
+                         {"demo-rss": server.url("/feeds/demo-rss.xml")})
+
+    async def cell() -> object:
+        # What a notebook cell does: a plain call, with the notebook's loop running.
+        loop_thread = threading.get_ident()
+        report = run_fetch(config, force=True)
+        assert threading.get_ident() == loop_thread
+        return report
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # "coroutine ... was never awaited" included
+        report = asyncio.run(cell())
+    rep = report.get("demo-rss")  # type: ignore[attr-defined]
+    assert (rep.status, rep.created) == ("fetched", 3), rep
+    assert rows(tmp_path / "signal.db",
+                "SELECT count(*) FROM entries WHERE source_id = 'demo-rss'") == [(3,)]
+    assert not [t for t in threading.enumerate() if t.name == "signal-run"]
+
+
+def test_an_error_inside_reaches_the_caller_as_it_is(tmp_path: Path) -> None:
+    missing = tmp_path / "no such folder" / "signal.db"
+    config = make_config(missing, {"a": "https://a.example/feed.xml"})
+
+    async def cell() -> str:
+        try:
+            run_fetch(config)
+        except Exception as exc:  # noqa: BLE001 - the type is what is checked
+            return f"{type(exc).__name__}: {exc}"
+        return "no error"
+
+    outcome = asyncio.run(cell())
+    assert outcome.startswith("StoreError: ") and "no such folder" in outcome, outcome
+
+
+def test_parse_files_works_inside_a_running_event_loop() -> None:
+    path = FIXTURES / "demo-rss.xml"
+
+    async def cell() -> list[dict[str, object]]:
+        return list(parse_files([path], source_id="demo-rss"))
+
+    (result,) = asyncio.run(cell())
+    assert result["ok"] is True, result
+    assert len(result["entries"]) == 3  # type: ignore[arg-type]
+
+
+_INTERRUPTED_CELL = """
+import asyncio, sys, threading
+from signal_feeds import load_config, run_fetch
+
+async def cell():
+    run_fetch(load_config(sys.argv[1]), force=True)
+
+try:
+    if sys.argv[2] == "asyncio.run":
+        # asyncio.run's own Ctrl-C handler cancels the running task instead of raising.
+        asyncio.run(cell())
+    else:
+        # As a notebook kernel runs a cell: Ctrl-C raises KeyboardInterrupt where the
+        # main thread is.
+        asyncio.new_event_loop().run_until_complete(cell())
+except KeyboardInterrupt:
+    print("interrupted")
+# The run was cancelled and waited for, not left going on its helper thread.
+print("left:", sorted(t.name for t in threading.enumerate() if t.name == "signal-run"))
+"""
+
+
+@pytest.mark.parametrize("loop", ["asyncio.run", "run_until_complete"])
+def test_ctrl_c_stops_a_run_started_inside_a_running_event_loop(
+        server: ScenarioServer, tmp_path: Path, loop: str) -> None:
+    db = tmp_path / "signal.db"
+    script = tmp_path / "cell.py"
+    script.write_text(textwrap.dedent(_INTERRUPTED_CELL))
+    with silent_server() as (silent, accepted):
+        config = write_config(tmp_path / "signal.toml", db, {
+            "demo": server.url("/feeds/demo-rss.xml"), "silent": f"{silent}/feed.xml"})
+        returncode, out, err = interrupt_when_waiting(
+            [sys.executable, str(script), str(config), loop], accepted)
+    assert returncode == 0, err
+    assert out == "interrupted\nleft: []\n", (out, err)
+    assert rows(db, "PRAGMA integrity_check") == [("ok",)]
+    assert rows(db, "SELECT count(*) FROM fetches WHERE source_id = 'silent'") == [(0,)]
