@@ -88,13 +88,13 @@ def test_the_text_of_html_is_indexed_not_its_markup() -> None:
             "<strong>hours</strong> &amp; prices</p>")
     assert searchable_text(html) == "Café opening hours & prices"
     assert searchable_text("plain text, no tags") == "plain text, no tags"
-    # What is shown reads as a browser shows it: inline tags separate no words (a
-    # Mastodon hashtag, a drop cap); block tags and line breaks do.
-    from signal_feeds.identity.search_text import readable_text
-
-    assert readable_text('<p>Hi <a href="/tags/rss" class="hashtag">#<span>rss</span>'
-                         "</a></p><p><B>S</B>ignal<br>is<BR/>here &amp; <abbrev>x"
-                         "</abbrev>y</p>") == "Hi #rss Signal is here & x y"
+    # It reads as a browser shows it: inline tags separate no words (a Mastodon
+    # hashtag, a drop cap, a link before a full stop); block tags and line breaks do.
+    assert searchable_text('<p>Hi <a href="/tags/rss" class="hashtag">#<span>rss</span>'
+                           "</a></p><p><B>S</B>ignal<br>is<BR/>here &amp; <abbrev>x"
+                           "</abbrev>y</p>") == "Hi #rss Signal is here & x y"
+    assert searchable_text('<p>Read the <a href="/d">docs</a>, then <em>try</em>.</p>'
+                           ) == "Read the docs, then try."
     assert searchable_text("") == ""
 
 
@@ -164,6 +164,17 @@ def test_an_item_with_only_html_content_is_searched_as_text(
     assert "[harbour]" in hit["snippet"]
     for markup in ("img", "src", "png"):
         assert search_json(database, markup)["hits"] == [], markup
+
+
+def test_a_snippet_reads_as_the_summary_does(fetch: Fetch, database: Path | str) -> None:
+    # Every tag was a space in the index, so a link before a comma or a full stop,
+    # the commonest thing in a blog's summary, left a space in front of it.
+    fetch("docs", rss({"guid": "d", "title": "Notes", "link": "https://d.example/1",
+                       "description": '<p>First release: <a href="https://d.example/docs">'
+                                      "documentation</a>, <b>un</b>usual tests.</p>"}))
+    (hit,) = search_json(database, "documentation")["hits"]
+    assert hit["snippet"] == "First release: [documentation], unusual tests.", hit
+    assert len(search_json(database, "unusual")["hits"]) == 1
 
 
 def test_duplicates_are_collapsed_as_in_signal_entries(fetch: Fetch, database: Path | str) -> None:

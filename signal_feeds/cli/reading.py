@@ -29,7 +29,7 @@ from signal_feeds.cli.common import (
 from signal_feeds.config.source_list import DEFAULT_CONFIG_PATH, Settings
 from signal_feeds.dsn import Database
 from signal_feeds.errors import ConfigError, SignalError
-from signal_feeds.identity.search_text import readable_text
+from signal_feeds.identity.search_text import searchable_text
 
 if TYPE_CHECKING:  # the store (and through it the parser) loads only when a command runs
     from signal_feeds.store import FeedStore
@@ -94,7 +94,7 @@ def entry_name(e: Any) -> str:
     micro-blog note) the start of its text in quotes; else its link or id."""
     if e.title:
         return str(e.title)
-    text = readable_text(e.summary or e.content or "")
+    text = searchable_text(e.summary or e.content or "")
     if text:
         cut = text if len(text) <= EXCERPT_CHARS else text[:EXCERPT_CHARS - 1].rstrip() + "…"
         return f"“{cut}”"

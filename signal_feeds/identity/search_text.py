@@ -1,10 +1,11 @@
 """What full-text search indexes of an entry: the words of its stored HTML.
 
-Summaries and contents are stored as sanitized HTML; an index holds their text: tags
-become spaces, character references are decoded, runs of whitespace become one space
+Summaries and contents are stored as sanitized HTML; an index holds their text as a
+browser shows it: tags that break a line become spaces, inline ones nothing, character
+references are decoded, runs of whitespace become one space
 (so that a snippet is one line in a terminal). Sanitized HTML has no comments, scripts
-or ``>`` inside attribute values that survive as text, so a regular expression over
-tags is exact here and costs a few microseconds per entry.
+or ``>`` inside attribute values that survive as text, so regular expressions over
+tags are exact here and cost a few microseconds per entry.
 
 Pure, so that parser processes compute it next to the parse (as they compute match
 keys) and the store's writer only writes it.
@@ -19,7 +20,7 @@ from typing import NamedTuple
 
 from signal_feeds.identity.keys import EntryRow
 
-__all__ = ["SearchText", "readable_text", "search_texts", "searchable_text"]
+__all__ = ["SearchText", "search_texts", "searchable_text"]
 
 _TAG = re.compile(r"<[^>]*>")
 #: Elements a browser lays out inside a line of text: their tags separate no words.
@@ -29,22 +30,20 @@ _INLINE_TAG = re.compile(r"</?(?:a|abbr|b|bdi|bdo|cite|code|data|del|dfn|em|font
 
 
 def searchable_text(markup: str) -> str:
-    """The words of an HTML fragment as one line of plain text."""
+    """The text of an HTML fragment as a browser shows it, as one line of plain text.
+
+    Inline tags (``<a>``, ``<span>``, ``<b>``, ...) separate no words, so a Mastodon
+    hashtag ``#<span>rss</span>`` reads ``#rss`` and a link before a full stop leaves
+    no space in front of it (a snippet read ``the <a>docs</a> .`` when every tag was a
+    space); every other tag is a space.
+    """
     if not markup:
         return ""
     if "<" in markup:
-        markup = _TAG.sub(" ", markup)
+        markup = _TAG.sub(" ", _INLINE_TAG.sub("", markup))
     if "&" in markup:
         markup = html.unescape(markup)
     return " ".join(markup.split())
-
-
-def readable_text(markup: str) -> str:
-    """The text of an HTML fragment as a browser shows it, as one line: like
-    :func:`searchable_text`, but inline tags (``<a>``, ``<span>``, ``<b>``, ...) separate
-    no words, so a Mastodon hashtag ``#<span>rss</span>`` reads ``#rss``. (For what is
-    shown; the index keeps the cheaper reading, where every tag is a space.)"""
-    return searchable_text(_INLINE_TAG.sub("", markup) if "<" in markup else markup)
 
 
 class SearchText(NamedTuple):
