@@ -288,6 +288,35 @@ def test_a_date_after_first_seen_does_not_hold_the_top_of_the_list(
         assert [e.key for e in store.entries()] == keys
 
 
+def test_entries_of_one_date_are_listed_in_the_feeds_own_order(
+        fetch: Fetch, database: Path | str) -> None:
+    # An undated feed's entries are first seen together, and a feed dated by the day
+    # gives several entries one date: they were listed by key, a random order.
+    undated = [{"guid": f"u-{n}", "title": f"Undated {n}", "link": f"https://u.example/{n}"}
+               for n in range(8, 0, -1)]  # newest first, as feeds list them
+    fetch("undated", rss(*undated))
+    day = "Sun, 01 Nov 2026 00:00:00 GMT"  # before the test clock's first seen
+    by_day = [{"guid": f"r-{v}", "title": f"Release {v}", "link": f"https://r.example/{v}",
+               "date": day} for v in ("2.9", "2.8", "2.7", "2.6", "2.5")]
+    fetch("releases", rss(*by_day))
+    # A later fetch: a new release of the same day comes before those seen earlier, and
+    # a new undated entry before the older undated ones.
+    fetch("releases", rss({**by_day[0], "guid": "r-3.0", "title": "Release 3.0"}, *by_day))
+    fetch("undated", rss({"guid": "u-9", "title": "Undated 9", "link": "https://u.example/9"},
+                         *undated))
+    db = ("--db", str(database))
+    expected_undated = [f"Undated {n}" for n in range(9, 0, -1)]
+    expected_releases = ["Release 3.0"] + [f"Release {v}" for v in
+                                           ("2.9", "2.8", "2.7", "2.6", "2.5")]
+    for source, expected in (("undated", expected_undated), ("releases", expected_releases)):
+        listed = as_json("entries", *db, "--source", source)["entries"]
+        assert [e["title"] for e in listed] == expected, source
+    listed = [e["title"] for e in as_json("entries", *db)["entries"]]
+    assert listed == expected_undated + expected_releases
+    with open_store(database) as store:
+        assert [e.title for e in store.entries()] == listed
+
+
 def test_the_fetch_row_keeps_why_entries_were_skipped(fetch: Fetch, database: Path | str) -> None:
     fetch("blog", rss({"guid": "kept", "title": "Kept", "link": "https://b.example/1"},
                       {"title": "No id, a script link", "link": "javascript:alert(1)"}))

@@ -26,7 +26,7 @@ from signal_feeds.parse.processes import ParserPool
 from signal_feeds.store import open_store
 from signal_feeds.store.fulltext import quote_punctuated_words, searchable_text
 from signal_feeds.store.reading import search_entries
-from signal_feeds.store.sqlite.schema import ENTRY_ORDER_EXPR, SCHEMA_VERSION
+from signal_feeds.store.sqlite.schema import ENTRY_ORDER, ENTRY_ORDER_EXPR, SCHEMA_VERSION
 
 STORY = ("Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor "
          "incididunt ut labore et dolore magna aliqua.")
@@ -296,13 +296,14 @@ def test_a_query_fts5_accepts_is_never_rewritten(query: str) -> None:
     assert quote_punctuated_words(query) == query
 
 
-_ORDER_INDEXES = {"entries_shown_order": "duplicate_of, {} DESC, id",
-                  "entries_source_order": "source_id, {} DESC, id",
-                  "entries_order": "{} DESC, id"}
+_ORDER_INDEXES = {"entries_shown_order": "duplicate_of, {}",
+                  "entries_source_order": "source_id, {}",
+                  "entries_order": "{}"}
 
 
 def build_order_indexes(conn: sqlite3.Connection, order: str) -> None:
-    """The reading order's indexes as an older version built them, on ``order``."""
+    """The reading order's indexes as an older version built them, on ``order`` (the
+    order by clause, ``expression DESC, id``)."""
     for name, columns in _ORDER_INDEXES.items():
         conn.execute(f"DROP INDEX {name}")
         conn.execute(f"CREATE INDEX {name} ON entries ({columns.format(order)})")
@@ -310,7 +311,8 @@ def build_order_indexes(conn: sqlite3.Connection, order: str) -> None:
 
 def assert_order_indexes_are_current(conn: sqlite3.Connection) -> None:
     indexes = dict(conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'index'"))
-    assert all(ENTRY_ORDER_EXPR in indexes[name] for name in _ORDER_INDEXES)
+    assert all(indexes[name].endswith(f"({columns.format(ENTRY_ORDER)})")
+               for name, columns in _ORDER_INDEXES.items())
 
 
 @pytest.mark.parametrize("database", ["sqlite"], indirect=True)  # SQLite's own files
@@ -318,7 +320,7 @@ def test_a_version_5_database_gets_the_index_and_the_new_columns(
         fetch: Fetch, database: Path | str) -> None:
     fetch("blog", rss({"guid": "1", "title": "Museum night", "link": "https://b.example/1",
                        "description": "<p>Doors open at <b>nine</b>.</p>"}))
-    old_order = "COALESCE(NULLIF(published, ''), first_seen_at)"
+    old_order = "COALESCE(NULLIF(published, ''), first_seen_at) DESC, id"
     with closing(sqlite3.connect(database)) as conn, conn:  # turn it back into what version 5 wrote
         conn.execute("DROP TABLE entries_fts")
         conn.execute("DROP TABLE source_order")
@@ -329,13 +331,13 @@ def test_a_version_5_database_gets_the_index_and_the_new_columns(
     with open_store(database) as store:
         assert [h.entry.title for h in store.search("nine")] == ["Museum night"]
     with closing(sqlite3.connect(database)) as conn, conn:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 9
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 10
         assert_order_indexes_are_current(conn)
         assert conn.execute("SELECT skip_reasons FROM fetches").fetchone()[0] == "[]"
         # The reading query walks the rebuilt index instead of sorting.
         plan = " ".join(r[3] for r in conn.execute(
             f"EXPLAIN QUERY PLAN SELECT * FROM entries WHERE duplicate_of = '' "
-            f"ORDER BY {ENTRY_ORDER_EXPR} DESC, id LIMIT 5"))
+            f"ORDER BY {ENTRY_ORDER} LIMIT 5"))
         assert "entries_shown_order" in plan and "TEMP B-TREE" not in plan
     # A later fetch writes to the new columns; opening again changes nothing.
     fetch("blog", rss({"guid": "2", "title": "Museum day", "link": "https://b.example/2"}))
@@ -344,23 +346,25 @@ def test_a_version_5_database_gets_the_index_and_the_new_columns(
 
 
 @pytest.mark.parametrize("database", ["sqlite"], indirect=True)  # SQLite's own files
-def test_a_version_8_database_gets_the_reading_order_of_version_9(
-        fetch: Fetch, database: Path | str) -> None:
+@pytest.mark.parametrize(("version", "order"), [
+    (8, "COALESCE(NULLIF(published, ''), NULLIF(updated, ''), first_seen_at) DESC, id"),
+    (9, f"{ENTRY_ORDER_EXPR} DESC, id")])
+def test_an_older_database_gets_the_reading_order_of_version_10(
+        fetch: Fetch, database: Path | str, version: int, order: str) -> None:
     fetch("blog", rss({"guid": "1", "title": "Museum night", "link": "https://b.example/1"}))
-    v8_order = "COALESCE(NULLIF(published, ''), NULLIF(updated, ''), first_seen_at)"
-    with closing(sqlite3.connect(database)) as conn, conn:  # what version 8 wrote
-        build_order_indexes(conn, v8_order)
-        conn.execute("PRAGMA user_version = 8")
+    with closing(sqlite3.connect(database)) as conn, conn:  # what that version wrote
+        build_order_indexes(conn, order)
+        conn.execute(f"PRAGMA user_version = {version}")
     with open_store(database) as store:
         assert [e.title for e in store.entries()] == ["Museum night"]
     with closing(sqlite3.connect(database)) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 9
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 10
         assert_order_indexes_are_current(conn)
         for where, index in (("duplicate_of = ''", "entries_shown_order"),
                              ("source_id = 'blog'", "entries_source_order")):
             plan = " ".join(r[3] for r in conn.execute(
                 f"EXPLAIN QUERY PLAN SELECT * FROM entries WHERE {where} "
-                f"ORDER BY {ENTRY_ORDER_EXPR} DESC, id LIMIT 5"))
+                f"ORDER BY {ENTRY_ORDER} LIMIT 5"))
             assert index in plan and "TEMP B-TREE" not in plan
 
 

@@ -198,7 +198,8 @@ class FeedStore(Protocol):
     def entries(self, *, source_id: str | None = None, limit: int | None = None,
                 include_duplicates: bool = False) -> list[StoredEntry]:
         """Stored entries, newest first (by :attr:`EntryView.date
-        <signal_feeds.store.views.EntryView.date>`, then key), with the same selection
+        <signal_feeds.store.views.EntryView.date>`; entries of one date in the feed's own
+        order, a later response's first), with the same selection
         as :meth:`entry_views`: without ``include_duplicates`` only canonical rows, as
         ``signal entries`` shows."""
         ...

@@ -80,7 +80,8 @@ def _selection(*, source_id: str | None, since: str | None,
 
 
 # Text compared byte by byte, as SQLite does: the same order whatever the server's locale.
-_ORDER = f"ORDER BY ({ENTRY_ORDER_EXPR}) COLLATE \"C\" DESC, id COLLATE \"C\""
+# Entries of one date in the feed's order (see the schema's version 5).
+_ORDER = f"ORDER BY ({ENTRY_ORDER_EXPR}) COLLATE \"C\" DESC, seq DESC"
 
 
 def _listing(select: str, *, source_id: str | None, since: str | None, limit: int | None,

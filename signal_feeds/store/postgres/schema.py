@@ -113,6 +113,19 @@ _V4 = [
     f"CREATE INDEX entries_order ON entries (({ENTRY_ORDER_EXPR}) DESC, id)",
 ]
 
+# Version 5: entries of one date in the feed's own order, first item first, and a later
+# response's before an earlier one's (the writer hands out ``seq`` so), no longer by key.
+_V5 = [
+    "DROP INDEX entries_shown_order",
+    "DROP INDEX entries_source_order",
+    "DROP INDEX entries_order",
+    f"CREATE INDEX entries_shown_order ON entries "
+    f"(duplicate_of, ({ENTRY_ORDER_EXPR}) DESC, seq DESC)",
+    f"CREATE INDEX entries_source_order ON entries "
+    f"(source_id, ({ENTRY_ORDER_EXPR}) DESC, seq DESC)",
+    f"CREATE INDEX entries_order ON entries (({ENTRY_ORDER_EXPR}) DESC, seq DESC)",
+]
+
 
 def _bytewise(statements: list[str]) -> list[str]:
     """Every TEXT column compared byte by byte (collation "C"), as SQLite compares text:
@@ -124,7 +137,7 @@ def _bytewise(statements: list[str]) -> list[str]:
 
 #: The numbered steps: MIGRATIONS[n - 1] upgrades a version n - 1 database to version n.
 MIGRATIONS: tuple[list[str], ...] = (_bytewise(_V1), _bytewise(_V2), _bytewise(_V3),
-                                      _V4)
+                                      _V4, _V5)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

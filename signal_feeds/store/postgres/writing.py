@@ -147,8 +147,11 @@ def _write_entries(conn: Any, rows: Sequence[EntryRow], stamp: str,
     new = sum(1 for r in rows if r.key not in stored)
     fresh: list[int] = []
     if new:
-        fresh = [int(r[0]) for r in conn.execute(
-            "SELECT nextval('entries_seq') FROM generate_series(1, %s)", (new,))]
+        # Handed out from the highest down: among entries of one date the reading order
+        # (seq DESC) is then the feed's own, first item first (as on SQLite).
+        fresh = sorted((int(r[0]) for r in conn.execute(
+            "SELECT nextval('entries_seq') FROM generate_series(1, %s)", (new,))),
+            reverse=True)
     upserts: list[tuple[Any, ...]] = []
     versions: list[tuple[Any, ...]] = []
     touches: list[str] = []

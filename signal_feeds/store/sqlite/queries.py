@@ -1,7 +1,7 @@
 """The SQLite reads: source states, entries, versions, and the reading commands' queries.
 
-Listings are ordered by :data:`~signal_feeds.store.sqlite.schema.ENTRY_ORDER_EXPR`,
-the expression the reading indexes are built on, so a page is an index walk, never a
+Listings are ordered by :data:`~signal_feeds.store.sqlite.schema.ENTRY_ORDER`,
+the order the reading indexes are built on, so a page is an index walk, never a
 sort.
 """
 
@@ -15,7 +15,7 @@ from typing import Any
 from signal_feeds.records import SourceState, StoredEntry, StoredVersion
 from signal_feeds.store.protocol import TABLES, DuplicateLink, Table
 from signal_feeds.store.sqlite import search as fulltext
-from signal_feeds.store.sqlite.schema import ENTRY_ORDER_EXPR
+from signal_feeds.store.sqlite.schema import ENTRY_ORDER, ENTRY_ORDER_EXPR
 from signal_feeds.store.views import VIEW_FIELDS, EntryView, SearchHit
 from signal_feeds.timeutil import parse_time
 
@@ -151,7 +151,7 @@ def entries_query(*, source_id: str | None, since: str | None, limit: int | None
     sql = "SELECT * FROM entries"
     if where:
         sql += " WHERE " + " AND ".join(where)
-    sql += f" ORDER BY {ENTRY_ORDER_EXPR} DESC, id"
+    sql += f" ORDER BY {ENTRY_ORDER}"
     if limit is not None:
         sql += " LIMIT ?"
         args.append(max(limit, 0))

@@ -14,10 +14,10 @@ from pathlib import Path
 from signal_feeds.store.sqlite.dedupe import refresh_match_keys
 from signal_feeds.store.sqlite.search import create_search_index
 
-__all__ = ["ENTRY_ORDER_EXPR", "SCHEMA_VERSION", "create_schema", "is_signal_database",
-           "schema_version"]
+__all__ = ["ENTRY_ORDER", "ENTRY_ORDER_EXPR", "SCHEMA_VERSION", "create_schema",
+           "is_signal_database", "schema_version"]
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 
 
 def is_signal_database(path: Path) -> bool:
@@ -83,7 +83,7 @@ def create_schema(conn: sqlite3.Connection) -> None:
     _upgrade_to_v6(conn)
     _upgrade_to_v7(conn)
     _upgrade_to_v8(conn)
-    _rebuild_order_indexes(conn)  # version 9
+    _rebuild_order_indexes(conn)  # versions 9 and 10
     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
 
@@ -95,6 +95,10 @@ def create_schema(conn: sqlite3.Connection) -> None:
 #: instead of sorting.
 ENTRY_ORDER_EXPR = ("min(COALESCE(NULLIF(published, ''), NULLIF(updated, ''), first_seen_at), "
                     "first_seen_at)")
+#: The whole reading order: among entries of one date (an undated feed's, first seen
+#: together; a feed dated by the day) the feed's own order, first item first, and a
+#: later response's entries before an earlier one's (the writer numbers ``seq`` so).
+ENTRY_ORDER = f"{ENTRY_ORDER_EXPR} DESC, seq DESC"
 
 # Version 2: cross-source duplicate markers (one per detection channel), the derived
 # duplicate_of, the match keys they are computed from, and the indexes reads rely on.
@@ -103,7 +107,8 @@ _V2_ENTRY_COLUMNS = ("match_url", "norm_title", "dup_link", "dup_title", "dup_te
 _V2_INDEXES = {
     "entries_match_url": "entries (match_url)",
     "entries_norm_title": "entries (norm_title)",
-    # In the reading order itself (newest first, then key), so a page is an index walk.
+    # In the reading order of version 2 (newest first, then key), so that a page was an
+    # index walk; today's order is _ORDER_INDEXES.
     "entries_shown_order": f"entries (duplicate_of, {ENTRY_ORDER_EXPR} DESC, id)",
     "entries_source_order": f"entries (source_id, {ENTRY_ORDER_EXPR} DESC, id)",
     "entries_order": f"entries ({ENTRY_ORDER_EXPR} DESC, id)",
@@ -188,9 +193,6 @@ def _upgrade_to_v5(conn: sqlite3.Connection) -> None:
 # for none); the feed's own title and the config's order of the sources (the tie-break
 # of the canonical copy of a story); the reading order by published, then updated, then
 # first seen (the indexes on the order expression are rebuilt); the full-text index.
-_V6_ORDER_INDEXES = ("entries_shown_order", "entries_source_order", "entries_order")
-
-
 def _upgrade_to_v6(conn: sqlite3.Connection) -> None:
     if "skip_reasons" not in _columns(conn, "fetches"):
         conn.execute("ALTER TABLE fetches ADD COLUMN skip_reasons TEXT NOT NULL DEFAULT '[]'")
@@ -255,12 +257,20 @@ def _upgrade_to_v8(conn: sqlite3.Connection) -> None:
 
 
 # Version 9: a date later than when the entry was first seen no longer sorts as itself
-# (see ENTRY_ORDER_EXPR); versions 2 and 6 had other orders. Indexes already built on
-# today's expression are kept, so the step is cheap to repeat.
+# (see ENTRY_ORDER_EXPR); versions 2 and 6 had other orders. Version 10: entries of one
+# date in the feed's order (see ENTRY_ORDER), no longer by key. Indexes already built
+# on today's order are kept, so the step is cheap to repeat.
+_ORDER_INDEXES = {
+    "entries_shown_order": f"entries (duplicate_of, {ENTRY_ORDER})",
+    "entries_source_order": f"entries (source_id, {ENTRY_ORDER})",
+    "entries_order": f"entries ({ENTRY_ORDER})",
+}
+
+
 def _rebuild_order_indexes(conn: sqlite3.Connection) -> None:
-    for name in _V6_ORDER_INDEXES:
+    for name, target in _ORDER_INDEXES.items():
         sql = conn.execute("SELECT sql FROM sqlite_master WHERE type = 'index' AND name = ?",
                            (name,)).fetchone()
-        if sql is not None and ENTRY_ORDER_EXPR not in sql[0]:
+        if sql is not None and not sql[0].endswith(f"ON {target}"):
             conn.execute(f"DROP INDEX {name}")
-        conn.execute(f"CREATE INDEX IF NOT EXISTS {name} ON {_V2_INDEXES[name]}")
+        conn.execute(f"CREATE INDEX IF NOT EXISTS {name} ON {target}")

@@ -167,7 +167,14 @@ def _write_entries(conn: sqlite3.Connection, rows: Sequence[EntryRow], stamp: st
     pending: list[PendingChange] = []
     old_tokens: list[tuple[int, int]] = []
     new_tokens: list[tuple[int, int]] = []
-    last_seq: int | None = None
+    # New entries are numbered from the end of the document back: among entries of one
+    # date the reading order (seq DESC) is then the feed's own, first item first, and a
+    # later response's new entries come before an earlier one's.
+    unnumbered = sum(1 for r in rows if (s := stored.get(r.key)) is None or s.seq is None)
+    next_seq = 0
+    if unnumbered:
+        next_seq = unnumbered + int(conn.execute(
+            "SELECT coalesce(max(seq), 0) FROM entries").fetchone()[0])
     for row in rows:
         before = stored.get(row.key)
         outcome = classify_change(before.fingerprints if before else None, row)
@@ -180,11 +187,8 @@ def _write_entries(conn: sqlite3.Connection, rows: Sequence[EntryRow], stamp: st
         if before and before.seq is not None:
             seq = before.seq
         else:  # numbered here, so that its tokens can be written with it
-            if last_seq is None:
-                last_seq = int(conn.execute(
-                    "SELECT coalesce(max(seq), 0) FROM entries").fetchone()[0])
-            last_seq += 1
-            seq = last_seq
+            seq = next_seq
+            next_seq -= 1
         upserts.append((row.key, row.source_id, row.remote_id, row.url, row.title,
                         row.published, row.updated, row.author, row.summary, row.content,
                         row.fingerprint, row.content_fingerprint, stamp, stamp,
