@@ -117,7 +117,8 @@ def selection_options(func: Any) -> Any:
                      help="Only this source's entries."),
         click.option("--since", default=None, metavar="DATE",
                      help="Only entries dated (published, else updated, else first "
-                          "seen) on or after DATE."),
+                          "seen) on or after DATE (YYYY-MM-DD, or an ISO 8601 time; "
+                          "UTC unless it names its offset)."),
         click.option("--all", "include_duplicates", is_flag=True,
                      help="Show cross-source duplicates too (collapsed by default)."),
     ]):
@@ -134,7 +135,7 @@ def selection_options(func: Any) -> Any:
 @json_option
 def entries(config_path: str | None, db_path: str | None, source_id: str | None,
             since: str | None, include_duplicates: bool, limit: int, as_json: bool) -> None:
-    """List entries, newest first, one per story unless --all."""
+    """List entries, newest first, one per story unless --all. Times are UTC."""
     from signal_feeds.store.reading import list_entries
 
     when = parse_since(since)
