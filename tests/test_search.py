@@ -98,6 +98,27 @@ def test_the_text_of_html_is_indexed_not_its_markup() -> None:
     assert searchable_text("") == ""
 
 
+def test_index_rows_are_written_in_rowid_order() -> None:
+    # The writer numbers a response's new entries from the end of the document back
+    # (the reading order's tie-break); FTS5 writes a segment out every time a rowid is
+    # not above the last one, which made index writes about five times slower.
+    from signal_feeds.store.sqlite.search import FTS_TABLE, IndexChange, create_search_index
+
+    with closing(sqlite3.connect(":memory:")) as conn:
+        conn.execute("CREATE TABLE entries (id TEXT, seq INTEGER, title TEXT, summary TEXT, "
+                     "content TEXT)")  # what the index is built from
+        create_search_index(conn)
+        statements: list[str] = []
+        conn.set_trace_callback(statements.append)
+        IndexChange((), [(seq, f"t{seq}", "", "") for seq in (5, 4, 3, 2, 1)]).apply(conn)
+        conn.set_trace_callback(None)
+        inserted = [int(s.split("VALUES (", 1)[1].split(",", 1)[0]) for s in statements
+                    if s.startswith(f"INSERT INTO {FTS_TABLE} ")]
+        assert inserted == [1, 2, 3, 4, 5]
+        assert conn.execute(f"SELECT title FROM {FTS_TABLE} WHERE rowid = 4").fetchone() == (
+            "t4",)
+
+
 def test_the_parser_process_strips_the_html_as_the_writer_would() -> None:
     # The index text is computed next to the parse, off the writer's thread; a store
     # given it must index exactly what it would have computed itself.

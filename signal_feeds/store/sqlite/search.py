@@ -118,7 +118,10 @@ class IndexChange:
     def apply(self, conn: sqlite3.Connection) -> None:
         """Make the change (inside the caller's transaction)."""
         unindex_entries(conn, self.removed)
-        _insert(conn, self.added)
+        # In rowid order: FTS5 writes its pending terms out as a new segment whenever
+        # a rowid is not above the last one, and the writer numbers a response's new
+        # entries from the end of the document back (a segment per entry, then merges).
+        _insert(conn, sorted(self.added))
 
 
 def unindex_entries(conn: sqlite3.Connection, seqs: Sequence[int]) -> None:
