@@ -55,8 +55,10 @@ __all__ = ["NORMALIZER_VERSION", "ParsedEntry", "ParsedFeed"]
 #: bare ``&`` and HTML's named references (``&nbsp;``) are read as text before parsing,
 #: so such a document is read strictly (the lenient parser stored ``?p=1&lang=en`` as
 #: ``?p=1\u2329=en``), and C0 control characters, raw or as references, are removed
-#: before parsing.
-NORMALIZER_VERSION = 8
+#: before parsing. 9: an Atom entry without a link element is linked by its out-of-line
+#: content (``<content src="...">``, RFC 4287 4.1.3.2) before its id (it had no link, or
+#: its id as one).
+NORMALIZER_VERSION = 9
 
 
 @dataclass(frozen=True, slots=True)

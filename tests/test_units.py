@@ -931,6 +931,22 @@ def test_an_episode_with_neither_guid_nor_link_is_known_by_its_media_file() -> N
         "no id and no usable link (scheme javascript: is not http or https)",)
 
 
+def test_an_atom_entry_with_out_of_line_content_is_linked_to_it() -> None:
+    # RFC 4287 4.1.3.2: <content src> gives the content's address, and such an entry
+    # need not have an alternate link. It had no link (an id that is no address) or its
+    # id as one; a link element still comes first.
+    body = (b'<feed xmlns="http://www.w3.org/2005/Atom"><title>t</title>'
+            b'<entry><id>urn:x:1</id><content type="text/html" src="/full/1.html"/></entry>'
+            b'<entry><id>https://example.org/id/2</id><content src="https://cdn.example/2"/>'
+            b'</entry><entry><id>urn:x:3</id><link href="https://example.org/3"/>'
+            b'<content src="https://cdn.example/3"/></entry></feed>')
+    feed = parse_feed(body, url="https://example.org/feed")
+    assert [(e.remote_id, e.url) for e in feed.entries] == [
+        ("urn:x:1", "https://example.org/full/1.html"),
+        ("https://example.org/id/2", "https://cdn.example/2"),
+        ("urn:x:3", "https://example.org/3")]
+
+
 def test_an_atom_id_that_is_no_address_makes_no_link() -> None:
     body = (b'<feed xmlns="http://www.w3.org/2005/Atom"><title>t</title>'
             b'<entry><id>1</id><link rel="self" href="https://example.org/e/1.atom"/></entry>'

@@ -217,7 +217,8 @@ def _entry_link(raw: dict[str, Any], lenient: bool) -> str:
     RSS guid (or the Atom id) as the link; a guid such as ``123`` or ``post-abc`` is
     no address, and resolved against the feed's URL it would make up a page
     (``https://example.org/123``): only an absolute URL or path is taken so (read as the
-    id is, see :func:`references_read`). FeedBurner's original link comes first."""
+    id is, see :func:`references_read`), and Atom's out-of-line content (``<content
+    src>``) before it. FeedBurner's original link comes first."""
     original = references_read(text_value(dict.get(raw, "feedburner_origlink")), lenient)
     if original.lower().startswith(("https://", "http://")):
         # FeedBurner's link is its own tracking redirect (feeds.feedburner.com/~r/...,
@@ -225,6 +226,10 @@ def _entry_link(raw: dict[str, Any], lenient: bool) -> str:
         return original
     link = text_value(dict.get(raw, "link"))
     if link and dict.get(raw, "guidislink") and link == text_value(dict.get(raw, "id")):
+        # No link element: feedparser gave the id. Out-of-line content says where the
+        # entry is; an id says so only if it is an address at all.
+        if source := _content_source(raw, lenient):
+            return source
         if not link.startswith("/") and "://" not in link:
             return ""
         return references_read(link, lenient)
@@ -232,7 +237,17 @@ def _entry_link(raw: dict[str, Any], lenient: bool) -> str:
         # A podcast episode with neither guid nor link: its media file is all it links
         # to, and what identifies it (it used to be skipped).
         return _enclosure(raw)
-    return link
+    return link or _content_source(raw, lenient)
+
+
+def _content_source(raw: dict[str, Any], lenient: bool) -> str:
+    # Atom's out-of-line content (<content src="...">, RFC 4287 4.1.3.2): an entry that
+    # has it need not have an alternate link, and the content's address is the page.
+    contents = dict.get(raw, "content")
+    for content in contents if isinstance(contents, list) else ():
+        if isinstance(content, Mapping) and (src := text_value(content.get("src"))):
+            return references_read(src, lenient)
+    return ""
 
 
 def _enclosure(raw: dict[str, Any]) -> str:
