@@ -57,7 +57,8 @@ __all__ = ["NORMALIZER_VERSION", "ParsedEntry", "ParsedFeed"]
 #: ``?p=1\u2329=en``), and C0 control characters, raw or as references, are removed
 #: before parsing. 9: an Atom entry without a link element is linked by its out-of-line
 #: content (``<content src="...">``, RFC 4287 4.1.3.2) before its id (it had no link, or
-#: its id as one).
+#: its id as one); an ISO 8601 date that does not exist (``2026-02-30``, ``2026-13-01``)
+#: is left empty, as an RFC 822 one is (feedparser rolled it over into another date).
 NORMALIZER_VERSION = 9
 
 

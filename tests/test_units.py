@@ -890,6 +890,22 @@ def test_a_date_of_the_first_millennium_is_not_read(date: str) -> None:
                     ).entries[0].published == "1850-06-01T00:00:00Z"
 
 
+@pytest.mark.parametrize("date", ["2026-02-30T10:00:00Z", "2026-13-01T00:00:00Z",
+                                  "2026-04-31", "2026-00-10T10:00:00+01:00"])
+def test_an_iso_date_that_does_not_exist_is_not_read(date: str) -> None:
+    # feedparser rolls it over into another date (2026-02-30 was stored as 2 March, month
+    # 13 as January of the next year), where an RFC 822 one is not read at all.
+    feed = one_item(f"<guid>g</guid><pubDate>{date}</pubDate>")
+    assert feed.entries[0].published == ""
+    assert feed.warnings == (f"date {date!r} not understood; left empty",)
+    # The ends of a day and of a minute are times ISO 8601 writes (24:00, a leap second).
+    for written, stored in (("2026-12-05T24:00:00Z", "2026-12-06T00:00:00Z"),
+                            ("2026-02-28T10:00:00Z", "2026-02-28T10:00:00Z"),
+                            ("2028-02-29", "2028-02-29T00:00:00Z")):
+        assert one_item(f"<guid>g</guid><pubDate>{written}</pubDate>").entries[0].published \
+            == stored, written
+
+
 def test_no_month_name_means_two_months() -> None:
     from signal_feeds.parse.dates import MONTH_NAMES
 

@@ -311,9 +311,28 @@ def entry_date(raw: dict[str, Any], key: str) -> str:
     return plausible(_read(text, dict.get(raw, f"{key}_parsed")))
 
 
+#: The calendar date an ISO 8601 text starts with.
+_ISO_DAY = re.compile(r"^(\d{4})-(\d{2})-(\d{2})(?!\d)")
+
+
+def _no_such_iso_day(text: str) -> bool:
+    """``text`` starts with an ISO 8601 date that does not exist (``2026-02-30``,
+    ``2026-13-01``), which feedparser rolls over into another (2 March, January 2027)."""
+    match = _ISO_DAY.match(text)
+    if match is None:
+        return False
+    try:
+        dt.date(int(match[1]), int(match[2]), int(match[3]))
+    except ValueError:
+        return True
+    return False
+
+
 def _read(text: str, parsed: Any) -> str:
     if (numeric := _numeric_date(text)) is not None:
         return numeric
+    if _no_such_iso_day(text):
+        return ""
     if _unread(parsed):
         return _iso_misread(text, None) or named_month_date(text)
     if misread := _iso_misread(text, parsed):
