@@ -142,12 +142,17 @@ def identify(source_id: str, entries: Iterable[ParsedEntry]) -> Identified:
         elif (seen.fingerprint, seen.content_fingerprint) != (
             row.fingerprint, row.content_fingerprint
         ):
-            ident = entry.remote_id or entry.url
-            raise ContradictionError(
-                f"two different versions of entry {ident!r} (key {key[:16]}…) in one "
-                "response; the response is rejected",
-                source_id=source_id, key=key, remote_id=entry.remote_id,
-            )
+            if entry.remote_id:
+                message = (f"two different versions of entry {entry.remote_id!r} (key "
+                           f"{key[:16]}…) in one response; the response is rejected")
+            else:
+                # A feed without guids whose items all link to one page (a news or
+                # notices page): the operator should know that the feed is at fault.
+                message = (f"two different entries without an id share the link "
+                           f"{entry.url!r} (key {key[:16]}…) in one response, so nothing "
+                           "tells them apart; the response is rejected")
+            raise ContradictionError(message, source_id=source_id, key=key,
+                                     remote_id=entry.remote_id)
     return Identified(rows=tuple(by_key.values()), skipped=skipped,
                       skip_reasons=_reason_list(reasons))
 
