@@ -58,7 +58,9 @@ __all__ = ["NORMALIZER_VERSION", "ParsedEntry", "ParsedFeed"]
 #: before parsing. 9: an Atom entry without a link element is linked by its out-of-line
 #: content (``<content src="...">``, RFC 4287 4.1.3.2) before its id (it had no link, or
 #: its id as one); an ISO 8601 date that does not exist (``2026-02-30``, ``2026-13-01``)
-#: is left empty, as an RFC 822 one is (feedparser rolled it over into another date).
+#: is left empty, as an RFC 822 one is (feedparser rolled it over into another date); a
+#: JSON Feed loses its C0 control characters as an XML one does (only NUL was removed),
+#: and one with a line break or tab written raw inside a string is read (it was refused).
 NORMALIZER_VERSION = 9
 
 

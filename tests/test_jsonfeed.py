@@ -219,7 +219,36 @@ def test_an_escaped_nul_is_removed_as_in_xml() -> None:
     assert (entry.remote_id, entry.title, entry.url, entry.content, entry.author) == (
         "ab", "T", "https://example.org/x", "xy \ufffd", "A")
     assert feed.warnings == ("1 unpaired UTF-16 surrogate(s) replaced with U+FFFD",
-                             "NUL characters removed")
+                             "5 control character(s) removed (as from an XML feed)")
+
+
+def test_control_characters_are_removed_as_from_xml() -> None:
+    # An XML feed loses its C0 controls before parsing (a form feed, a terminal's ESC);
+    # a JSON Feed kept every one but NUL, in its summaries and content.
+    body = (b'{"version": "https://jsonfeed.org/version/1.1", "title": "J", "items": [{'
+            b'"id": "1", "url": "https://example.org/1", "title": "T",'
+            b' "content_text": "red \\u001b[31m\\fpage\\u0007 tab\\tline\\nend",'
+            b' "summary": "C:\\\\boot"}]}')
+    feed = parse_feed(body)
+    entry = feed.entries[0]
+    assert entry.content == "red [31mpage tab\tline\nend"
+    assert entry.summary == "C:\\boot"  # an escaped backslash is no control
+    assert feed.warnings == ("3 control character(s) removed (as from an XML feed)",)
+
+
+def test_a_line_break_written_raw_inside_a_string_is_read_with_a_warning() -> None:
+    # Not JSON (a string may not hold a raw control character), but what a template that
+    # pastes the post's HTML in writes; it was refused whole as "invalid JSON".
+    body = (b'{"version": "https://jsonfeed.org/version/1.1", "title": "J", "items": [{'
+            b'"id": "1", "url": "https://example.org/1", "title": "T",'
+            b' "content_html": "<p>one\n\ttwo</p>\x07"}]}')
+    feed = parse_feed(body)
+    assert feed.entries[0].content == "<p>one\n\ttwo</p>"
+    assert feed.warnings == (
+        "control characters written raw inside JSON strings (not valid JSON); read leniently",
+        "1 control character(s) removed (as from an XML feed)")
+    with pytest.raises(ParseError, match="invalid JSON"):  # other faults are still refused
+        parse_feed(b'{"version": "https://jsonfeed.org/version/1.1", "items": [1,]}')
 
 
 def test_a_content_only_item_has_the_same_summary_as_in_rss_and_atom() -> None:

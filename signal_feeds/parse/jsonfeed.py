@@ -43,17 +43,20 @@ _TEXT = {"type": "text/plain"}
 
 # JSON may escape a surrogate alone ("\\ud83d" of an emoji cut in half): json.loads keeps
 # it, and no UTF-8 text (a digest, the database) can hold it. It may escape NUL too
-# ("\\u0000"), which PostgreSQL's text cannot hold, and XML cannot even write.
-_UNSTORABLE_ESCAPE = re.compile(rb"\\u(?:[dD][89a-fA-F]|0000)")
-_UNSTORABLE = re.compile("[\ud800-\udfff\x00]")
+# ("\\u0000"), which PostgreSQL's text cannot hold, and XML cannot even write, and the
+# other C0 controls ("\\u001b", a terminal's ESC; "\\f"), which an XML feed cannot hold
+# either and loses before parsing (see ``parse.repairs``). Tab and line breaks stay.
+_UNSTORABLE_ESCAPE = re.compile(rb"\\u(?:[dD][89a-fA-F]|00[01][0-9a-fA-F])|\\[bf]")
+_UNSTORABLE = re.compile("[\ud800-\udfff\x00-\x08\x0b\x0c\x0e-\x1f]")
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+_CONTROLS = dict.fromkeys([*range(0x00, 0x09), 0x0B, 0x0C, *range(0x0E, 0x20)])
 
 
 def _repair_strings(data: Any) -> tuple[int, int]:
     """Replace, in place, every lone surrogate in the strings of a decoded JSON document
-    with U+FFFD (json.loads has already joined the valid pairs) and remove every NUL;
-    return how many of each."""
-    surrogates = nuls = 0
+    with U+FFFD (json.loads has already joined the valid pairs) and remove every C0
+    control but tab and line breaks, NUL included; return how many of each."""
+    surrogates = controls = 0
     stack = [data]
     while stack:  # not recursive: a document may nest as deep as json.loads allows
         node = stack.pop()
@@ -61,14 +64,14 @@ def _repair_strings(data: Any) -> tuple[int, int]:
         for key, value in list(slots):
             if isinstance(value, str):
                 if _UNSTORABLE.search(value):
-                    without = value.replace("\x00", "")
-                    nuls += len(value) - len(without)
+                    without = value.translate(_CONTROLS)
+                    controls += len(value) - len(without)
                     fixed, found = _LONE_SURROGATE.subn("\ufffd", without)
                     surrogates += found
                     node[key] = fixed
             elif isinstance(value, dict | list):
                 stack.append(value)
-    return surrogates, nuls
+    return surrogates, controls
 
 
 def _date(value: Any, unread: list[str], unknown: list[str]) -> str:
@@ -158,8 +161,19 @@ def parse_jsonfeed(
 
     Only the first ``max_entries`` items are read (with a warning), as for RSS and Atom.
     """
+    raw_controls = False
     try:
-        data = json.loads(body.decode("utf-8-sig"))
+        text = body.decode("utf-8-sig")
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            if not exc.msg.startswith("Invalid control character"):
+                raise
+            # A line break or a tab written raw inside a string (a template that pastes
+            # the post's HTML in) is not JSON, but says what it means: read it so, as an
+            # XML feed that is not well-formed is read leniently.
+            data = json.loads(text, strict=False)
+            raw_controls = True
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise ParseError(f"not a JSON Feed: invalid JSON ({exc})"[:300],
                          source_id=source_id) from exc
@@ -172,12 +186,15 @@ def parse_jsonfeed(
         raise ParseError("not a JSON Feed: no jsonfeed.org version or no items list",
                          source_id=source_id)
     warnings: list[str] = []
-    if _UNSTORABLE_ESCAPE.search(body):
-        surrogates, nuls = _repair_strings(data)
+    if raw_controls:
+        warnings.append("control characters written raw inside JSON strings (not valid "
+                        "JSON); read leniently")
+    if raw_controls or _UNSTORABLE_ESCAPE.search(body):
+        surrogates, controls = _repair_strings(data)
         if surrogates:
             warnings.append(f"{surrogates} unpaired UTF-16 surrogate(s) replaced with U+FFFD")
-        if nuls:
-            warnings.append("NUL characters removed")
+        if controls:
+            warnings.append(f"{controls} control character(s) removed (as from an XML feed)")
     version = JSON_FEED_VERSIONS.get(version_url.rstrip("/"), "json")
     if version == "json":
         warnings.append(f"unknown JSON Feed version {version_url[:80]!r}; read as 1.1")
