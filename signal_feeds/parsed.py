@@ -60,7 +60,9 @@ __all__ = ["NORMALIZER_VERSION", "ParsedEntry", "ParsedFeed"]
 #: its id as one); an ISO 8601 date that does not exist (``2026-02-30``, ``2026-13-01``)
 #: is left empty, as an RFC 822 one is (feedparser rolled it over into another date); a
 #: JSON Feed loses its C0 control characters as an XML one does (only NUL was removed),
-#: and one with a line break or tab written raw inside a string is read (it was refused).
+#: and one with a line break or tab written raw inside a string is read (it was refused);
+#: an Atom entry's several authors are all stored when they give their addresses (the
+#: last one was).
 NORMALIZER_VERSION = 9
 
 

@@ -726,6 +726,11 @@ _PERSON_ATOM = ('<feed xmlns="http://www.w3.org/2005/Atom"><title>t</title><entr
                         "<dc:creator>Ana</dc:creator>"), "Ana, Rui"),
     (_PERSON_ATOM.format("<author><name>Ana</name></author><author><name>Rui</name>"
                          "</author>"), "Ana, Rui"),
+    # Atom's authors with their addresses: only the last was stored (the list was used
+    # only without addresses, for RSS text feedparser splits wrongly).
+    (_PERSON_ATOM.format("<author><name>Ana</name><email>ana@x.example</email></author>"
+                         "<author><name>Rui</name><email>rui@x.example</email></author>"),
+     "Ana, Rui"),
     # An address alone, or text that is not a name and an address, stays as written.
     (_PERSON_RSS.format("<author>jane@example.com</author>"), "jane@example.com"),
     (_PERSON_RSS.format("<author>Jane (@jane@mastodon.social)</author>"),

@@ -264,8 +264,8 @@ def _inherited_author(raw: dict[str, Any], feed_author: str | None, lenient: boo
     if feed_author is None:
         return ""
     source = dict.get(raw, "source")
-    return ((entry_author(source, lenient=lenient) if isinstance(source, dict) else "")
-            or feed_author)
+    return ((entry_author(source, lenient=lenient, structured=True)
+             if isinstance(source, dict) else "") or feed_author)
 
 
 def _entry(raw: dict[str, Any], base: str | None, require_https: bool,
@@ -302,7 +302,8 @@ def _entry(raw: dict[str, Any], base: str | None, require_https: bool,
         title=limit("title", plain_text(title)),
         published=entry_date(raw, "published"),
         updated=entry_date(raw, "updated"),
-        author=limit("author", entry_author(raw, lenient=lenient)
+        author=limit("author", entry_author(raw, lenient=lenient,
+                                            structured=feed_author is not None)
                      or _inherited_author(raw, feed_author, lenient)),
         summary=limit("summary", as_html(summary, summary_detail, summary_base)),
         content=limit("content", as_html(content, content_detail, content_base)),
@@ -421,7 +422,8 @@ def parse_feed(
     feed: dict[str, Any] = result.get("feed") or {}
     base = url or None
     lenient = bozo is not None  # the strict parser failed: feedparser's lenient one read it
-    feed_author = entry_author(feed, lenient=lenient) if version.startswith("atom") else None
+    feed_author = (entry_author(feed, lenient=lenient, structured=True)
+                   if version.startswith("atom") else None)
     entries = tuple(_entry(raw, base, require_https_links, limit, feed_author, lenient)
                     for raw in raw_entries)
     for field, count in sorted(limit.cut.items()):

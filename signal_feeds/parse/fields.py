@@ -150,12 +150,14 @@ _ADDRESS_THEN_NAME = re.compile(rf"^({_ADDRESS})\s*\((.+)\)$")
 _NAME_THEN_ADDRESS = re.compile(rf"^(.+?)\s*(?:<{_ADDRESS}>|\({_ADDRESS}\))$")
 
 
-def entry_author(raw: dict[str, Any], *, lenient: bool = False) -> str:
+def entry_author(raw: dict[str, Any], *, lenient: bool = False,
+                 structured: bool = False) -> str:
     """A feedparser entry's (or feed's) authors as stored: by name, as JSON Feed's are (``Jane Doe,
     John Roe``), as text, without control characters. ``lenient``: the document was read
     by feedparser's lenient parser, which leaves character references in names (see
-    :func:`references_read`)."""
-    return plain_text(_plain_author(_names(raw, lenient)))
+    :func:`references_read`). ``structured``: an Atom document, whose authors are
+    elements with a name apart from the address."""
+    return plain_text(_plain_author(_names(raw, lenient, structured)))
 
 
 # A character reference as XML writes one: with its semicolon. (html.unescape alone
@@ -176,7 +178,7 @@ def references_read(value: str, lenient: bool) -> str:
     return _REFERENCE.sub(_reference, value) if lenient and "&" in value else value
 
 
-def _names(raw: dict[str, Any], lenient: bool = False) -> str:
+def _names(raw: dict[str, Any], lenient: bool = False, structured: bool = False) -> str:
     """The authors by name.
 
     feedparser's ``author`` keeps only the last of several (``<dc:creator>`` twice) and
@@ -184,9 +186,16 @@ def _names(raw: dict[str, Any], lenient: bool = False) -> str:
     has them apart, but splits text by an address pattern that ends the domain after four
     letters (``jane@blog.example (Jane)`` becomes ``jane@blog.exam`` and ``ple (Jane``):
     the list is used only when no one in it has an address, and the name is otherwise
-    read from the text here. An author given as an address alone stays one."""
+    read from the text here. An author given as an address alone stays one. Atom's
+    authors (``structured``) are elements with the name apart, so their list is used
+    whether they give an address or not."""
     people = dict.get(raw, "authors")
     if isinstance(people, list) and len(people) > 1:
+        if structured:
+            names = [references_read(text_value(p.get("name")) or text_value(p.get("email")),
+                                     lenient) for p in people if isinstance(p, Mapping)]
+            if any(names):
+                return ", ".join(dict.fromkeys(name for name in names if name))
         names = [references_read(text_value(p.get("name")), lenient) for p in people
                  if isinstance(p, Mapping) and not p.get("email")]
         if len(names) == len(people) and all(names):
