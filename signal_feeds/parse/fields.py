@@ -16,6 +16,8 @@ from urllib.parse import urljoin, urlsplit
 
 import nh3
 
+from signal_feeds.parse.repairs import WITHOUT_C0
+
 __all__ = [
     "DEFAULT_FIELD_LIMITS",
     "FieldLimiter",
@@ -43,9 +45,6 @@ def text_value(value: Any) -> str:
     return value.strip() if isinstance(value, str) else ""
 
 
-# C0 controls but tab and line breaks: XML 1.0 forbids them, yet a leniently read feed
-# (&#27; in a title) brings them in, and ESC in a title is a terminal escape sequence.
-_CONTROLS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f]")
 
 
 # White space a title or a name is written over several lines with (pretty-printed XML's
@@ -57,7 +56,9 @@ _SPACE_RUN = re.compile("[ \t\n\r\f\v\x85\u2028\u2029]{2,}|[\t\n\r\f\v\x85\u2028
 def plain_text(value: str) -> str:
     """A title or author as stored: on one line (each run of white space one space,
     none at either end), without control characters."""
-    return _CONTROLS.sub("", _SPACE_RUN.sub(" ", value)).strip()
+    # (ESC in a title is a terminal escape sequence; a JSON Feed or a leniently read
+    # document can still bring one in.)
+    return _SPACE_RUN.sub(" ", value).translate(WITHOUT_C0).strip()
 
 
 def _is_html(detail: Any) -> bool:
@@ -192,10 +193,10 @@ def _names(raw: dict[str, Any], lenient: bool = False, structured: bool = False)
     people = dict.get(raw, "authors")
     if isinstance(people, list) and len(people) > 1:
         if structured:
-            names = [references_read(text_value(p.get("name")) or text_value(p.get("email")),
-                                     lenient) for p in people if isinstance(p, Mapping)]
-            if any(names):
-                return ", ".join(dict.fromkeys(name for name in names if name))
+            given = [name for p in people if isinstance(p, Mapping)
+                     if (name := text_value(p.get("name")) or text_value(p.get("email")))]
+            if given:
+                return ", ".join(dict.fromkeys(references_read(n, lenient) for n in given))
         names = [references_read(text_value(p.get("name")), lenient) for p in people
                  if isinstance(p, Mapping) and not p.get("email")]
         if len(names) == len(people) and all(names):

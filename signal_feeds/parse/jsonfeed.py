@@ -25,6 +25,7 @@ from signal_feeds.parse.fields import (
     plain_text,
     text_value,
 )
+from signal_feeds.parse.repairs import WITHOUT_C0
 from signal_feeds.parse.settings import DEFAULT_MAX_ENTRIES, entries_cut
 from signal_feeds.parsed import ParsedEntry, ParsedFeed
 from signal_feeds.urls import check_link, normalize_link
@@ -47,9 +48,7 @@ _TEXT = {"type": "text/plain"}
 # other C0 controls ("\\u001b", a terminal's ESC; "\\f"), which an XML feed cannot hold
 # either and loses before parsing (see ``parse.repairs``). Tab and line breaks stay.
 _UNSTORABLE_ESCAPE = re.compile(rb"\\u(?:[dD][89a-fA-F]|00[01][0-9a-fA-F])|\\[bf]")
-_UNSTORABLE = re.compile("[\ud800-\udfff\x00-\x08\x0b\x0c\x0e-\x1f]")
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
-_CONTROLS = dict.fromkeys([*range(0x00, 0x09), 0x0B, 0x0C, *range(0x0E, 0x20)])
 
 
 def _repair_strings(data: Any) -> tuple[int, int]:
@@ -62,12 +61,12 @@ def _repair_strings(data: Any) -> tuple[int, int]:
         node = stack.pop()
         slots = node.items() if isinstance(node, dict) else enumerate(node)
         for key, value in list(slots):
-            if isinstance(value, str):
-                if _UNSTORABLE.search(value):
-                    without = value.translate(_CONTROLS)
-                    controls += len(value) - len(without)
-                    fixed, found = _LONE_SURROGATE.subn("\ufffd", without)
-                    surrogates += found
+            if isinstance(value, str):  # (only a document that may need it is walked)
+                without = value.translate(WITHOUT_C0)
+                controls += len(value) - len(without)
+                fixed, found = _LONE_SURROGATE.subn("\ufffd", without)
+                surrogates += found
+                if fixed != value:
                     node[key] = fixed
             elif isinstance(value, dict | list):
                 stack.append(value)

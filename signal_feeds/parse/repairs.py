@@ -10,13 +10,20 @@ from __future__ import annotations
 import re
 from html.entities import html5
 
-__all__ = ["ampersands", "from_declaration", "valid_char_refs", "without_controls"]
+__all__ = ["C0_CONTROLS", "WITHOUT_C0", "ampersands", "from_declaration", "valid_char_refs",
+           "without_controls"]
 
 
-# The C0 controls but tab and line breaks (a form feed or a vertical tab pasted from a
-# word processor, a terminal's ESC), and a reference to one (&#27;, &#x1b;, &#0;): XML
-# allows them nowhere, and one made expat give up on the whole document.
-_CONTROL_BYTES = bytes([*range(0x01, 0x09), 0x0B, 0x0C, *range(0x0E, 0x20)])
+#: The C0 controls but tab and line breaks, NUL included (a form feed or a vertical tab
+#: pasted from a word processor, a terminal's ESC): XML allows them nowhere, and one made
+#: expat give up on the whole document. Removed from XML before parsing, from JSON Feed
+#: strings, and from titles and names.
+C0_CONTROLS = (*range(0x00, 0x09), 0x0B, 0x0C, *range(0x0E, 0x20))
+#: ``str.translate`` table that removes :data:`C0_CONTROLS`.
+WITHOUT_C0 = dict.fromkeys(C0_CONTROLS)
+# As bytes, and a reference to one (&#27;, &#x1b;, &#0;). NULs are removed before, with
+# a warning of their own.
+_CONTROL_BYTES = bytes(code for code in C0_CONTROLS if code)
 _CONTROL_REF = re.compile(
     rb"&#(?:0*(?:[0-8]|1[124-9]|2[0-9]|3[01])|[xX]0*(?:[0-8bBcCeEfF]|1[0-9a-fA-F]));")
 

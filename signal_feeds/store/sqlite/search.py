@@ -100,8 +100,12 @@ def index_entries(conn: sqlite3.Connection,
 
 
 def _insert(conn: sqlite3.Connection, rows: Sequence[tuple[int, str, str, str]]) -> None:
+    # In rowid order: FTS5 writes its pending terms out as a new segment whenever a rowid
+    # is not above the last one, and the writer numbers a response's new entries from the
+    # end of the document back (a segment per entry, then merges).
     conn.executemany(
-        f"INSERT INTO {FTS_TABLE} (rowid, title, summary, content) VALUES (?, ?, ?, ?)", rows)
+        f"INSERT INTO {FTS_TABLE} (rowid, title, summary, content) VALUES (?, ?, ?, ?)",
+        sorted(rows))
 
 
 @dataclass(frozen=True)
@@ -118,10 +122,7 @@ class IndexChange:
     def apply(self, conn: sqlite3.Connection) -> None:
         """Make the change (inside the caller's transaction)."""
         unindex_entries(conn, self.removed)
-        # In rowid order: FTS5 writes its pending terms out as a new segment whenever
-        # a rowid is not above the last one, and the writer numbers a response's new
-        # entries from the end of the document back (a segment per entry, then merges).
-        _insert(conn, sorted(self.added))
+        _insert(conn, self.added)
 
 
 def unindex_entries(conn: sqlite3.Connection, seqs: Sequence[int]) -> None:
