@@ -62,8 +62,11 @@ __all__ = ["NORMALIZER_VERSION", "ParsedEntry", "ParsedFeed"]
 #: JSON Feed loses its C0 control characters as an XML one does (only NUL was removed),
 #: and one with a line break or tab written raw inside a string is read (it was refused);
 #: an Atom entry's several authors are all stored when they give their addresses (the
-#: last one was).
-NORMALIZER_VERSION = 9
+#: last one was). 10: the content of ``<noscript>``, ``<noembed>``, ``<noframes>`` and
+#: ``<iframe>`` is kept as HTML (a lazy-loading plugin's fallback image was stored as its
+#: markup, escaped, and an ``<iframe ... />`` written as XML turned the rest of the
+#: article into such text).
+NORMALIZER_VERSION = 10
 
 
 @dataclass(frozen=True, slots=True)

@@ -45,6 +45,18 @@ def text_value(value: Any) -> str:
     return value.strip() if isinstance(value, str) else ""
 
 
+# The sanitizer parses HTML as a browser with scripting on does: the content of these
+# elements is text to it, so their markup was stored as visible, escaped text
+# (``&lt;img src="..."&gt;``, WordPress's lazy-loading fallback). Signal's HTML never runs
+# a script and keeps no embed or frame, so their content is what a reader of it should
+# see: the tags are taken out and the content read as HTML. (An ``<iframe ... />``
+# written as XML would otherwise turn the rest of an article into text, or into nothing.)
+# The sanitizer still sees all of it.
+_FALLBACK_TAG = re.compile(r"</?(?:noscript|noembed|noframes|iframe)\b[^>]*>", re.IGNORECASE)
+
+
+def _clean(value: str, **options: Any) -> str:
+    return nh3.clean(_FALLBACK_TAG.sub("", value), **options)
 
 
 # White space a title or a name is written over several lines with (pretty-printed XML's
@@ -78,10 +90,10 @@ def as_html(value: str, detail: Any, base: str | None = None) -> str:
         return html.escape(value, quote=False)
     if base:
         try:
-            return nh3.clean(value, url_relative=("rewrite_with_base", base)).strip()
+            return _clean(value, url_relative=("rewrite_with_base", base)).strip()
         except ValueError:  # a base the sanitizer cannot parse: leave them relative
             pass
-    return nh3.clean(value).strip()
+    return _clean(value).strip()
 
 
 def html_base(element_base: Any, document: str | None, link: str | None) -> str | None:
@@ -138,8 +150,8 @@ def _no_attribute(element: str, attribute: str, value: str) -> None:
 
 
 def _text_of_html(value: str) -> str:
-    kept = nh3.clean(value, tags=set(_BREAKING_TAGS), attribute_filter=_no_attribute,
-                     link_rel=None)
+    kept = _clean(value, tags=set(_BREAKING_TAGS), attribute_filter=_no_attribute,
+                  link_rel=None)
     return html.unescape(_BREAKING_TAG.sub(" ", kept)).strip()
 
 

@@ -1,0 +1,63 @@
+"""Summaries and content as stored: sanitized HTML that shows what the publisher wrote."""
+
+from __future__ import annotations
+
+import pytest
+
+from signal_feeds import parse_feed
+
+
+def _summary(html: str) -> str:
+    body = ('<?xml version="1.0"?><rss version="2.0"><channel><title>t</title>'
+            '<link>https://blog.example/</link><item><guid>g</guid>'
+            '<link>https://blog.example/post</link>'
+            f"<description><![CDATA[{html}]]></description></item></channel></rss>")
+    feed = parse_feed(body.encode())
+    assert feed.warnings == ()
+    return feed.entries[0].summary
+
+
+@pytest.mark.parametrize(("html", "stored"), [
+    # WordPress's lazy-loading: a placeholder image, then the real one for readers that
+    # run no script. The sanitizer read the fallback as text, so readers saw its markup.
+    ('<p>Hi <img src="data:image/gif;base64,R0lGOD==" data-src="/cat.jpg" alt="cat">'
+     '<noscript><img src="/cat.jpg" alt="cat"></noscript></p>',
+     '<p>Hi <img alt="cat"><img src="https://blog.example/cat.jpg" alt="cat"></p>'),
+    # Any case, with attributes.
+    ('<NoScript class="fallback"><b>bold</b></NOSCRIPT> text',
+     "<b>bold</b> text"),
+    # An embed's or a frame's fallback (the embed and the frame themselves are removed).
+    ("<iframe src=\"https://video.example/1\"><p>No frames: <a href=\"/v\">watch</a></p>"
+     "</iframe>", '<p>No frames: <a href="https://blog.example/v" rel="noopener noreferrer">'
+     "watch</a></p>"),
+    ("<noembed><i>a clip</i></noembed>", "<i>a clip</i>"),
+    # An iframe written as XML: HTML has no empty iframe, so the rest of the article was
+    # its content, stored as escaped text.
+    ('<p>Watch:</p><iframe src="https://video.example/1" /><p>After <b>it</b></p>',
+     "<p>Watch:</p><p>After <b>it</b></p>"),
+    # Scripts and styles still go, with what they hold.
+    ("<noscript><script>alert(1)</script>ok</noscript><style>p{}</style>", "ok"),
+    # A textarea shows its markup as text in a browser too: kept as it was.
+    ("<textarea><b>t</b></textarea>", "&lt;b&gt;t&lt;/b&gt;"),
+])
+def test_a_fallback_for_readers_without_scripts_is_stored_as_html(html: str,
+                                                                  stored: str) -> None:
+    assert _summary(html) == stored
+
+
+def test_a_fallback_cannot_smuggle_markup_past_the_sanitizer() -> None:
+    # Taking the fallback's tags out can join what was apart; the sanitizer reads the
+    # joined text and still removes what it must.
+    stored = _summary('<scr<noscript>ipt>alert(1)</scr</noscript>ipt>'
+                      '<img src=x on<noscript>error="alert(2)">')
+    assert stored == '<img src="https://blog.example/x">'
+    # A fallback tag inside an attribute's value changes only that value.
+    assert (_summary('<noscript><p title="</noscript><img src=x onerror=alert(1)>"></p>')
+            == '<p title="&lt;img src=x onerror=alert(1)&gt;"></p>')
+
+
+def test_a_title_given_as_html_keeps_its_fallback_text() -> None:
+    body = ('<feed xmlns="http://www.w3.org/2005/Atom"><title>t</title><entry><id>g</id>'
+            '<title type="html">Hello &lt;noscript&gt;&lt;b&gt;world&lt;/b&gt;'
+            "&lt;/noscript&gt;</title></entry></feed>")
+    assert parse_feed(body.encode()).entries[0].title == "Hello world"
