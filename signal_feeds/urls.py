@@ -13,7 +13,7 @@ import re
 from urllib.parse import quote, urljoin, urlsplit, urlunsplit
 
 __all__ = ["MAX_URL_BYTES", "UrlRejected", "canonical_source_url", "check_link",
-           "normalize_link"]
+           "normalize_link", "without_credentials"]
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 #: The longest URL kept, in UTF-8 bytes (the sitemap protocol's limit, in characters):
@@ -31,6 +31,22 @@ _SPACE = re.compile("[ \xa0\u1680\u2000-\u200a\u202f\u205f\u3000]")
 
 def _percent_encoded(match: re.Match[str]) -> str:
     return quote(match.group())
+
+
+def without_credentials(url: str) -> str:
+    """``url`` as a message may show it: a user name and password in it (a token, often)
+    are replaced by ``***``, so a refused source URL does not put them in a cron mail."""
+    text = url.strip()
+    # The authority: after the first "//" (or from the start, for an address written
+    # without its scheme) to the path, query or fragment; credentials end at its last "@".
+    start = text.find("//")
+    start = 0 if start < 0 else start + 2
+    end = min((i for i in (text.find(c, start) for c in "/?#") if i >= 0), default=len(text))
+    at = text.rfind("@", start, end)
+    return text if at < 0 else f"{text[:start]}***{text[at:]}"
+
+
+_CREDENTIALS = "credentials in the URL"
 
 
 class UrlRejected(ValueError):
@@ -53,7 +69,7 @@ def _canonical(url: str, *, allowed_schemes: frozenset[str]) -> str:
         allowed = " or ".join(sorted(allowed_schemes))
         raise UrlRejected(f"scheme {scheme + ':' if scheme else '(none)'} is not {allowed}")
     if parts.username is not None or parts.password is not None or "@" in parts.netloc:
-        raise UrlRejected("credentials in the URL")
+        raise UrlRejected(_CREDENTIALS)
     host = (parts.hostname or "").lower()
     if not host:
         raise UrlRejected("no host")
@@ -118,4 +134,10 @@ def canonical_source_url(url: str) -> str:
     Used to validate the source list and to find two entries that name the same feed in
     different spellings. Both http and https are accepted for sources.
     """
-    return _canonical(url, allowed_schemes=_WEB_SCHEMES)
+    try:
+        return _canonical(url, allowed_schemes=_WEB_SCHEMES)
+    except UrlRejected as exc:
+        if str(exc) == _CREDENTIALS:
+            raise UrlRejected(f"{_CREDENTIALS} (Signal sends no user name or password; a "
+                              "feed that needs them cannot be a source)") from None
+        raise

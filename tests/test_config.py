@@ -66,6 +66,20 @@ def test_bad_entries_are_named(tmp_path: Path, entry: str, message: str) -> None
     assert str(path) in text and message in text
 
 
+@pytest.mark.parametrize("url", ["https://ana:s3cret@a.example/feed",
+                                 "https://s3cret@a.example/feed",
+                                 "feed:https://ana:s3cret@a.example/feed"])
+def test_a_refused_url_is_shown_without_its_credentials(url: str) -> None:
+    # The message goes to a terminal, a log or a cron mail: the password stays out of it.
+    with pytest.raises(ConfigError) as info:
+        parse_config(f'[[sources]]\nid = "private"\nurl = "{url}"\n', path="x.toml")
+    text = str(info.value)
+    assert "s3cret" not in text
+    assert "***@a.example/feed" in text
+    if url.startswith("https:"):
+        assert "sends no user name or password" in text
+
+
 def test_duplicate_ids_and_canonical_urls(tmp_path: Path) -> None:
     dup_id = ('[[sources]]\nid = "a"\nurl = "https://a.example/1"\n'
               '[[sources]]\nid = "a"\nurl = "https://a.example/2"\n')

@@ -71,6 +71,7 @@ def test_fifty_feeds_with_three_duplicates_and_two_bad_urls_add_45(tmp_path: Pat
     assert skipped["Blog number 3 (copy)"] == "duplicate url: already source 'blog-number-3'"
     assert skipped["Gopher hole"].startswith("bad url:") and "gopher" in skipped["Gopher hole"]
     assert "credentials" in skipped["Private"]
+    assert "secret" not in result.output
 
     loaded = load_config(config)  # the file as written validates, settings intact
     assert len(loaded.sources) == 46 and loaded.settings.min_interval == 900

@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 
 from signal_feeds.config.source_list import Config, parse_config, url_hint
 from signal_feeds.errors import ConfigError
-from signal_feeds.urls import UrlRejected, canonical_source_url
+from signal_feeds.urls import UrlRejected, canonical_source_url, without_credentials
 
 __all__ = [
     "DEFAULT_MAX_OPML_BYTES",
@@ -208,7 +208,7 @@ def import_opml(
         try:
             canonical = canonical_source_url(feed.url)
         except UrlRejected as exc:
-            skipped.append(SkippedFeed(feed.title, feed.url,
+            skipped.append(SkippedFeed(feed.title, without_credentials(feed.url),
                                        f"bad url: {exc}{url_hint(feed.url)}"))
             continue
         if canonical in known:

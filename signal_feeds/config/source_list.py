@@ -32,7 +32,7 @@ from typing import Any
 from signal_feeds import __version__
 from signal_feeds.dsn import Database, is_postgres_url
 from signal_feeds.errors import ConfigError
-from signal_feeds.urls import UrlRejected, canonical_source_url
+from signal_feeds.urls import UrlRejected, canonical_source_url, without_credentials
 
 __all__ = [
     "DEFAULT_BUSY_TIMEOUT",
@@ -347,7 +347,8 @@ def _source(entry: object, index: int, problems: _Problems) -> Source | None:
         try:
             canonical_source_url(url)
         except UrlRejected as exc:
-            problems.add(label, f"url: {url!r} refused: {exc}{url_hint(url)}", sid)
+            problems.add(label, f"url: {without_credentials(url)!r} refused: {exc}"
+                         f"{url_hint(url)}", sid)
     review_by = entry.get("review_by")
     if isinstance(review_by, str):
         try:
