@@ -22,7 +22,7 @@ from click.testing import CliRunner
 from pytest_httpserver import HTTPServer
 
 import signal_feeds
-from signal_feeds import FetchRecord, Settings, SourceReport
+from signal_feeds import FetchRecord, Settings, SourceReport, load_config
 from signal_feeds.cli.commands import cli
 from signal_feeds.records import SourceState
 from signal_feeds.run import pipeline
@@ -637,3 +637,20 @@ def test_help_summaries_are_whole_sentences() -> None:
     listed = top.output.split("Commands:\n", 1)[1].splitlines()
     assert len(listed) == len(cli.commands)
     assert all(line.rstrip().endswith((".", "?")) for line in listed), listed
+
+
+def test_a_missing_source_list_says_how_to_get_one(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    # The first `signal fetch` after the demo, in a folder without signal.toml, said only
+    # "config file not found". It now says what the file holds, and which command writes
+    # one from another reader's export; that command works where no file exists yet.
+    monkeypatch.chdir(tmp_path)
+    missing = CliRunner().invoke(cli, ["fetch"])
+    assert missing.exit_code == 2
+    assert "[[sources]]" in missing.output and "import-opml" in missing.output
+    (tmp_path / "subs.opml").write_text(
+        '<?xml version="1.0"?><opml version="2.0"><body><outline text="A" type="rss" '
+        'xmlUrl="https://a.example/feed"/></body></opml>', encoding="utf-8")
+    imported = CliRunner().invoke(cli, ["sources", "import-opml", "subs.opml"])
+    assert imported.exit_code == 0, imported.output
+    assert [s.id for s in load_config(tmp_path / "signal.toml").sources] == ["a"]

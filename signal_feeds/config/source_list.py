@@ -427,7 +427,11 @@ def load_config(path: str | Path = DEFAULT_CONFIG_PATH) -> Config:
     try:
         raw = p.read_bytes()
     except FileNotFoundError as exc:
-        raise ConfigError("config file not found", path=str(p)) from exc
+        # A new user's first run after the demo: say what to write, or how to get one.
+        raise ConfigError("config file not found (a source list has a [[sources]] table "
+                          "with id and url per feed, see the README's \"Using it\"; "
+                          "`signal sources import-opml FILE` writes one from a feed "
+                          "reader's OPML export)", path=str(p)) from exc
     except OSError as exc:
         raise ConfigError(f"cannot read config file: {exc.strerror or exc}",
                           path=str(p)) from exc
