@@ -65,7 +65,8 @@ __all__ = ["NORMALIZER_VERSION", "ParsedEntry", "ParsedFeed"]
 #: last one was). 10: the content of ``<noscript>``, ``<noembed>``, ``<noframes>`` and
 #: ``<iframe>`` is kept as HTML (a lazy-loading plugin's fallback image was stored as its
 #: markup, escaped, and an ``<iframe ... />`` written as XML turned the rest of the
-#: article into such text).
+#: article into such text); a ``<video>``, ``<audio>`` or ``<picture>`` is kept, with its
+#: sources and controls (a post's video or sound was stored as nothing).
 NORMALIZER_VERSION = 10
 
 

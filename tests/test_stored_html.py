@@ -61,3 +61,36 @@ def test_a_title_given_as_html_keeps_its_fallback_text() -> None:
             '<title type="html">Hello &lt;noscript&gt;&lt;b&gt;world&lt;/b&gt;'
             "&lt;/noscript&gt;</title></entry></feed>")
     assert parse_feed(body.encode()).entries[0].title == "Hello world"
+
+
+@pytest.mark.parametrize(("html", "stored"), [
+    # WordPress's video and audio blocks were stored as nothing at all (an empty figure).
+    ('<figure class="wp-block-video"><video autoplay loop src="/clip.mp4" poster="p.jpg" '
+     'onplay="track()"></video></figure>',
+     '<figure><video src="https://blog.example/clip.mp4" '
+     'poster="https://blog.example/p.jpg" controls=""></video></figure>'),
+    ('<AUDIO src="https://cdn.example/ep.mp3"></AUDIO>',
+     '<audio src="https://cdn.example/ep.mp3" controls=""></audio>'),
+    # Sources inside: their addresses are checked as an image's are.
+    ('<video controls><source src="javascript:alert(1)" type="video/mp4">'
+     '<source src="clip.webm" type="video/webm"><a href="clip.webm">download</a></video>',
+     '<video controls=""><source type="video/mp4">'
+     '<source src="https://blog.example/clip.webm" type="video/webm">'
+     '<a href="https://blog.example/clip.webm" rel="noopener noreferrer">download</a>'
+     "</video>"),
+    # A picture keeps its sources inside it; srcset (addresses unchecked) is not kept.
+    ('<picture><source srcset="big.webp" type="image/webp"><img src="big.jpg" alt="">'
+     "</picture>",
+     '<picture><source type="image/webp"><img src="https://blog.example/big.jpg" alt="">'
+     "</picture>"),
+])
+def test_a_video_or_a_sound_is_kept_playable(html: str, stored: str) -> None:
+    assert _summary(html) == stored
+
+
+def test_media_elements_are_kept_only_in_summaries_and_content() -> None:
+    # A title is text: a player in it leaves nothing behind.
+    body = ('<feed xmlns="http://www.w3.org/2005/Atom"><title>t</title><entry><id>g</id>'
+            '<title type="html">Clip &lt;video src="/a.mp4"&gt;&lt;/video&gt;</title>'
+            "</entry></feed>")
+    assert parse_feed(body.encode()).entries[0].title == "Clip"
