@@ -66,7 +66,8 @@ __all__ = ["NORMALIZER_VERSION", "ParsedEntry", "ParsedFeed"]
 #: ``<iframe>`` is kept as HTML (a lazy-loading plugin's fallback image was stored as its
 #: markup, escaped, and an ``<iframe ... />`` written as XML turned the rest of the
 #: article into such text); a ``<video>``, ``<audio>`` or ``<picture>`` is kept, with its
-#: sources and controls (a post's video or sound was stored as nothing).
+#: sources and controls (a post's video or sound was stored as nothing), and a lazily
+#: loaded image (``data-src``) has its address (it had none, or a placeholder's).
 NORMALIZER_VERSION = 10
 
 

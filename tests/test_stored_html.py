@@ -18,11 +18,11 @@ def _summary(html: str) -> str:
 
 
 @pytest.mark.parametrize(("html", "stored"), [
-    # WordPress's lazy-loading: a placeholder image, then the real one for readers that
-    # run no script. The sanitizer read the fallback as text, so readers saw its markup.
-    ('<p>Hi <img src="data:image/gif;base64,R0lGOD==" data-src="/cat.jpg" alt="cat">'
-     '<noscript><img src="/cat.jpg" alt="cat"></noscript></p>',
-     '<p>Hi <img alt="cat"><img src="https://blog.example/cat.jpg" alt="cat"></p>'),
+    # What a page shows without scripts: it was stored as its markup, escaped.
+    ('<div class="quiz-app"></div><noscript><p>Take the <a href="/quiz">quiz</a>.</p>'
+     "</noscript>",
+     '<div></div><p>Take the <a href="https://blog.example/quiz" rel="noopener noreferrer">'
+     "quiz</a>.</p>"),
     # Any case, with attributes.
     ('<NoScript class="fallback"><b>bold</b></NOSCRIPT> text',
      "<b>bold</b> text"),
@@ -94,3 +94,26 @@ def test_media_elements_are_kept_only_in_summaries_and_content() -> None:
             '<title type="html">Clip &lt;video src="/a.mp4"&gt;&lt;/video&gt;</title>'
             "</entry></feed>")
     assert parse_feed(body.encode()).entries[0].title == "Clip"
+
+
+@pytest.mark.parametrize(("html", "stored"), [
+    # The placeholder (a blank data: image) was removed, leaving an image without an
+    # address; the script that would load the real one never runs on a stored copy.
+    ('<img src="data:image/gif;base64,R0lGODlhAQABAAAAACw=" data-src="/cat.jpg" '
+     'alt="a > cat" class="lazyload">',
+     '<img src="https://blog.example/cat.jpg" alt="a &gt; cat">'),
+    ("<img data-lazy-src='https://cdn.example/b.jpg?w=1&amp;h=2' src=/spinner.svg "
+     "width=10 />", '<img src="https://cdn.example/b.jpg?w=1&amp;h=2" width="10">'),
+    ('<img data-original="c.png">', '<img src="https://blog.example/c.png">'),
+    # The moved address is checked as any image's.
+    ('<img data-src="javascript:alert(1)" src="ok.jpg" alt="j">', '<img alt="j">'),
+    # An empty one moves nothing; an image without one is left as it was.
+    ('<img data-src="" src="keep.jpg"><img src="real.jpg" data-id="7">',
+     '<img src="https://blog.example/keep.jpg"><img src="https://blog.example/real.jpg">'),
+    # With a <noscript> copy of each image (a3 Lazy Load, WP Rocket), each image once.
+    ('<p><img src="data:image/gif;base64,R0lGOD==" data-src="/cat.jpg" alt="cat">'
+     '<noscript><img src="/cat.jpg" alt="cat"></noscript></p>',
+     '<p><img src="https://blog.example/cat.jpg" alt="cat"></p>'),
+])
+def test_a_lazily_loaded_image_is_stored_with_its_address(html: str, stored: str) -> None:
+    assert _summary(html) == stored

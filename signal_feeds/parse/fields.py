@@ -14,9 +14,8 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urljoin, urlsplit
 
-import nh3
-
 from signal_feeds.parse.repairs import WITHOUT_C0
+from signal_feeds.parse.sanitize import sanitize
 
 __all__ = [
     "DEFAULT_FIELD_LIMITS",
@@ -43,41 +42,6 @@ DEFAULT_FIELD_LIMITS: Mapping[str, int] = {
 def text_value(value: Any) -> str:
     """A feedparser value as stripped text (``""`` for anything but a string)."""
     return value.strip() if isinstance(value, str) else ""
-
-
-# The sanitizer parses HTML as a browser with scripting on does: the content of these
-# elements is text to it, so their markup was stored as visible, escaped text
-# (``&lt;img src="..."&gt;``, WordPress's lazy-loading fallback). Signal's HTML never runs
-# a script and keeps no embed or frame, so their content is what a reader of it should
-# see: the tags are taken out and the content read as HTML. (An ``<iframe ... />``
-# written as XML would otherwise turn the rest of an article into text, or into nothing.)
-# The sanitizer still sees all of it.
-_FALLBACK_TAG = re.compile(r"</?(?:noscript|noembed|noframes|iframe)\b[^>]*>", re.IGNORECASE)
-# A video or a sound in a post (WordPress's video and audio blocks) is kept, playable:
-# the sanitizer checks and absolutizes ``src`` and ``poster`` as it does an image's, and
-# gives every player its controls (no script will). Not autoplay, not ``srcset`` (whose
-# addresses it does not check); a ``picture`` keeps its ``source`` elements inside it.
-_MEDIA_TAG = re.compile(r"<(?:video|audio|picture)\b", re.IGNORECASE)
-_MEDIA_OPTIONS: dict[str, Any] = {
-    "tags": set(nh3.ALLOWED_TAGS) | {"video", "audio", "source", "picture"},
-    "attributes": {**{tag: set(names) for tag, names in nh3.ALLOWED_ATTRIBUTES.items()},
-                   "video": {"src", "poster", "width", "height"}, "audio": {"src"},
-                   "source": {"src", "type"}},
-    "set_tag_attribute_values": {"video": {"controls": ""}, "audio": {"controls": ""}},
-}
-# One scan finds whether a value needs either: most need neither, and passing the media
-# options costs the sanitizer about 50 µs a call, twice what it spends on a summary.
-_SPECIAL_TAG = re.compile(
-    r"<(?:/?(?:noscript|noembed|noframes|iframe)|video|audio|picture)\b", re.IGNORECASE)
-
-
-def _clean(value: str, *, media: bool = False, **options: Any) -> str:
-    if _SPECIAL_TAG.search(value) is None:
-        return nh3.clean(value, **options)
-    value = _FALLBACK_TAG.sub("", value)
-    if media and _MEDIA_TAG.search(value):
-        options.update(_MEDIA_OPTIONS)
-    return nh3.clean(value, **options)
 
 
 # White space a title or a name is written over several lines with (pretty-printed XML's
@@ -111,11 +75,11 @@ def as_html(value: str, detail: Any, base: str | None = None) -> str:
         return html.escape(value, quote=False)
     if base:
         try:
-            return _clean(value, media=True,
+            return sanitize(value, body=True,
                           url_relative=("rewrite_with_base", base)).strip()
         except ValueError:  # a base the sanitizer cannot parse: leave them relative
             pass
-    return _clean(value, media=True).strip()
+    return sanitize(value, body=True).strip()
 
 
 def html_base(element_base: Any, document: str | None, link: str | None) -> str | None:
@@ -172,7 +136,7 @@ def _no_attribute(element: str, attribute: str, value: str) -> None:
 
 
 def _text_of_html(value: str) -> str:
-    kept = _clean(value, tags=set(_BREAKING_TAGS), attribute_filter=_no_attribute,
+    kept = sanitize(value, tags=set(_BREAKING_TAGS), attribute_filter=_no_attribute,
                   link_rel=None)
     return html.unescape(_BREAKING_TAG.sub(" ", kept)).strip()
 
