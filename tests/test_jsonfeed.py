@@ -327,3 +327,22 @@ def test_a_json_feed_date_is_read_as_an_rss_date_would_be(date: str, stored: str
     assert rss.entries[0].published == stored
     assert ([w for w in feed.warnings if "time zone" in w]
             == [w for w in rss.warnings if "time zone" in w])
+
+
+def test_a_version_written_with_http_or_left_out_is_read() -> None:
+    # Both were refused whole as "not a JSON Feed". Generators of version 1's time wrote
+    # http://jsonfeed.org/version/1; a hand-written template may leave the version out.
+    http = json.loads(json_feed("1"))
+    http["version"] = "http://jsonfeed.org/version/1"
+    feed = parse_feed(json.dumps(http).encode())
+    assert (feed.version, feed.warnings, len(feed.entries)) == ("json1", (), 1)
+    missing = json.loads(json_feed("1.1"))
+    del missing["version"]
+    feed = parse_feed(json.dumps(missing).encode())
+    assert feed.version == "json11" and len(feed.entries) == 1
+    assert feed.warnings == ("no JSON Feed version given; read as 1.1",)
+    # Something else than a feed still is not one, and says why.
+    with pytest.raises(ParseError, match="no jsonfeed.org version, and no title"):
+        parse_feed(b'{"items": [{"id": "1"}]}')
+    with pytest.raises(ParseError, match="'https://example.org/v2' is not a jsonfeed.org"):
+        parse_feed(b'{"version": "https://example.org/v2", "title": "t", "items": []}')

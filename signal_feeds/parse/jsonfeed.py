@@ -181,10 +181,23 @@ def parse_jsonfeed(
                          source_id=source_id)
     version_url = text_value(data.get("version"))
     items = data.get("items")
-    if not version_url.startswith("https://jsonfeed.org/version/") or not isinstance(items, list):
-        raise ParseError("not a JSON Feed: no jsonfeed.org version or no items list",
-                         source_id=source_id)
     warnings: list[str] = []
+    if version_url.startswith("http://jsonfeed.org/version/"):
+        # Written so by generators of version 1's time (other readers take it too).
+        version_url = "https" + version_url[len("http"):]
+    if not isinstance(items, list):
+        raise ParseError("not a JSON Feed: no items list", source_id=source_id)
+    if not version_url:
+        # Required, and left out by hand-written templates: a title beside the items
+        # list (the other two required members) is a feed's shape.
+        if not isinstance(data.get("title"), str):
+            raise ParseError("not a JSON Feed: no jsonfeed.org version, and no title",
+                             source_id=source_id)
+        warnings.append("no JSON Feed version given; read as 1.1")
+        version_url = "https://jsonfeed.org/version/1.1"
+    elif not version_url.startswith("https://jsonfeed.org/version/"):
+        raise ParseError(f"not a JSON Feed: version {version_url[:80]!r} is not a "
+                         "jsonfeed.org version", source_id=source_id)
     if raw_controls:
         warnings.append("control characters written raw inside JSON strings (not valid "
                         "JSON); read leniently")
