@@ -76,7 +76,7 @@ def as_html(value: str, detail: Any, base: str | None = None) -> str:
     if base:
         try:
             return sanitize(value, body=True,
-                          url_relative=("rewrite_with_base", base)).strip()
+                            url_relative=("rewrite_with_base", base)).strip()
         except ValueError:  # a base the sanitizer cannot parse: leave them relative
             pass
     return sanitize(value, body=True).strip()
@@ -137,7 +137,7 @@ def _no_attribute(element: str, attribute: str, value: str) -> None:
 
 def _text_of_html(value: str) -> str:
     kept = sanitize(value, tags=set(_BREAKING_TAGS), attribute_filter=_no_attribute,
-                  link_rel=None)
+                    link_rel=None)
     return html.unescape(_BREAKING_TAG.sub(" ", kept)).strip()
 
 
