@@ -21,7 +21,11 @@ __all__ = ["sanitize"]
 # see: the tags are taken out and the content read as HTML. (An ``<iframe ... />``
 # written as XML would otherwise turn the rest of an article into text, or into nothing.)
 # The sanitizer still sees all of it.
-_FALLBACK_TAG = re.compile(r"</?(?:noscript|noembed|noframes|iframe)\b[^>]*>", re.IGNORECASE)
+# A tag ends before the next "<" here (rarely so in HTML, where a quoted value may hold
+# one: such a tag is left as it was), so no stretch of the value is read twice and a
+# value of many unclosed tags costs one pass, not one per tag.
+_FALLBACK_TAG = re.compile(r"</?(?:noscript|noembed|noframes|iframe)\b[^<>]*>",
+                           re.IGNORECASE)
 # A video or a sound in a post (WordPress's video and audio blocks) is kept, playable:
 # the sanitizer checks and absolutizes ``src`` and ``poster`` as it does an image's, and
 # gives every player its controls (no script will). Not autoplay, not ``srcset`` (whose
@@ -46,36 +50,50 @@ _SPECIAL_TAG = re.compile(
 # an image without an address) or a spinner. No script runs on the stored copy, so the
 # address is moved here, as written, and nh3 checks it as any image's.
 _LAZY_ATTRIBUTES = ("data-src", "data-lazy-src", "data-original")
-# An image tag; quoted values may hold ">". Each alternative starts with its own
-# character, so a tag without its end costs one pass.
-_IMAGE_TAG = re.compile(r"""<img\b(?:[^>"']|"[^"]*"|'[^']*')*>""", re.IGNORECASE)
+# An image tag's start, and the rest of it up to its ">" (quoted values may hold one).
+# Read from one tag's end to the next start, as HTML's tokenizer reads them: a tag
+# without its end takes the rest of the value, and nothing is read twice (a regular
+# expression searched for whole tags would read the rest again from every "<img").
+_IMAGE_START = re.compile(r"<img\b", re.IGNORECASE)
+_TAG_REST = re.compile(r"""(?:[^>"']|"[^"]*+"|'[^']*+')*+>""")
 _ATTRIBUTE = re.compile(r"""([^\s"'=<>/]+)(?:\s*=\s*("[^"]*"|'[^']*'|[^\s"'>]+))?""")
+
+
+def _with_its_address(tag: str) -> str | None:
+    """An image tag with its lazily loaded address as ``src``; None if it has none."""
+    found = _ATTRIBUTE.findall(tag, 4, len(tag) - 1)
+    values = {name.lower(): value for name, value in found}
+    address = next((values[name] for name in _LAZY_ATTRIBUTES
+                    if values.get(name, "").strip("\"' \t\n")), None)
+    if address is None:
+        return None
+    kept = " ".join(f"{name}={value}" if value else name for name, value in found
+                    if name.lower() != "src")
+    return f"<img src={address} {kept}>"
 
 
 def _lazy_images_loaded(value: str) -> tuple[str, bool]:
     """``value`` with each lazily loaded image's address in its ``src``; True if any."""
-    moved = False
-
-    def with_its_address(match: re.Match[str]) -> str:
-        nonlocal moved
-        tag = match.group()
-        found = _ATTRIBUTE.findall(tag, 4, len(tag) - 1)
-        values = {name.lower(): value for name, value in found}
-        address = next((values[name] for name in _LAZY_ATTRIBUTES
-                        if values.get(name, "").strip("\"' \t\n")), None)
-        if address is None:
-            return tag
-        moved = True
-        kept = " ".join(f"{name}={value}" if value else name for name, value in found
-                        if name.lower() != "src")
-        return f"<img src={address} {kept}>"
-
-    return _IMAGE_TAG.sub(with_its_address, value), moved
+    pieces: list[str] = []
+    done = searched = 0
+    while (start := _IMAGE_START.search(value, searched)) is not None:
+        end = _TAG_REST.match(value, start.end())
+        if end is None:  # the rest of the value is inside this tag
+            break
+        searched = end.end()
+        loaded = _with_its_address(value[start.start():searched])
+        if loaded is not None:
+            pieces += (value[done:start.start()], loaded)
+            done = searched
+    if not pieces:
+        return value, False
+    pieces.append(value[done:])
+    return "".join(pieces), True
 
 
 # The lazy-loading plugins that write a <noscript> copy of each image (a3 Lazy Load,
 # WP Rocket) would show every image twice: once loaded here, once from the copy.
-_FRAME_TAG = re.compile(r"</?(?:noembed|noframes|iframe)\b[^>]*>", re.IGNORECASE)
+_FRAME_TAG = re.compile(r"</?(?:noembed|noframes|iframe)\b[^<>]*>", re.IGNORECASE)
 _WITHOUT_NOSCRIPT = frozenset({"script", "style", "noscript"})
 
 
