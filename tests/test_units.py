@@ -813,6 +813,9 @@ def test_a_document_broken_elsewhere_keeps_its_entries() -> None:
     ("sáb, 05 dic 2026 09:00:00 CET", "2026-12-05T08:00:00Z"),
     ("5. Dezember 2026 10:15", "2026-12-05T10:15:00Z"),
     ("05 de diciembre de 2026", "2026-12-05T00:00:00Z"),
+    # Drupal's medium date.
+    ("Saturday, December 5, 2026 - 10:00", "2026-12-05T10:00:00Z"),
+    ("Sat, 12/05/2026 - 10:00", ""),
     # No real moment, or no telling which: still unread, and said so.
     ("12/05/2026 09:00:00", ""),
     ("Sat, 31 Nov 2026 09:00:00 GMT", ""),

@@ -195,7 +195,8 @@ MONTH_NAMES = (
 )
 _MONTHS: Mapping[str, int] = {name: number for number, names in enumerate(MONTH_NAMES, start=1)
                               for name in names.split()}
-_CLOCK = (r"(?:,?\s+(?:at\s+|um\s+|à\s+|a las\s+|alle\s+|às\s+|om\s+)?(\d{1,2})[:.](\d{2})"
+# Drupal's medium date: "Saturday, December 5, 2026 - 10:00".
+_CLOCK = (r"(?:,?\s+(?:at\s+|um\s+|à\s+|a las\s+|alle\s+|às\s+|om\s+|-\s+)?(\d{1,2})[:.](\d{2})"
           r"(?:[:.](\d{2}))?\s*([AaPp]\.?[Mm]\.?)?)?")
 _ZONE = r"(?:\s*(Z|[+-]\d{2}:?\d{2}|(?:GMT|UTC)[+-]\d{1,2}(?::?\d{2})?|[A-Za-z]{1,5}))?"
 _WEEKDAY = r"(?:[^\W\d_]{2,12}\.?(?:,\s*|\s+))?"
