@@ -654,3 +654,26 @@ def test_a_missing_source_list_says_how_to_get_one(tmp_path: Path,
     imported = CliRunner().invoke(cli, ["sources", "import-opml", "subs.opml"])
     assert imported.exit_code == 0, imported.output
     assert [s.id for s in load_config(tmp_path / "signal.toml").sources] == ["a"]
+
+
+@pytest.mark.parametrize("command", [["entries"], ["search", "http"], ["export"],
+                                     ["changes"]])
+def test_a_source_id_nobody_knows_is_an_error_not_an_empty_list(
+        feed_url: str, tmp_path: Path, command: list[str]) -> None:
+    # `--source blgo` printed nothing and exited 0 (search: 1), which reads as "no
+    # entries yet" for a source that does not exist.
+    config = write_config(tmp_path, feed_url)
+    fetch_json(config)
+    typo = CliRunner().invoke(cli, [*command, "--config", str(config), "--source", "blgo"])
+    assert typo.exit_code == 2, typo.output
+    assert "no source 'blgo'" in typo.stderr and "did you mean blog?" in typo.stderr
+    # The database alone knows it too; a listed source not fetched yet is no error.
+    by_db = CliRunner().invoke(cli, [*command, "--db", str(tmp_path / "signal.db"),
+                                     "--source", "blgo"])
+    assert by_db.exit_code == 2 and "did you mean blog?" in by_db.stderr
+    config.write_text(config.read_text(encoding="utf-8") + '[[sources]]\nid = "later"\n'
+                      'url = "https://later.example/feed"\n', encoding="utf-8")
+    listed = CliRunner().invoke(cli, [*command, "--config", str(config), "--source",
+                                      "later"])
+    assert listed.exit_code == (1 if command[0] == "search" else 0), listed.output
+    assert "no source" not in listed.stderr

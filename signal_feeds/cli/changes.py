@@ -26,7 +26,7 @@ from signal_feeds.cli.common import (
     say,
     say_json,
 )
-from signal_feeds.cli.reading import open_store
+from signal_feeds.cli.reading import known_source, open_store
 from signal_feeds.errors import CursorError, SignalError
 from signal_feeds.records import Change
 
@@ -63,6 +63,8 @@ def changes(config_path: str | None, db_path: str | None, after: str | None,
     try:
         with open_store(config_path, db_path) as store:
             found = read_changes(store, after=after, limit=limit, source_id=source_id)
+            if not found:
+                known_source(store, source_id, config_path, db_path)
     except CursorError as exc:  # the caller's input, not the database, is at fault
         say(f"signal: error: {exc}", err=True)
         raise SystemExit(EXIT_USAGE) from exc

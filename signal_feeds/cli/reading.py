@@ -72,6 +72,20 @@ def _source_titles(config_path: str | None, db_path: str | None) -> dict[str, st
     return {s.id: s.title for s in load(config_path).sources if s.title}
 
 
+def known_source(store: FeedStore, source_id: str | None, config_path: str | None,
+                 db_path: str | None) -> None:
+    """Called when a ``--source`` selection found nothing: a usage error (exit 2) if no
+    source has that id, so a typo is not read as "nothing yet"."""
+    from signal_feeds.store.reading import check_source
+
+    if source_id is None:
+        return
+    configured: set[str] = set()
+    if db_path is None or Path(config_path or DEFAULT_CONFIG_PATH).exists():
+        configured = {s.id for s in load(config_path).sources}
+    check_source(store, source_id, configured=configured)
+
+
 def parse_since(value: str | None) -> str | dt.date | dt.datetime | None:
     if value is None:
         return None
@@ -143,6 +157,8 @@ def entries(config_path: str | None, db_path: str | None, source_id: str | None,
         with open_store(config_path, db_path) as store:
             rows = list_entries(store, source_id=source_id, since=when, limit=limit,
                                 include_duplicates=include_duplicates)
+            if not rows:
+                known_source(store, source_id, config_path, db_path)
     except SignalError as exc:
         fail(exc)
     if as_json:
@@ -224,7 +240,7 @@ def export(config_path: str | None, db_path: str | None, fmt: str, output: str,
            source_id: str | None, since: str | None, include_duplicates: bool,
            limit: int | None) -> None:
     """Export the entries (collapsed unless --all) as JSON or Atom, or the sources as OPML."""
-    from signal_feeds.store.reading import export_entries
+    from signal_feeds.store.reading import export_entries, list_entries
 
     when = parse_since(since)
     try:
@@ -234,6 +250,9 @@ def export(config_path: str | None, db_path: str | None, fmt: str, output: str,
             text = export_opml(load(config_path))
         else:
             with open_store(config_path, db_path) as store:
+                if source_id is not None and not list_entries(
+                        store, source_id=source_id, limit=1, include_duplicates=True):
+                    known_source(store, source_id, config_path, db_path)
                 text = export_entries(store, format="atom" if fmt == "atom" else "json",
                                       source_id=source_id, since=when, limit=limit,
                                       include_duplicates=include_duplicates,

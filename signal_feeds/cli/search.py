@@ -18,7 +18,13 @@ from signal_feeds.cli.common import (
     say,
     say_json,
 )
-from signal_feeds.cli.reading import entry_line, open_store, parse_since, selection_options
+from signal_feeds.cli.reading import (
+    entry_line,
+    known_source,
+    open_store,
+    parse_since,
+    selection_options,
+)
 from signal_feeds.errors import SignalError
 from signal_feeds.store.fulltext import DEFAULT_SEARCH_LIMIT
 
@@ -58,6 +64,8 @@ def search(query: str | None, config_path: str | None, db_path: str | None,
             hits = [] if query is None else search_entries(
                 store, query, source_id=source_id, since=when, limit=limit,
                 include_duplicates=include_duplicates)
+            if query is not None and not hits:
+                known_source(store, source_id, config_path, db_path)
     except SignalError as exc:
         fail(exc)
     if as_json:

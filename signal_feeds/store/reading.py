@@ -20,10 +20,11 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import difflib
 import json
 import re
 import xml.etree.ElementTree as ET
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import Literal
 
 from signal_feeds import __version__
@@ -47,6 +48,7 @@ __all__ = [
     "ExportFormat",
     "LookupResult",
     "SearchHit",
+    "check_source",
     "entry_history",
     "entry_urn",
     "export_entries",
@@ -188,6 +190,30 @@ def entry_history(store: FeedStore, key: str) -> EntryHistory | None:
         return None
     versions = tuple(store.versions(full))
     return EntryHistory(entry=_with_duplicates(store, [view])[0], versions=versions)
+
+
+#: Source ids named in the message about one that is not known.
+_LISTED_SOURCES = 20
+
+
+def check_source(store: FeedStore, source_id: str, *,
+                 configured: Collection[str] = ()) -> None:
+    """Raise :class:`~signal_feeds.errors.QueryError` when neither the database nor
+    ``configured`` (the source list's ids) knows ``source_id``; the message names the
+    nearest id. A reading command's ``--source`` with a typo otherwise lists nothing,
+    which reads as "no entries yet". A listed source never fetched is known."""
+    if source_id in configured:
+        return
+    known = sorted({state.source_id for state in store.source_states()} | set(configured))
+    if source_id in known:
+        return
+    near = difflib.get_close_matches(source_id, known, n=1)
+    hint = f"; did you mean {near[0]}?" if near else ""
+    listed = ", ".join(known[:_LISTED_SOURCES]) or "none"
+    if len(known) > _LISTED_SOURCES:
+        listed += f" and {len(known) - _LISTED_SOURCES} more"
+    raise QueryError(f"no source {source_id!r} in this database or source list{hint} "
+                     f"(known: {listed})", query=source_id)
 
 
 def _root(store: FeedStore, view: EntryView) -> EntryView:
