@@ -677,3 +677,12 @@ def test_a_source_id_nobody_knows_is_an_error_not_an_empty_list(
                                       "later"])
     assert listed.exit_code == (1 if command[0] == "search" else 0), listed.output
     assert "no source" not in listed.stderr
+
+
+def test_fetch_and_reset_name_the_source_meant(feed_url: str, tmp_path: Path) -> None:
+    config = write_config(tmp_path, feed_url)
+    for command in (["fetch", "--source", "blgo"], ["sources", "--reset", "blgo"]):
+        result = CliRunner().invoke(cli, [*command, "--config", str(config)])
+        assert result.exit_code == 2, result.output
+        assert "blgo" in result.stderr
+        assert "did you mean blog?" in result.stderr

@@ -165,8 +165,13 @@ class Config:
         for src in self.sources:
             if src.id == source_id:
                 return src
-        raise ConfigError(f"no source with id {source_id!r}",
+        raise ConfigError(f"no source with id {source_id!r}{self.nearest_id(source_id)}",
                           path=str(self.path) if self.path else None)
+
+    def nearest_id(self, source_id: str) -> str:
+        """``; did you mean ID?`` for the listed id nearest to a mistyped one, or ``""``."""
+        near = difflib.get_close_matches(source_id, [s.id for s in self.sources], n=1)
+        return f"; did you mean {near[0]}?" if near else ""
 
     def effective(self, source: Source) -> Settings:
         """The settings that apply to ``source``, with its own overrides applied."""

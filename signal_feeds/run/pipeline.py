@@ -46,7 +46,8 @@ def _select(config: Config, source_ids: Sequence[str] | None) -> list[Source]:
     known = {s.id for s in config.sources}
     unknown = [s for s in source_ids if s not in known]
     if unknown:
-        raise ConfigError(f"unknown source id(s): {', '.join(unknown)}",
+        raise ConfigError(f"unknown source id(s): {', '.join(unknown)}"
+                          f"{config.nearest_id(unknown[0]) if len(unknown) == 1 else ''}",
                           path=str(config.path) if config.path else None)
     wanted = set(source_ids)
     return [s for s in config.sources if s.id in wanted]
