@@ -329,7 +329,11 @@ def snippet(fields: Iterable[str], terms: Sequence[str]) -> str:
     for text in fields:
         text = unicodedata.normalize("NFC", text)
         spans = list(_WORD.finditer(text))
-        hit = [_matches(_fold(m.group()), terms) for m in spans]
+        # A word as shown may fold into several indexed ones: a kana's voicing mark is
+        # a separate character once decomposed (で is て and U+3099), so です was
+        # indexed as て and す and its hit had no snippet.
+        hit = [any(_matches(part, terms) for part in _WORD.findall(_fold(m.group())))
+               for m in spans]
         score = sum(hit)
         if score and (best is None or score > best[0]):
             best = (score, text, spans, hit)
