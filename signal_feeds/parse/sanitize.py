@@ -40,8 +40,10 @@ _MEDIA_OPTIONS: dict[str, Any] = {
 }
 # One scan finds whether a value needs either: most need neither, and passing the media
 # options costs the sanitizer about 50 µs a call, twice what it spends on a summary.
+# It reads the value in lower case: a case-insensitive expression took 2.5 times as long
+# (29 against 12 µs for 3 KB, where nh3 takes 160).
 _SPECIAL_TAG = re.compile(
-    r"<(?:/?(?:noscript|noembed|noframes|iframe)|video|audio|picture)\b", re.IGNORECASE)
+    r"<(?:/?(?:noscript|noembed|noframes|iframe)|video|audio|picture)\b")
 
 
 # A lazy-loading script moves an image's address from ``data-src`` (or ``data-lazy-src``,
@@ -103,7 +105,7 @@ def sanitize(value: str, *, body: bool = False, **options: Any) -> str:
     lazy = False
     if body and "data-" in value:
         value, lazy = _lazy_images_loaded(value)
-    if _SPECIAL_TAG.search(value) is not None:
+    if _SPECIAL_TAG.search(value.lower()) is not None:
         if lazy:
             value = _FRAME_TAG.sub("", value)
             options["clean_content_tags"] = set(_WITHOUT_NOSCRIPT)
