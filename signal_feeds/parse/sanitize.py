@@ -103,7 +103,8 @@ def sanitize(value: str, *, body: bool = False, **options: Any) -> str:
     """``value`` through nh3 with ``options``, after the help above. ``body``: a summary
     or content, whose videos, sounds, pictures and lazily loaded images are kept."""
     lazy = False
-    if body and "data-" in value:
+    # (WordPress writes other data- attributes, data-id on gallery images, everywhere.)
+    if body and any(name in value for name in _LAZY_ATTRIBUTES):
         value, lazy = _lazy_images_loaded(value)
     if _SPECIAL_TAG.search(value.lower()) is not None:
         if lazy:
