@@ -113,7 +113,7 @@ def test_media_elements_are_kept_only_in_summaries_and_content() -> None:
     # An empty one moves nothing; an image without one is left as it was.
     ('<img data-src="" src="keep.jpg"><img src="real.jpg" data-id="7">',
      '<img src="https://blog.example/keep.jpg"><img src="https://blog.example/real.jpg">'),
-    # With a <noscript> copy of each image (a3 Lazy Load, WP Rocket), each image once.
+    # With a <noscript> copy of each image beside it, each image once.
     ('<p><img src="data:image/gif;base64,R0lGOD==" data-src="/cat.jpg" alt="cat">'
      '<noscript><img src="/cat.jpg" alt="cat"></noscript></p>',
      '<p><img src="https://blog.example/cat.jpg" alt="cat"></p>'),

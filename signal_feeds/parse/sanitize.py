@@ -93,8 +93,8 @@ def _lazy_images_loaded(value: str) -> tuple[str, bool]:
     return "".join(pieces), True
 
 
-# The lazy-loading plugins that write a <noscript> copy of each image (a3 Lazy Load,
-# WP Rocket) would show every image twice: once loaded here, once from the copy.
+# A lazy-loading script that also writes a <noscript> copy of each image would show
+# every image twice: once loaded here, once from the copy.
 _FRAME_TAG = re.compile(r"</?(?:noembed|noframes|iframe)\b[^<>]*>", re.IGNORECASE)
 _WITHOUT_NOSCRIPT = frozenset({"script", "style", "noscript"})
 
