@@ -7,6 +7,9 @@ boundary (``raise ... from exc``), so a caller never has to know which dependenc
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
+
 __all__ = [
     "ConfigError",
     "ContradictionError",
@@ -17,7 +20,15 @@ __all__ = [
     "QueryError",
     "SignalError",
     "StoreError",
+    "did_you_mean",
 ]
+
+
+def did_you_mean(word: str, known: Iterable[str]) -> str:
+    """``; did you mean NAME?`` for the known name nearest a mistyped one, or ``""``:
+    the hint every error about an unknown key or id ends with."""
+    near = difflib.get_close_matches(word, sorted(known), n=1)
+    return f"; did you mean {near[0]}?" if near else ""
 
 
 class SignalError(Exception):

@@ -26,7 +26,7 @@ from signal_feeds.cli.common import (
     say_json,
     xml_without_c1,
 )
-from signal_feeds.config.source_list import DEFAULT_CONFIG_PATH, Settings
+from signal_feeds.config.source_list import DEFAULT_CONFIG_PATH, Config, Settings
 from signal_feeds.dsn import Database
 from signal_feeds.errors import ConfigError, SignalError
 from signal_feeds.identity.search_text import searchable_text
@@ -56,20 +56,25 @@ def open_store(config_path: str | None, db_path: str | None) -> FeedStore:
     return open_database(path, busy_timeout=settings.busy_timeout)
 
 
-def reading_settings(config_path: str | None, db_path: str | None) -> Settings:
-    """The config's settings (for ``busy_timeout``); with ``--db`` and no config file,
-    the defaults."""
+def _source_list(config_path: str | None, db_path: str | None) -> Config | None:
+    """The source list a reading command reads: none with ``--db`` and no config file
+    (reading needs none), else the config."""
     if db_path is not None and not Path(config_path or DEFAULT_CONFIG_PATH).exists():
-        return Settings()
-    return load(config_path).settings
+        return None
+    return load(config_path)
+
+
+def reading_settings(config_path: str | None, db_path: str | None) -> Settings:
+    """The config's settings (for ``busy_timeout``), or the defaults without one."""
+    config = _source_list(config_path, db_path)
+    return config.settings if config is not None else Settings()
 
 
 def _source_titles(config_path: str | None, db_path: str | None) -> dict[str, str]:
-    """The config's source titles, when there is a config to read (``--db`` alone
-    needs none: the stored feed titles are used then)."""
-    if db_path is not None and not Path(config_path or DEFAULT_CONFIG_PATH).exists():
-        return {}
-    return {s.id: s.title for s in load(config_path).sources if s.title}
+    """The config's source titles, if there is a config (without one the stored feed
+    titles are used)."""
+    config = _source_list(config_path, db_path)
+    return {s.id: s.title for s in config.sources if s.title} if config is not None else {}
 
 
 def known_source(store: FeedStore, source_id: str | None, config_path: str | None,
@@ -80,10 +85,9 @@ def known_source(store: FeedStore, source_id: str | None, config_path: str | Non
 
     if source_id is None:
         return
-    configured: set[str] = set()
-    if db_path is None or Path(config_path or DEFAULT_CONFIG_PATH).exists():
-        configured = {s.id for s in load(config_path).sources}
-    check_source(store, source_id, configured=configured)
+    config = _source_list(config_path, db_path)
+    check_source(store, source_id,
+                 configured={s.id for s in config.sources} if config is not None else ())
 
 
 def parse_since(value: str | None) -> str | dt.date | dt.datetime | None:

@@ -19,7 +19,6 @@ Sources come only from this list: Signal never turns a URL found in a feed into 
 from __future__ import annotations
 
 import datetime as dt
-import difflib
 import logging
 import math
 import re
@@ -31,7 +30,7 @@ from typing import Any
 
 from signal_feeds import __version__
 from signal_feeds.dsn import Database, is_postgres_url
-from signal_feeds.errors import ConfigError
+from signal_feeds.errors import ConfigError, did_you_mean
 from signal_feeds.urls import UrlRejected, canonical_source_url, without_credentials
 
 __all__ = [
@@ -165,13 +164,9 @@ class Config:
         for src in self.sources:
             if src.id == source_id:
                 return src
-        raise ConfigError(f"no source with id {source_id!r}{self.nearest_id(source_id)}",
+        hint = did_you_mean(source_id, (s.id for s in self.sources))
+        raise ConfigError(f"no source with id {source_id!r}{hint}",
                           path=str(self.path) if self.path else None)
-
-    def nearest_id(self, source_id: str) -> str:
-        """``; did you mean ID?`` for the listed id nearest to a mistyped one, or ``""``."""
-        near = difflib.get_close_matches(source_id, [s.id for s in self.sources], n=1)
-        return f"; did you mean {near[0]}?" if near else ""
 
     def effective(self, source: Source) -> Settings:
         """The settings that apply to ``source``, with its own overrides applied."""
@@ -228,8 +223,7 @@ class _Problems:
         if home:
             self.add(location, f"{key}: {home} {listed}", source_id)
             return
-        near = difflib.get_close_matches(key, sorted(known), n=1)
-        hint = f"; did you mean {near[0]}?" if near else ""
+        hint = did_you_mean(key, known)
         self.add(location, f"{key}: unknown {what}{hint} {listed}", source_id)
 
     def raise_if_any(self) -> None:

@@ -16,34 +16,41 @@ __all__ = ["sanitize"]
 
 # The sanitizer parses HTML as a browser with scripting on does: the content of these
 # elements is text to it, so their markup was stored as visible, escaped text
-# (``&lt;img src="..."&gt;``, WordPress's lazy-loading fallback). Signal's HTML never runs
-# a script and keeps no embed or frame, so their content is what a reader of it should
-# see: the tags are taken out and the content read as HTML. (An ``<iframe ... />``
-# written as XML would otherwise turn the rest of an article into text, or into nothing.)
-# The sanitizer still sees all of it.
-# A tag ends before the next "<" here (rarely so in HTML, where a quoted value may hold
-# one: such a tag is left as it was), so no stretch of the value is read twice and a
-# value of many unclosed tags costs one pass, not one per tag.
-_FALLBACK_TAG = re.compile(r"</?(?:noscript|noembed|noframes|iframe)\b[^<>]*>",
-                           re.IGNORECASE)
+# (``&lt;img src="..."&gt;``, a lazy-loading fallback). Signal's HTML never runs a script
+# and keeps no embed or frame, so their content is what a reader of it should see: the
+# tags are taken out and the content read as HTML. (An ``<iframe ... />`` written as XML
+# would otherwise turn the rest of an article into text, or into nothing.) The sanitizer
+# still sees all of it.
+_FRAMES = ("noembed", "noframes", "iframe")
+_UNWRAPPED = ("noscript", *_FRAMES)
 # A video or a sound in a post (WordPress's video and audio blocks) is kept, playable:
 # the sanitizer checks and absolutizes ``src`` and ``poster`` as it does an image's, and
 # gives every player its controls (no script will). Not autoplay, not ``srcset`` (whose
 # addresses it does not check); a ``picture`` keeps its ``source`` elements inside it.
-_MEDIA_TAG = re.compile(r"<(?:video|audio|picture)\b", re.IGNORECASE)
+_MEDIA = ("video", "audio", "picture")
 _MEDIA_OPTIONS: dict[str, Any] = {
-    "tags": set(nh3.ALLOWED_TAGS) | {"video", "audio", "source", "picture"},
+    "tags": set(nh3.ALLOWED_TAGS) | {*_MEDIA, "source"},
     "attributes": {**{tag: set(names) for tag, names in nh3.ALLOWED_ATTRIBUTES.items()},
                    "video": {"src", "poster", "width", "height"}, "audio": {"src"},
                    "source": {"src", "type"}},
     "set_tag_attribute_values": {"video": {"controls": ""}, "audio": {"controls": ""}},
 }
-# One scan finds whether a value needs either: most need neither, and passing the media
-# options costs the sanitizer about 50 µs a call, twice what it spends on a summary.
-# It reads the value in lower case: a case-insensitive expression took 2.5 times as long
-# (29 against 12 µs for 3 KB, where nh3 takes 160).
-_SPECIAL_TAG = re.compile(
-    r"<(?:/?(?:noscript|noembed|noframes|iframe)|video|audio|picture)\b")
+
+
+def _tags(names: tuple[str, ...]) -> re.Pattern[str]:
+    """Start and end tags of these elements. A tag ends before the next "<" here (rarely
+    so in HTML, where a quoted value may hold one: such a tag is left as it was), so no
+    stretch of the value is read twice and many unclosed tags cost one pass."""
+    return re.compile(rf"</?(?:{'|'.join(names)})\b[^<>]*>", re.IGNORECASE)
+
+
+_UNWRAPPED_TAG = _tags(_UNWRAPPED)
+# One scan of the value in lower case finds whether it needs either: most need neither,
+# and passing the media options costs the sanitizer about 50 µs a call, twice what it
+# spends on a summary. (A case-insensitive expression took 29 µs for 3 KB against 12;
+# nh3 takes 160.)
+_SPECIAL_TAG = re.compile(rf"<(?:/?(?:{'|'.join(_UNWRAPPED)})|{'|'.join(_MEDIA)})\b")
+_MEDIA_TAG = re.compile(rf"<(?:{'|'.join(_MEDIA)})\b")
 
 
 # A lazy-loading script moves an image's address from ``data-src`` (or ``data-lazy-src``,
@@ -94,8 +101,9 @@ def _lazy_images_loaded(value: str) -> tuple[str, bool]:
 
 
 # A lazy-loading script that also writes a <noscript> copy of each image would show
-# every image twice: once loaded here, once from the copy.
-_FRAME_TAG = re.compile(r"</?(?:noembed|noframes|iframe)\b[^<>]*>", re.IGNORECASE)
+# every image twice: once loaded here, once from the copy, which then goes, content and
+# all, as scripts and styles do.
+_FRAME_TAG = _tags(_FRAMES)
 _WITHOUT_NOSCRIPT = frozenset({"script", "style", "noscript"})
 
 
@@ -106,12 +114,13 @@ def sanitize(value: str, *, body: bool = False, **options: Any) -> str:
     # (WordPress writes other data- attributes, data-id on gallery images, everywhere.)
     if body and any(name in value for name in _LAZY_ATTRIBUTES):
         value, lazy = _lazy_images_loaded(value)
-    if _SPECIAL_TAG.search(value.lower()) is not None:
+    lowered = value.lower()
+    if _SPECIAL_TAG.search(lowered) is not None:
         if lazy:
             value = _FRAME_TAG.sub("", value)
             options["clean_content_tags"] = set(_WITHOUT_NOSCRIPT)
         else:
-            value = _FALLBACK_TAG.sub("", value)
-        if body and _MEDIA_TAG.search(value):
+            value = _UNWRAPPED_TAG.sub("", value)
+        if body and _MEDIA_TAG.search(lowered):
             options.update(_MEDIA_OPTIONS)
     return nh3.clean(value, **options)

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from signal_feeds.config.source_list import Config, Source
 from signal_feeds.decide.report import RunReport
 from signal_feeds.dsn import as_database, display_database
-from signal_feeds.errors import ConfigError
+from signal_feeds.errors import ConfigError, did_you_mean
 from signal_feeds.http.clients import Clients, DirectTransport, SharedClient, TransportPool
 from signal_feeds.http.fetch import Resolver
 from signal_feeds.identity.keys import Identified
@@ -46,8 +46,8 @@ def _select(config: Config, source_ids: Sequence[str] | None) -> list[Source]:
     known = {s.id for s in config.sources}
     unknown = [s for s in source_ids if s not in known]
     if unknown:
-        raise ConfigError(f"unknown source id(s): {', '.join(unknown)}"
-                          f"{config.nearest_id(unknown[0]) if len(unknown) == 1 else ''}",
+        hint = did_you_mean(unknown[0], known) if len(unknown) == 1 else ""
+        raise ConfigError(f"unknown source id(s): {', '.join(unknown)}{hint}",
                           path=str(config.path) if config.path else None)
     wanted = set(source_ids)
     return [s for s in config.sources if s.id in wanted]

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import difflib
 import json
 import re
 import xml.etree.ElementTree as ET
@@ -28,7 +27,7 @@ from collections.abc import Collection, Iterable, Mapping
 from typing import Literal
 
 from signal_feeds import __version__
-from signal_feeds.errors import QueryError
+from signal_feeds.errors import QueryError, did_you_mean
 from signal_feeds.identity.matching import CHANNELS, match_url
 from signal_feeds.store.fulltext import DEFAULT_SEARCH_LIMIT
 from signal_feeds.store.protocol import FeedStore
@@ -207,8 +206,7 @@ def check_source(store: FeedStore, source_id: str, *,
     known = sorted({state.source_id for state in store.source_states()} | set(configured))
     if source_id in known:
         return
-    near = difflib.get_close_matches(source_id, known, n=1)
-    hint = f"; did you mean {near[0]}?" if near else ""
+    hint = did_you_mean(source_id, known)
     listed = ", ".join(known[:_LISTED_SOURCES]) or "none"
     if len(known) > _LISTED_SOURCES:
         listed += f" and {len(known) - _LISTED_SOURCES} more"
