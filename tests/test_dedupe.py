@@ -613,6 +613,38 @@ def test_marking_on_write_always_equals_a_full_recompute(database: Path | str) -
         assert report.duplicates
 
 
+def test_a_key_that_becomes_too_common_unlinks_what_it_linked(database: Path | str) -> None:
+    # One link, one title and one text in a source each: the first MAX_POSTINGS + 1 rows
+    # are one cluster per channel. The next row makes every key too common to tell
+    # stories apart, and a full recompute links none of them: marking on write must
+    # clear the markers too, not only leave the newcomer alone.
+    import datetime as dt
+
+    from signal_feeds.identity.keys import EntryRow
+    from signal_feeds.store import FetchRecord, SourceState
+    from signal_feeds.store.marking import MAX_POSTINGS
+
+    now = dt.datetime(2026, 3, 1, tzinfo=dt.UTC)
+    with open_store(database) as store:
+        for n in range(MAX_POSTINGS + 3):
+            source = f"s{n:02d}"
+            now += dt.timedelta(minutes=1)
+            row = EntryRow(
+                key=digest([source, "g"]), source_id=source, remote_id="g",
+                url="https://pub.example/story", title="The one headline every source has",
+                published="", updated="", author="", summary=STORY, content="",
+                fingerprint="f", content_fingerprint="c")
+            store.apply_response(SourceState(source_id=source, url=f"https://{source}/"),
+                                 [row], FetchRecord(source_id=source, started_at=now,
+                                                    url="u", outcome="fetched"), now)
+            marked = sum(1 for m in markers(database).values() if m[3])
+            # Rows 2 to MAX_POSTINGS + 1 point at the first; from row MAX_POSTINGS + 2 on,
+            # no row has MAX_POSTINGS or fewer others to match.
+            assert marked == (n if n <= MAX_POSTINGS else 0), n
+            assert store.recompute_duplicates().total_changed == 0, n
+        assert all(m == ("", "", "", "") for m in markers(database).values())
+
+
 def test_parser_workers_send_the_same_match_keys_the_store_computes() -> None:
     from dataclasses import replace
 
@@ -631,7 +663,8 @@ def test_parser_workers_send_the_same_match_keys_the_store_computes() -> None:
 
 
 def test_a_token_past_the_cap_is_remembered_and_not_looked_up_again(db_path: Path) -> None:
-    from signal_feeds.store.sqlite.dedupe import MAX_POSTINGS, CommonTokens, _candidates
+    from signal_feeds.store.marking import MAX_POSTINGS, CommonKeys
+    from signal_feeds.store.sqlite.dedupe import _candidates
 
     common, rare = 11, 22
     with Store(db_path), own_connection(db_path) as conn:
@@ -650,13 +683,13 @@ def test_a_token_past_the_cap_is_remembered_and_not_looked_up_again(db_path: Pat
         row = DedupeRow(key="new", source_id="s", first_seen_at="t", moment="t",
                         match_url="", norm_title="", tokens=(common, rare),
                         seq=MAX_POSTINGS + 3)
-        known = CommonTokens()
+        known = CommonKeys()
         statements: list[str] = []
         conn.set_trace_callback(statements.append)
         first = _candidates(conn, row, known)
         second = _candidates(conn, row, known)
         conn.set_trace_callback(None)
-        assert common in known and rare not in known
+        assert known.knows("text", common) and not known.knows("text", rare)
         # Skipping the known token changes no answer: its postings were never used.
         assert first == second == {"link": [], "title": [], "text": ["e0"]}
         lookups = [sql for sql in statements if "dedupe_text" in sql]

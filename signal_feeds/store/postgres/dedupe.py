@@ -1,34 +1,32 @@
 """Duplicate markers in PostgreSQL: the same clusters as the SQLite store, in SQL of its own.
 
 The decisions (what matches, which row is canonical) are the pure functions of
-:mod:`signal_feeds.identity.matching`, shared with SQLite; this module only finds the
-candidates (by ``match_url``, ``norm_title`` and the ``dedupe_text`` token table) and
-writes each channel's marker column and the derived ``duplicate_of``. Lists of keys go
-to the server as one array parameter (``= ANY(%s)``), never one statement per key.
+:mod:`signal_feeds.identity.matching` and the pass of :mod:`signal_feeds.store.marking`,
+shared with SQLite; this module only finds the candidates (by ``match_url``,
+``norm_title`` and the ``dedupe_text`` token table) and writes each channel's marker
+column and the derived ``duplicate_of``. Lists of keys go to the server as one array
+parameter (``= ANY(%s)``), never one statement per key.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import replace
 from typing import Any
 
 from signal_feeds.identity.matching import (
     CHANNELS,
-    MATCHERS,
     UNLISTED_RANK,
     DedupeRow,
-    clusters,
-    markers_for,
     match_keys,
     pack_tokens,
     posted_tokens,
     shingles,
     unpack_tokens,
 )
+from signal_feeds.store.marking import MAX_POSTINGS, TOKEN_SHARE, CommonKeys, mark_clusters
 from signal_feeds.store.protocol import DedupeReport
-from signal_feeds.store.sqlite.dedupe import MAX_POSTINGS, TOKEN_SHARE, CommonTokens
 
 __all__ = ["mark_new_entries", "recompute", "refresh_match_keys"]
 
@@ -98,23 +96,37 @@ CROSS JOIN LATERAL (SELECT entry FROM dedupe_text WHERE token = t.token AND entr
 _LINK, _TITLE = -2, -1
 
 
-def _candidates(conn: Any, row: DedupeRow, common: CommonTokens) -> dict[str, list[str]]:
+def _lookup_keys(row: DedupeRow, common: CommonKeys) -> tuple[str | None, str | None]:
+    """The row's match URL and title to look up; None (which finds nothing) for one that
+    is empty or known to be too common."""
+    url = row.match_url if row.match_url and not common.knows("link", row.match_url) else None
+    title = (row.norm_title if row.norm_title and not common.knows("title", row.norm_title)
+             else None)
+    return url, title
+
+
+def _candidates(conn: Any, row: DedupeRow, common: CommonKeys) -> dict[str, list[str]]:
     """Rows that share a match key with ``row``, by channel (``row`` itself excluded)."""
-    tokens = [token for token in posted_tokens(row.tokens) if token not in common]
+    known = common.known["text"]
+    tokens = [token for token in posted_tokens(row.tokens) if token not in known]
+    url, title = _lookup_keys(row, common)
     hits: dict[int, list[str]] = {}
     for label, found in conn.execute(_CANDIDATES, {
-            "url": row.match_url or None, "key": row.key, "limit": MAX_POSTINGS + 1,
-            "title": row.norm_title or None, "tokens": tokens, "seq": row.seq}):
+            "url": url, "key": row.key, "limit": MAX_POSTINGS + 1,
+            "title": title, "tokens": tokens, "seq": row.seq}):
         hits.setdefault(label, []).append(found)
 
     def posted(label: int) -> list[str]:
         found = hits.get(label, [])
         return [] if len(found) > MAX_POSTINGS else found
 
+    for label, channel, value in ((_LINK, "link", url), (_TITLE, "title", title)):
+        if len(hits.get(label, ())) > MAX_POSTINGS:
+            common.add(channel, value)
     seqs: set[int] = set()
     for label, token in enumerate(tokens):
         if len(hits.get(label, ())) > MAX_POSTINGS:
-            common.add(token)
+            common.add("text", token)
         seqs.update(int(s) for s in posted(label))
     need = max(1, math.ceil(len(row.tokens) * TOKEN_SHARE))
     mine = set(row.tokens)
@@ -150,16 +162,18 @@ SELECT t.i, t.label, d.entry::text FROM t JOIN r USING (i) CROSS JOIN LATERAL (
 
 
 def _all_candidates(conn: Any, rows: Sequence[DedupeRow],
-                    common: CommonTokens) -> dict[str, dict[str, list[str]]]:
+                    common: CommonKeys) -> dict[str, dict[str, list[str]]]:
     """:func:`_candidates` of many rows in two statements (the same answers)."""
-    tokens = [[t for t in posted_tokens(row.tokens) if t not in common] for row in rows]
+    known = common.known["text"]
+    tokens = [[t for t in posted_tokens(row.tokens) if t not in known] for row in rows]
     flat = [(i, label, token) for i, row_tokens in enumerate(tokens)
             for label, token in enumerate(row_tokens)]
+    looked_up = [_lookup_keys(row, common) for row in rows]
     hits: list[dict[int, list[str]]] = [{} for _ in rows]
     for i, label, found in conn.execute(_ALL_CANDIDATES, {
             "i": list(range(len(rows))), "key": [r.key for r in rows],
-            "url": [r.match_url or None for r in rows],
-            "title": [r.norm_title or None for r in rows], "seq": [r.seq for r in rows],
+            "url": [u for u, _ in looked_up],
+            "title": [t for _, t in looked_up], "seq": [r.seq for r in rows],
             "ti": [f[0] for f in flat], "label": [f[1] for f in flat],
             "token": [f[2] for f in flat], "limit": MAX_POSTINGS + 1}):
         hits[i].setdefault(label, []).append(found)
@@ -170,10 +184,14 @@ def _all_candidates(conn: Any, rows: Sequence[DedupeRow],
 
     wanted: list[set[int]] = []
     for i, row_tokens in enumerate(tokens):
+        for label, channel, value in zip((_LINK, _TITLE), ("link", "title"), looked_up[i],
+                                         strict=True):
+            if len(hits[i].get(label, ())) > MAX_POSTINGS:
+                common.add(channel, value)
         seqs: set[int] = set()
         for label, token in enumerate(row_tokens):
             if len(hits[i].get(label, ())) > MAX_POSTINGS:
-                common.add(token)
+                common.add("text", token)
             seqs.update(int(s) for s in posted(i, label))
         wanted.append(seqs)
     every = sorted(set().union(*wanted)) if wanted else []
@@ -194,65 +212,50 @@ def _all_candidates(conn: Any, rows: Sequence[DedupeRow],
     return result
 
 
-def _old_cluster(conn: Any, column: str, row: DedupeRow, channel: str) -> list[str]:
-    """Members of the cluster the row belonged to before this pass."""
-    canon = row.markers.get(channel) or row.key
-    members = [r[0] for r in conn.execute(
-        f"SELECT id FROM entries WHERE {column} = %s AND {column} != ''", (canon,))]
-    return [canon, *members]
+#: Rows a key still links through their channel's marker (for a key found too common).
+_STALE_SQL = {
+    "link": "SELECT id FROM entries WHERE match_url = ANY(%s) AND dup_link != ''",
+    "title": "SELECT id FROM entries WHERE norm_title = ANY(%s) AND dup_title != ''",
+    "text": "SELECT e.id FROM dedupe_text AS d JOIN entries AS e ON e.seq = d.entry "
+            "WHERE d.token = ANY(%s::bigint[]) AND e.dup_text != ''",
+}
+
+
+class _Backend:
+    """:class:`~signal_feeds.store.marking.MarkingBackend` on one PostgreSQL connection;
+    the rows just written have their lookups made in one go, before the pass."""
+
+    def __init__(self, conn: Any, rows: _Rows, common: CommonKeys,
+                 found: dict[str, dict[str, list[str]]]) -> None:
+        self.conn, self.rows, self.common, self.found = conn, rows, common, found
+
+    def candidates(self, key: str) -> dict[str, list[str]]:
+        if key in self.found:
+            return self.found.pop(key)
+        return _candidates(self.conn, self.rows.get(key), self.common)
+
+    def old_cluster(self, column: str, row: DedupeRow, channel: str) -> list[str]:
+        canon = row.markers.get(channel) or row.key
+        members = [r[0] for r in self.conn.execute(
+            f"SELECT id FROM entries WHERE {column} = %s AND {column} != ''", (canon,))]
+        return [canon, *members]
+
+    def stale_rows(self, channel: str, keys: Collection[Any]) -> list[str]:
+        return sorted(r[0] for r in self.conn.execute(_STALE_SQL[channel], (sorted(keys),)))
+
+    def write_markers(self, column: str, updates: Sequence[tuple[str, str]]) -> None:
+        with self.conn.cursor() as cur:
+            cur.executemany(f"UPDATE entries SET {column} = %s WHERE id = %s", updates)
 
 
 def _mark(conn: Any, rows: _Rows, keys: Sequence[str], *, created: Collection[str],
-          everything: bool, common: CommonTokens | None = None) -> DedupeReport:
-    known = CommonTokens() if common is None else common
+          everything: bool, common: CommonKeys | None = None) -> DedupeReport:
+    known = CommonKeys() if common is None else common
     found: dict[str, dict[str, list[str]]] = {}
     if not everything:  # the rows just written: their lookups in one go
-        found.update(_all_candidates(conn, [rows.get(k) for k in keys], known))
-
-    def candidates(key: str, channel: str) -> list[str]:
-        if key not in found:
-            found[key] = _candidates(conn, rows.get(key), known)
-        return found[key][channel]
-
-    changed: dict[str, int] = {}
-    touched: set[str] = set()
-    for channel, column in CHANNELS.items():
-        match = MATCHERS[channel]
-        seeds: list[str] = list(keys)
-        if not everything:
-            # Rows that shared a cluster with a changed row may fall apart or join another.
-            for key in keys:
-                if key not in created and rows.exists(key):
-                    seeds.extend(_old_cluster(conn, column, rows.get(key), channel))
-        rows.load(seeds)
-        seeds = [k for k in dict.fromkeys(seeds) if k in rows.cache]
-
-        def neighbours(key: str, channel: str = channel,
-                       match: Callable[[DedupeRow, DedupeRow], bool] = match) -> list[str]:
-            others = candidates(key, channel)
-            rows.load(others)
-            source = rows.get(key).source_id
-            others = [k for k in others if k in rows.cache and rows.cache[k].source_id != source]
-            if not others:
-                return []
-            if channel == "text":
-                row, *compared = rows.with_text([key, *others])
-            else:
-                row, compared = rows.get(key), [rows.get(k) for k in others]
-            return [other.key for other in compared if match(row, other)]
-
-        updates: list[tuple[str, str]] = []
-        for group in clusters(seeds, neighbours):
-            if len(group) == 1 and not rows.get(next(iter(group))).markers.get(channel):
-                continue
-            for key, marker in markers_for(rows.get(k) for k in group).items():
-                if rows.get(key).markers.get(channel, "") != marker:
-                    updates.append((marker, key))
-                    touched.add(key)
-        if updates:
-            with conn.cursor() as cur:
-                cur.executemany(f"UPDATE entries SET {column} = %s WHERE id = %s", updates)
-        changed[channel] = len(updates)
+        found = _all_candidates(conn, [rows.get(k) for k in keys], known)
+    changed, touched = mark_clusters(_Backend(conn, rows, known, found), rows, keys,
+                                     created=created, everything=everything, common=known)
     _derive_duplicate_of(conn, sorted(touched))
     duplicates = None
     if everything:
@@ -272,7 +275,7 @@ def _derive_duplicate_of(conn: Any, keys: Sequence[str]) -> None:
 
 
 def mark_new_entries(conn: Any, rows: Sequence[DedupeRow], *, created: Collection[str] = (),
-                     common: CommonTokens | None = None) -> DedupeReport:
+                     common: CommonKeys | None = None) -> DedupeReport:
     """Mark the duplicates among the clusters touched by ``rows`` (entries just created
     or updated, as written), inside the caller's open transaction."""
     given = list({r.key: r for r in rows}.values())

@@ -25,6 +25,7 @@ from signal_feeds.records import (
 )
 from signal_feeds.store.fulltext import DEFAULT_SEARCH_LIMIT
 from signal_feeds.store.leases import DEFAULT_LEASE_SECONDS, HostGate, Lease
+from signal_feeds.store.marking import CommonKeys
 from signal_feeds.store.postgres import change_log, dedupe, queries, writing
 from signal_feeds.store.postgres import leases as lease_rows
 from signal_feeds.store.postgres.bulk import PostgresBulk, reindex
@@ -37,7 +38,6 @@ from signal_feeds.store.postgres.schema import (
 )
 from signal_feeds.store.protocol import TABLES, DedupeReport, DuplicateLink, Table
 from signal_feeds.store.sqlite.connection import DEFAULT_BUSY_TIMEOUT
-from signal_feeds.store.sqlite.dedupe import CommonTokens
 from signal_feeds.store.sqlite.queries import state_for_url
 
 if TYPE_CHECKING:
@@ -66,7 +66,7 @@ class PostgresStore:
         self._db = Connection(url, busy_timeout=self.busy_timeout)
         #: The database as messages name it (the URL without its password).
         self.path = self._db.name
-        self._common_tokens = CommonTokens()
+        self._common_keys = CommonKeys()
         try:
             with self._db.errors("cannot use database"):
                 found = schema_version(self._db.conn)
@@ -152,7 +152,7 @@ class PostgresStore:
                 self._db.transaction() as conn:
             return writing.apply_response(conn, state, rows, fetch, now,
                                           given=match_keys or {}, texts=search_texts or {},
-                                          common=self._common_tokens)
+                                          common=self._common_keys)
 
     # -- work sharing (store/postgres/leases.py) ---------------------------------------
 

@@ -28,11 +28,11 @@ from signal_feeds.identity.matching import (
 )
 from signal_feeds.identity.search_text import SearchText
 from signal_feeds.records import ApplyCounts, FetchRecord, SourceState
+from signal_feeds.store.marking import CommonKeys
 from signal_feeds.store.postgres import dedupe
 from signal_feeds.store.postgres.change_log import lock_log, log_changes
 from signal_feeds.store.postgres.search import search_vector
 from signal_feeds.store.sqlite.change_log import PendingChange
-from signal_feeds.store.sqlite.dedupe import CommonTokens
 from signal_feeds.timeutil import format_time
 
 __all__ = ["SOURCE_COLUMNS", "apply_response", "reset_source", "save_attempt",
@@ -136,7 +136,7 @@ def _source_rank(conn: Any, source_id: str) -> int:
 
 def _write_entries(conn: Any, rows: Sequence[EntryRow], stamp: str,
                    given: Mapping[str, MatchKeys], texts: Mapping[str, SearchText],
-                   common: CommonTokens
+                   common: CommonKeys
                    ) -> tuple[ApplyCounts, list[DedupeRow], list[PendingChange],
                               dict[tuple[int, str, str], int]]:
     """Write the rows; return the counts, the dedupe view of what changed, the changes
@@ -183,7 +183,8 @@ def _write_entries(conn: Any, rows: Sequence[EntryRow], stamp: str,
         posted = posted_tokens(keys.tokens)
         old_tokens.extend((t, seq) for t in set(had_tokens).difference(posted))
         had = posted_tokens(had_tokens)
-        new_tokens.extend((t, seq) for t in posted if t not in had and t not in common)
+        new_tokens.extend((t, seq) for t in posted
+                          if t not in had and not common.knows("text", t))
         first_seen = before.first_seen_at if before else stamp
         pending.append(PendingChange(outcome, row.key, seq, row.source_id, row.fingerprint,
                                      row.content_fingerprint,
@@ -218,7 +219,7 @@ def _write_entries(conn: Any, rows: Sequence[EntryRow], stamp: str,
 
 
 def _mark_duplicates(conn: Any, counts: ApplyCounts, written: Sequence[DedupeRow],
-                     source_id: str, common: CommonTokens) -> bool:
+                     source_id: str, common: CommonKeys) -> bool:
     """Mark cross-source duplicates of what was written, under a savepoint: if marking
     fails only the marking is undone (``signal dedupe`` recomputes it later)."""
     if not written:
@@ -265,7 +266,7 @@ def reset_source(conn: Any, source_id: str) -> bool:
 
 def apply_response(conn: Any, state: SourceState, rows: Sequence[EntryRow],
                    fetch: FetchRecord, now: dt.datetime, *, given: Mapping[str, MatchKeys],
-                   texts: Mapping[str, SearchText], common: CommonTokens) -> ApplyCounts:
+                   texts: Mapping[str, SearchText], common: CommonKeys) -> ApplyCounts:
     """Write one response inside the caller's transaction; what happened to each entry."""
     stamp = format_time(now)
     # First, before any row lock: every writer takes the locks in the same order.

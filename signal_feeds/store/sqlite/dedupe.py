@@ -5,7 +5,8 @@ canonical row of the row's cluster; ``duplicate_of`` takes the first non-empty m
 :data:`~signal_feeds.identity.matching.CHANNELS` order. A channel only ever writes its
 own column. Candidates are found through indexes (``match_url``, ``norm_title``) and the
 ``dedupe_text`` token table; the decisions (what matches, which row is canonical) are the
-pure functions of the matching module.
+pure functions of the matching module, and the pass that clusters and writes is
+:func:`signal_feeds.store.marking.mark_clusters`, shared with the PostgreSQL store.
 
 :func:`mark_new_entries` runs inside the store's transaction for the rows one response
 created or changed; :func:`recompute` (``signal dedupe``) recomputes every cluster with
@@ -17,29 +18,29 @@ from __future__ import annotations
 import functools
 import math
 import sqlite3
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import replace
 from typing import Any, TypeVar
 
 from signal_feeds.identity.matching import (
     CHANNELS,
-    MATCHERS,
     UNLISTED_RANK,
     DedupeRow,
-    clusters,
-    markers_for,
     match_keys,
     pack_tokens,
     posted_tokens,
     shingles,
     unpack_tokens,
 )
+from signal_feeds.store.marking import (
+    MAX_POSTINGS,
+    TOKEN_SHARE,
+    CommonKeys,
+    mark_clusters,
+)
 from signal_feeds.store.protocol import DedupeReport
 
 __all__ = [
-    "MAX_POSTINGS",
-    "TOKEN_SHARE",
-    "CommonTokens",
     "mark_new_entries",
     "recompute",
     "refresh_match_keys",
@@ -112,13 +113,6 @@ class _Rows:
         return [replace(self.get(k), shingles=self.texts.get(k, frozenset())) for k in keys]
 
 
-#: A match key shared by more other rows than this is too common to tell stories apart
-#: (a feed's home page as every item's link, "Weekly update", a boilerplate footer's
-#: shingles). Skipping it keeps the cost of marking one entry bounded.
-MAX_POSTINGS = 50
-#: Share of a row's prefix tokens (as stored in ``entries.text_tokens``) a candidate
-#: found by a posted token must have before its text is compared.
-TOKEN_SHARE = 0.5
 _LINK, _TITLE = -2, -1  # labels of the link and title lookups; tokens are 0, 1, ...
 
 
@@ -140,40 +134,21 @@ def _candidates_sql(tokens: int) -> str:
     return " UNION ALL ".join(terms)
 
 
-class CommonTokens:
-    """Text tokens already seen with more than :data:`MAX_POSTINGS` rows.
-
-    Rows are never deleted, so such a token stays too common to look up: remembering it
-    saves reading its capped postings for every new entry that carries it (boilerplate
-    such as "read more" or "appeared first on" is in every entry of a feed), and writing
-    more of them. Bounded: forgotten wholesale past ``limit`` tokens, at worst a lookup
-    is paid again.
-    """
-
-    def __init__(self, limit: int = 100_000) -> None:
-        self.limit = limit
-        self.tokens: set[int] = set()
-
-    def __contains__(self, token: object) -> bool:
-        return token in self.tokens
-
-    def add(self, token: int) -> None:
-        if len(self.tokens) >= self.limit:
-            self.tokens.clear()
-        self.tokens.add(token)
-
-
 def _candidates(conn: sqlite3.Connection, row: DedupeRow,
-                common: CommonTokens) -> dict[str, list[str]]:
+                common: CommonKeys) -> dict[str, list[str]]:
     """Rows that share a match key with ``row``, by channel (``row`` itself excluded)."""
     limit = MAX_POSTINGS + 1
     # Lookups go by the row's own posted tokens: for texts at or above the threshold,
     # those meet the other's (see POSTED_TOKENS).
-    tokens = [token for token in posted_tokens(row.tokens) if token not in common]
+    known = common.known["text"]
+    tokens = [token for token in posted_tokens(row.tokens) if token not in known]
+    # A key known to be too common is looked up as NULL, which finds nothing.
+    url = row.match_url if row.match_url and not common.knows("link", row.match_url) else None
+    title = (row.norm_title if row.norm_title and not common.knows("title", row.norm_title)
+             else None)
     # One statement per number of tokens: at most POSTED_TOKENS + 1 are prepared (and
     # cached). Padding to a fixed count cost a fifth of the lookup's time.
-    args: list[object] = [row.match_url or None, row.key, limit,
-                          row.norm_title or None, row.key, limit]
+    args: list[object] = [url, row.key, limit, title, row.key, limit]
     for token in tokens:
         args += (token, row.seq, limit)
     hits: dict[int, list[Any]] = {}  # keys for the link and title, seqs for tokens
@@ -184,10 +159,13 @@ def _candidates(conn: sqlite3.Connection, row: DedupeRow,
         found = hits.get(label, [])
         return [] if len(found) > MAX_POSTINGS else found
 
+    for label, channel, key in ((_LINK, "link", url), (_TITLE, "title", title)):
+        if len(hits.get(label, ())) > MAX_POSTINGS:
+            common.add(channel, key)
     seqs: set[int] = set()
     for label, token in enumerate(tokens):
         if len(hits.get(label, ())) > MAX_POSTINGS:
-            common.add(token)
+            common.add("text", token)
         seqs.update(posted(label))
     # One chance common shingle is not worth comparing a row: two texts at or above the
     # threshold share most of their prefixes, which the rows carry. Checking that costs
@@ -206,68 +184,44 @@ def _candidates(conn: sqlite3.Connection, row: DedupeRow,
     return {channel: list(dict.fromkeys(keys)) for channel, keys in found.items()}
 
 
-def _old_cluster(conn: sqlite3.Connection, column: str, row: DedupeRow,
-                 channel: str) -> list[str]:
-    """Members of the cluster the row belonged to before this pass."""
-    canon = row.markers.get(channel) or row.key
-    members = [r[0] for r in conn.execute(
-        f"SELECT id FROM entries WHERE {column} = ? AND {column} != ''", (canon,))]
-    return [canon, *members]
+#: Rows a key still links through their channel's marker (for a key found too common).
+_STALE_SQL = {
+    "link": "SELECT id FROM entries WHERE match_url = ? AND dup_link != ''",
+    "title": "SELECT id FROM entries WHERE norm_title = ? AND dup_title != ''",
+    "text": "SELECT e.id FROM dedupe_text AS d JOIN entries AS e ON e.seq = d.entry "
+            "WHERE d.token = ? AND e.dup_text != ''",
+}
+
+
+class _Backend:
+    """:class:`~signal_feeds.store.marking.MarkingBackend` on one SQLite connection."""
+
+    def __init__(self, conn: sqlite3.Connection, rows: _Rows, common: CommonKeys) -> None:
+        self.conn, self.rows, self.common = conn, rows, common
+
+    def candidates(self, key: str) -> dict[str, list[str]]:
+        return _candidates(self.conn, self.rows.get(key), self.common)
+
+    def old_cluster(self, column: str, row: DedupeRow, channel: str) -> list[str]:
+        canon = row.markers.get(channel) or row.key
+        members = [r[0] for r in self.conn.execute(
+            f"SELECT id FROM entries WHERE {column} = ? AND {column} != ''", (canon,))]
+        return [canon, *members]
+
+    def stale_rows(self, channel: str, keys: Collection[Any]) -> list[str]:
+        return [r[0] for key in sorted(keys)
+                for r in self.conn.execute(_STALE_SQL[channel], (key,))]
+
+    def write_markers(self, column: str, updates: Sequence[tuple[str, str]]) -> None:
+        self.conn.executemany(f"UPDATE entries SET {column} = ? WHERE id = ?", updates)
 
 
 def _mark(conn: sqlite3.Connection, rows: _Rows, keys: Sequence[str], *,
           created: Collection[str], everything: bool,
-          common: CommonTokens | None = None) -> DedupeReport:
-    known = CommonTokens() if common is None else common
-    found: dict[str, dict[str, list[str]]] = {}
-
-    def candidates(key: str, channel: str) -> list[str]:
-        if key not in found:
-            found[key] = _candidates(conn, rows.get(key), known)
-        return found[key][channel]
-
-    changed: dict[str, int] = {}
-    touched: set[str] = set()
-    for channel, column in CHANNELS.items():
-        match = MATCHERS[channel]
-        seeds: list[str] = list(keys)
-        if not everything:
-            # Rows that shared a cluster with a changed row may now fall apart or join
-            # another: their whole old clusters are recomputed too. A row created just
-            # now was in no cluster, and no marker can name it yet.
-            for key in keys:
-                if key not in created and rows.exists(key):
-                    seeds.extend(_old_cluster(conn, column, rows.get(key), channel))
-        seeds = [k for k in dict.fromkeys(seeds) if rows.exists(k)]
-
-        def neighbours(key: str, channel: str = channel,
-                       match: Callable[[DedupeRow, DedupeRow], bool] = match) -> list[str]:
-            others = candidates(key, channel)
-            if not others:  # most rows share no key with another
-                return []
-            rows.load(others)
-            # Rows of one source never match each other (every matcher says so): drop
-            # them before the text channel pays for their shingles.
-            source = rows.get(key).source_id
-            others = [k for k in others if k in rows.cache and rows.cache[k].source_id != source]
-            if not others:
-                return []
-            if channel == "text":
-                row, *compared = rows.with_text([key, *others])
-            else:
-                row, compared = rows.get(key), [rows.get(k) for k in others]
-            return [other.key for other in compared if match(row, other)]
-
-        count = 0
-        for group in clusters(seeds, neighbours):
-            if len(group) == 1 and not rows.get(next(iter(group))).markers.get(channel):
-                continue  # alone and unmarked: the common case, nothing to write
-            for key, marker in markers_for(rows.get(k) for k in group).items():
-                if rows.get(key).markers.get(channel, "") != marker:
-                    conn.execute(f"UPDATE entries SET {column} = ? WHERE id = ?", (marker, key))
-                    touched.add(key)
-                    count += 1
-        changed[channel] = count
+          common: CommonKeys | None = None) -> DedupeReport:
+    known = CommonKeys() if common is None else common
+    changed, touched = mark_clusters(_Backend(conn, rows, known), rows, keys, created=created,
+                                     everything=everything, common=known)
     _derive_duplicate_of(conn, sorted(touched))
     duplicates = None
     if everything:  # a whole-table count is worth it for `signal dedupe`, not per response
@@ -289,7 +243,7 @@ def _derive_duplicate_of(conn: sqlite3.Connection, keys: Sequence[str]) -> None:
 
 def mark_new_entries(conn: sqlite3.Connection, rows: Sequence[DedupeRow], *,
                      created: Collection[str] = (),
-                     common: CommonTokens | None = None) -> DedupeReport:
+                     common: CommonKeys | None = None) -> DedupeReport:
     """Mark the duplicates among the clusters touched by ``rows`` (entries just created
     or updated, as written, shingles included), inside the caller's open transaction.
 

@@ -27,6 +27,7 @@ from signal_feeds.records import (
 )
 from signal_feeds.store.fulltext import DEFAULT_SEARCH_LIMIT
 from signal_feeds.store.leases import DEFAULT_LEASE_SECONDS, HostGate, Lease
+from signal_feeds.store.marking import CommonKeys
 from signal_feeds.store.protocol import TABLES, DedupeReport, DuplicateLink, Table
 from signal_feeds.store.sqlite import change_log, dedupe, queries, search, writing
 from signal_feeds.store.sqlite import leases as lease_rows
@@ -60,7 +61,7 @@ class Store:
                  check_writable: bool = False) -> None:
         self.path = Path(path)
         self.busy_timeout = busy_timeout
-        self._common_tokens = dedupe.CommonTokens()
+        self._common_keys = CommonKeys()
         self._db = Connection(self.path, busy_timeout=busy_timeout)
         try:
             with self._db.errors("cannot use database"):
@@ -211,7 +212,7 @@ class Store:
             return writing.apply_response(conn, state, rows, fetch, now,
                                           given=match_keys or {},
                                           texts=search_texts or {},
-                                          common=self._common_tokens,
+                                          common=self._common_keys,
                                           before_commit=self._db.before_commit)
 
     def entries(self, *, source_id: str | None = None, limit: int | None = None,

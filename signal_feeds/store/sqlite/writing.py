@@ -29,6 +29,7 @@ from signal_feeds.identity.matching import (
 )
 from signal_feeds.identity.search_text import SearchText
 from signal_feeds.records import ApplyCounts, FetchRecord, SourceState
+from signal_feeds.store.marking import CommonKeys
 from signal_feeds.store.sqlite import dedupe, search
 from signal_feeds.store.sqlite.change_log import PendingChange, log_changes
 from signal_feeds.timeutil import format_time
@@ -110,7 +111,7 @@ _INSERT_FETCH = ("INSERT INTO fetches (source_id, started_at, url, outcome, http
 
 def _mark_duplicates(conn: sqlite3.Connection, counts: ApplyCounts,
                      written: Sequence[DedupeRow], source_id: str,
-                     common: dedupe.CommonTokens) -> bool:
+                     common: CommonKeys) -> bool:
     """Mark cross-source duplicates of the created and updated entries; True if some
     marker changed.
 
@@ -150,7 +151,7 @@ def _stored(conn: sqlite3.Connection, keys: Sequence[str]) -> dict[str, _Stored]
 
 def _write_entries(conn: sqlite3.Connection, rows: Sequence[EntryRow], stamp: str,
                    given: Mapping[str, MatchKeys], texts: Mapping[str, SearchText],
-                   common: dedupe.CommonTokens
+                   common: CommonKeys
                    ) -> tuple[ApplyCounts, list[DedupeRow], list[PendingChange],
                               search.IndexChange]:
     """Write the rows; return the counts, the dedupe view of what changed, the changes
@@ -209,7 +210,7 @@ def _write_entries(conn: sqlite3.Connection, rows: Sequence[EntryRow], stamp: st
         had = posted_tokens(had_tokens)
         # A token already too common to look up gains nothing from more postings.
         new_tokens.extend((t, seq) for t in posted
-                          if t not in had and t not in common)
+                          if t not in had and not common.knows("text", t))
         first_seen = before.first_seen_at if before else stamp
         pending.append(PendingChange(outcome, row.key, seq, row.source_id, row.fingerprint,
                                      row.content_fingerprint,
@@ -276,14 +277,14 @@ def reset_source(conn: sqlite3.Connection, source_id: str) -> bool:
 def apply_response(conn: sqlite3.Connection, state: SourceState, rows: Sequence[EntryRow],
                    fetch: FetchRecord, now: dt.datetime, *,
                    given: Mapping[str, MatchKeys], texts: Mapping[str, SearchText],
-                   common: dedupe.CommonTokens,
+                   common: CommonKeys,
                    before_commit: Callable[[Callable[[sqlite3.Connection], None]], None]
                    ) -> ApplyCounts:
     """Write one response (entries, versions, postings, duplicate markers, change-log rows,
     source state, fetch row) inside the caller's transaction; return what happened to each entry.
 
     ``given`` match keys and search ``texts`` (by entry key) are used where given,
-    computed where not; ``common`` carries the text tokens known to be too common from
+    computed where not; ``common`` carries the match keys known to be too common from
     one response to the next. The full-text index change is handed to ``before_commit``,
     which applies it in the same transaction, before it commits.
     """
