@@ -319,6 +319,30 @@ def test_other_xml(body: bytes, said: str) -> None:
     assert other_xml(body) == said
 
 
+@pytest.mark.parametrize(("body", "said"), [
+    # A CDF channel, RSS 1.1, a channel without its <rss>: the parser names no format.
+    (b"<CHANNEL><TITLE>Example</TITLE></CHANNEL>",
+     "its root element is <CHANNEL>, but an RSS channel sits inside <rss> (RSS 2.0) or "
+     "<rdf:RDF> (RSS 1.0)"),
+    (b'<Channel xmlns="http://purl.org/net/rss1.1#"><title>x</title></Channel>',
+     "its root element is <Channel>, but an RSS channel sits inside <rss> (RSS 2.0) or "
+     "<rdf:RDF> (RSS 1.0)"),
+    # RSS 1.0 with its channel in another namespace.
+    (b'<rdf:RDF xmlns="http://my.netscape.com/publish/formats/rss-0.91.dtd" '
+     b'xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#"><channel><title>x</title>'
+     b"</channel></rdf:RDF>",
+     "an RDF document with no RSS 1.0 <channel> (its elements belong to the namespace "
+     "http://purl.org/rss/1.0/)"),
+])
+def test_a_feed_root_without_a_feed_says_what_is_wrong(body: bytes, said: str) -> None:
+    from signal_feeds.errors import ParseError
+    from signal_feeds.parse.feed import parse_feed
+
+    with pytest.raises(ParseError) as caught:
+        parse_feed(body, source_id="s")
+    assert caught.value.message == f"not an RSS or Atom feed: {said}"
+
+
 # -- 2. one normalization path for the dry run and the real run ------------------------
 
 

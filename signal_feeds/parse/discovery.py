@@ -17,8 +17,8 @@ from html.parser import HTMLParser
 
 from signal_feeds.urls import check_link
 
-__all__ = ["FEED_TYPES", "MAX_SCANNED_BYTES", "feed_links", "other_xml", "page_title",
-           "web_page"]
+__all__ = ["FEED_TYPES", "MAX_SCANNED_BYTES", "feed_links", "misplaced_feed_root",
+           "other_xml", "page_title", "web_page"]
 
 #: The link types that name a feed.
 FEED_TYPES = frozenset({"application/rss+xml", "application/atom+xml",
@@ -138,3 +138,24 @@ def other_xml(body: bytes) -> str:
     if name.lower() in _FEED_ROOTS or local in _FEED_ROOTS or local == "html":
         return ""
     return _KNOWN_ROOTS.get(local, f"an XML document whose root element is <{name}>")
+
+
+#: Where RSS 1.0 keeps its channel: an RDF document without it is no feed.
+RSS_10_NAMESPACE = "http://purl.org/rss/1.0/"
+
+
+def misplaced_feed_root(body: bytes) -> str:
+    """Why a well-formed document whose root element looks like a feed's is none, for
+    the roots the feed parser gives no format (``""`` for any other document)."""
+    match = _XML_ROOT.match(body[:16384])
+    if match is None:
+        return ""
+    name = match.group(1).decode("ascii", "replace")
+    local = name.lower().rpartition(":")[2]
+    if local == "channel":  # a bare channel, a CDF channel, RSS 1.1
+        return (f"its root element is <{name}>, but an RSS channel sits inside <rss> "
+                "(RSS 2.0) or <rdf:RDF> (RSS 1.0)")
+    if local == "rdf":
+        return (f"an RDF document with no RSS 1.0 <channel> (its elements belong to the "
+                f"namespace {RSS_10_NAMESPACE})")
+    return ""

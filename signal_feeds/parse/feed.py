@@ -18,7 +18,7 @@ from signal_feeds.errors import ParseError
 from signal_feeds.parse.captions import caption, set_captions_aside
 from signal_feeds.parse.dates import date_warnings, entry_date
 from signal_feeds.parse.decoding import to_utf8
-from signal_feeds.parse.discovery import feed_links, other_xml, web_page
+from signal_feeds.parse.discovery import feed_links, misplaced_feed_root, other_xml, web_page
 from signal_feeds.parse.fields import (
     DEFAULT_FIELD_LIMITS,
     FieldLimiter,
@@ -407,6 +407,8 @@ def parse_feed(
                              source_id=source_id)
         reason = f" ({type(bozo).__name__}: {bozo})" if bozo else ""
         other = other_xml(data)  # a sitemap, an OPML list, an API's error document
+        if not other and bozo is None:  # well-formed, with a feed's root, yet no feed
+            other = misplaced_feed_root(data)
         raise ParseError(f"not an RSS or Atom feed{': ' + other if other else ''}{reason}",
                          source_id=source_id)
     warnings = list(defuse_warnings)
