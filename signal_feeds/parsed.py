@@ -68,8 +68,11 @@ __all__ = ["NORMALIZER_VERSION", "ParsedEntry", "ParsedFeed"]
 #: article into such text); a ``<video>``, ``<audio>`` or ``<picture>`` is kept, with its
 #: sources and controls (a post's video or sound was stored as nothing), and a lazily
 #: loaded image (``data-src``) has its address (it had none, or a placeholder's);
-#: Drupal's ``Saturday, December 5, 2026 - 10:00`` is read (it was left empty).
-NORMALIZER_VERSION = 10
+#: Drupal's ``Saturday, December 5, 2026 - 10:00`` is read (it was left empty). 11: a
+#: summary or content given as plain text keeps its line breaks, as ``<br>`` (YouTube's
+#: video descriptions and JSON Feed's ``content_text`` ran their lines together), but
+#: not those before an indented line in XML, which are the document's pretty-printing.
+NORMALIZER_VERSION = 11
 
 
 @dataclass(frozen=True, slots=True)

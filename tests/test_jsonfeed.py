@@ -231,7 +231,7 @@ def test_control_characters_are_removed_as_from_xml() -> None:
             b' "summary": "C:\\\\boot"}]}')
     feed = parse_feed(body)
     entry = feed.entries[0]
-    assert entry.content == "red [31mpage tab\tline\nend"
+    assert entry.content == "red [31mpage tab\tline<br>end"
     assert entry.summary == "C:\\boot"  # an escaped backslash is no control
     assert feed.warnings == ("3 control character(s) removed (as from an XML feed)",)
 

@@ -137,3 +137,38 @@ def test_many_unclosed_tags_are_read_in_one_pass(unit: str) -> None:
     done = subprocess.run([sys.executable, "-c", code, unit], capture_output=True,
                           text=True, timeout=120, check=True)
     assert float(done.stdout) < 10
+
+
+_ATOM = ('<?xml version="1.0"?><feed xmlns="http://www.w3.org/2005/Atom" '
+         'xmlns:media="http://search.yahoo.com/mrss/"><title>t</title>'
+         "<entry><id>tag:v,2026:1</id><title>A video</title>"
+         '<link href="https://video.example/watch?v=1"/>{}</entry></feed>')
+
+
+def test_plain_text_keeps_its_line_breaks() -> None:
+    # A video's description (YouTube's Media RSS) is text with a line per link: shown as
+    # HTML, it ran into one line.
+    description = "First line &amp; more.\nhttps://example.org/a\n\nLast paragraph."
+    feed = parse_feed(_ATOM.format(
+        f"<media:group><media:description>{description}</media:description>"
+        "</media:group>").encode())
+    assert feed.entries[0].summary == (
+        "First line &amp; more.<br>https://example.org/a<br><br>Last paragraph.")
+
+
+def test_plain_text_pretty_printed_in_xml_is_folded_as_before() -> None:
+    # An indented line is the document's layout (RFC 4287 lets a reader fold it): no break.
+    feed = parse_feed(_ATOM.format(
+        "<summary type='text'>A summary wrapped\n      and indented\n      by its feed's "
+        "writer.</summary>").encode())
+    assert feed.entries[0].summary == (
+        "A summary wrapped\n      and indented\n      by its feed's writer.")
+
+
+def test_a_json_feed_text_post_keeps_every_line() -> None:
+    # JSON has no layout of its own: every line break in content_text was written so.
+    body = ('{"version": "https://jsonfeed.org/version/1.1", "title": "t", "items": [{"id": "1",'
+            ' "url": "https://micro.example/1", "content_text": "Shopping:\\n  - tea\\n  - '
+            '<milk>\\r\\nDone."}]}')
+    feed = parse_feed(body.encode(), content_type="application/feed+json")
+    assert feed.entries[0].content == "Shopping:<br>  - tea<br>  - &lt;milk&gt;<br>Done."

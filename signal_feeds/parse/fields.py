@@ -63,8 +63,18 @@ def _is_html(detail: Any) -> bool:
     return isinstance(kind, str) and "html" in kind
 
 
-def as_html(value: str, detail: Any, base: str | None = None) -> str:
-    """Sanitized HTML for a summary or content value (plain text is escaped).
+#: A line break in plain text (a lone CR too, as old Mac text has them).
+_LINE_BREAK = re.compile("\r\n?|[\n\u2028\u2029]")
+#: One that the next line's indentation does not mark as the XML document's layout.
+_UNINDENTED_LINE_BREAK = re.compile("(?:\r\n?|[\n\u2028\u2029])(?![ \t])")
+
+
+def as_html(value: str, detail: Any, base: str | None = None, *,
+            in_markup: bool = True) -> str:
+    """Sanitized HTML for a summary or content value (plain text is escaped, and its
+    line breaks become ``<br>``, except in a value ``in_markup`` where the next line is
+    indented: that break is the document's pretty-printing, which Atom lets a reader
+    fold into a space).
 
     With ``base`` (an absolute http or https URL), relative links and image sources are
     made absolute against it: stored HTML is shown far from the page it came from.
@@ -72,7 +82,10 @@ def as_html(value: str, detail: Any, base: str | None = None) -> str:
     if not value:
         return ""
     if not _is_html(detail):
-        return html.escape(value, quote=False)
+        # Shown as HTML, a line break is a space: a video's description or a JSON Feed
+        # post written as text in paragraphs would run together into one.
+        breaks = _UNINDENTED_LINE_BREAK if in_markup else _LINE_BREAK
+        return breaks.sub("<br>", html.escape(value, quote=False))
     if base:
         try:
             return sanitize(value, body=True,

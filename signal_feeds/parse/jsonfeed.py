@@ -127,8 +127,8 @@ def _entry(item: Mapping[str, Any], base: str | None, require_https: bool, limit
     content_text = text_value(item.get("content_text"))
     # Relative references in content_html: the item's page, else the feed's (as for RSS).
     content = (as_html(content_html, _HTML, html_base(None, base, link)) if content_html
-               else as_html(content_text, _TEXT))
-    summary = as_html(text_value(item.get("summary")), _TEXT)
+               else as_html(content_text, _TEXT, in_markup=False))
+    summary = as_html(text_value(item.get("summary")), _TEXT, in_markup=False)
     # An item with content and no summary has the content as its summary too, as
     # feedparser gives an RSS or Atom entry with only <content:encoded> or <content>:
     # the same story gives the same row (text duplicates compare the summary) either way.
