@@ -381,6 +381,28 @@ def test_two_runs_in_opposite_orders_choose_the_same_canonical_rows(
     assert chosen[0][digest(["later", "l"])][3] == zeta
 
 
+def test_undated_copies_found_in_one_run_go_by_the_config_order(
+        server: ScenarioServer, database: Path | str, parser: ParserPool) -> None:
+    # Neither copy has a date, so "first seen" decides; one run sees both at once. The
+    # source listed first answers last: its copy must still be the canonical one, as it
+    # is in every other run over the same feeds.
+    from scenario_server import ScriptedResponse
+
+    item = {"title": "An undated story told twice", "link": "https://pub.example/story",
+            "description": STORY}
+    listed = {"first": rss({**item, "guid": "f"}), "second": rss({**item, "guid": "s"})}
+    server.script("/first.xml", [ScriptedResponse(body=listed["first"], delay=0.5)])
+    server.put("/second.xml", listed["second"])
+    config = make_config(database, {sid: server.url(f"/{sid}.xml") for sid in listed})
+    report = run_fetch(config, force=True, parser=parser)
+    assert [r.status for r in report.sources] == ["fetched", "fetched"]
+    first, second = digest(["first", "f"]), digest(["second", "s"])
+    assert markers(database)[first] == ("", "", "", "")
+    assert markers(database)[second][3] == first
+    seen = dict(query(database, "SELECT id, first_seen_at FROM entries"))
+    assert seen[first] == seen[second]  # both when the run began
+
+
 def test_dedupe_recomputes_the_same_markers_and_twice_changes_nothing(
         fetch: Fetch, database: Path | str) -> None:
     three_sources(fetch)

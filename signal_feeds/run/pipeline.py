@@ -117,7 +117,8 @@ async def fetch_sources(
         with store:
             try:
                 run = Run(config, store, sources, force=force, refresh=refresh, clock=clock,
-                          clients=clients, parser=pool, progress=progress, owner=worker)
+                          clients=clients, parser=pool, progress=progress, owner=worker,
+                          started_at=started_at)
                 reports = await run.execute()
             finally:
                 await clients.aclose()

@@ -102,8 +102,12 @@ class Run:
     def __init__(self, config: Config, store: FeedStore, sources: Sequence[Source], *,
                  force: bool, clock: Callable[[], dt.datetime], clients: Clients,
                  parser: ParserPool, progress: Callable[[Progress], None] | None,
-                 refresh: bool = False, owner: str | None = None) -> None:
+                 refresh: bool = False, owner: str | None = None,
+                 started_at: dt.datetime | None = None) -> None:
         self.config = config
+        #: When the run began: what it stores is first seen then (see
+        #: :func:`signal_feeds.store.protocol.first_seen`).
+        self.started_at = started_at or clock()
         self.store = store
         self.sources = sources
         #: ``--refresh``: unconditional requests, and every body parsed again.
@@ -367,13 +371,14 @@ class Run:
             def write() -> Any:
                 return store.save_attempt(state, record)
         else:
-            clock = self.clock
+            clock, seen_at = self.clock, self.started_at
 
             def write() -> Any:
                 return store.apply_response(
                     state, rows, record, clock(),
                     match_keys=derived.match_keys if derived else None,
-                    search_texts=derived.search_texts if derived else None)
+                    search_texts=derived.search_texts if derived else None,
+                    seen_at=seen_at)
         apply = write
         if state.source_id in self.claims.held:
             apply = _releasing(write, store, state.source_id, self.owner)

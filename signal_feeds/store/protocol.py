@@ -36,6 +36,7 @@ from signal_feeds.records import (
 )
 from signal_feeds.store.fulltext import DEFAULT_SEARCH_LIMIT
 from signal_feeds.store.leases import DEFAULT_LEASE_SECONDS, HostGate, Lease
+from signal_feeds.timeutil import format_time
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -45,11 +46,23 @@ if TYPE_CHECKING:
     from signal_feeds.identity.search_text import SearchText
     from signal_feeds.store.views import EntryView, SearchHit
 
-__all__ = ["TABLES", "DedupeReport", "DuplicateLink", "FeedStore", "Table"]
+__all__ = ["TABLES", "DedupeReport", "DuplicateLink", "FeedStore", "Table", "first_seen"]
 
 #: The tables every backend keeps, as counted by :meth:`FeedStore.table_counts`.
 Table = Literal["sources", "entries", "entry_versions", "fetches"]
 TABLES: tuple[Table, ...] = ("sources", "entries", "entry_versions", "fetches")
+
+
+def first_seen(now: dt.datetime, seen_at: dt.datetime | None) -> str:
+    """The stored first-seen time of what a response creates: when the pass that fetched
+    it began (``seen_at``, never after ``now``), else ``now``.
+
+    One run stamps every new entry with its own start, so copies of an undated story
+    that one run finds in several sources tie on that time, and the order of the
+    sources in the config chooses the canonical copy, not which response was written
+    first.
+    """
+    return format_time(now if seen_at is None else min(now, seen_at))
 
 
 @dataclass(frozen=True)
@@ -135,13 +148,16 @@ class FeedStore(Protocol):
     def apply_response(self, state: SourceState, rows: Sequence[EntryRow],
                        fetch: FetchRecord, now: dt.datetime, *,
                        match_keys: Mapping[str, MatchKeys] | None = None,
-                       search_texts: Mapping[str, SearchText] | None = None) -> ApplyCounts:
+                       search_texts: Mapping[str, SearchText] | None = None,
+                       seen_at: dt.datetime | None = None) -> ApplyCounts:
         """Store one response's entries, versions, the source's new state and the fetch
         row in one transaction; mark cross-source duplicates of what changed.
 
         ``match_keys`` and ``search_texts`` (by entry key) are what the parser process
         already derived from the rows; a store uses them where given and derives them
-        itself where not, with the same result either way.
+        itself where not, with the same result either way. ``seen_at`` (a run's start)
+        is when the entries and versions it creates were first seen: see
+        :func:`first_seen`.
         """
         ...
 

@@ -145,14 +145,15 @@ class PostgresStore:
     def apply_response(self, state: SourceState, rows: Sequence[EntryRow],
                        fetch: FetchRecord, now: dt.datetime, *,
                        match_keys: Mapping[str, MatchKeys] | None = None,
-                       search_texts: Mapping[str, SearchText] | None = None) -> ApplyCounts:
+                       search_texts: Mapping[str, SearchText] | None = None,
+                       seen_at: dt.datetime | None = None) -> ApplyCounts:
         """Store one response's entries, versions, the source's new state and the fetch
         row in one transaction; mark cross-source duplicates of what changed."""
         with self._db.errors("cannot store response", state.source_id), \
                 self._db.transaction() as conn:
             return writing.apply_response(conn, state, rows, fetch, now,
                                           given=match_keys or {}, texts=search_texts or {},
-                                          common=self._common_keys)
+                                          common=self._common_keys, seen_at=seen_at)
 
     # -- work sharing (store/postgres/leases.py) ---------------------------------------
 

@@ -32,6 +32,7 @@ from signal_feeds.store.marking import CommonKeys
 from signal_feeds.store.postgres import dedupe
 from signal_feeds.store.postgres.change_log import lock_log, log_changes
 from signal_feeds.store.postgres.search import search_vector
+from signal_feeds.store.protocol import first_seen
 from signal_feeds.store.sqlite.change_log import PendingChange
 from signal_feeds.timeutil import format_time
 
@@ -134,7 +135,7 @@ def _source_rank(conn: Any, source_id: str) -> int:
     return int(row[0]) if row else UNLISTED_RANK
 
 
-def _write_entries(conn: Any, rows: Sequence[EntryRow], stamp: str,
+def _write_entries(conn: Any, rows: Sequence[EntryRow], stamp: str, seen: str,
                    given: Mapping[str, MatchKeys], texts: Mapping[str, SearchText],
                    common: CommonKeys
                    ) -> tuple[ApplyCounts, list[DedupeRow], list[PendingChange],
@@ -171,13 +172,13 @@ def _write_entries(conn: Any, rows: Sequence[EntryRow], stamp: str,
         seq = before.seq if before else fresh.pop(0)
         upserts.append((row.key, row.source_id, row.remote_id, row.url, row.title,
                         row.published, row.updated, row.author, row.summary, row.content,
-                        row.fingerprint, row.content_fingerprint, stamp, stamp,
+                        row.fingerprint, row.content_fingerprint, seen, stamp,
                         row.normalizer_version, keys.match_url, keys.norm_title,
                         pack_tokens(keys.tokens), seq,
                         search_vector(row.title, row.summary, row.content,
                                       text=texts.get(row.key))))
         versions.append((row.key, seq, row.fingerprint, row.content_fingerprint or "",
-                         row.title, row.url, row.published, row.updated, stamp, stamp,
+                         row.title, row.url, row.published, row.updated, seen, stamp,
                          row.normalizer_version))
         had_tokens = unpack_tokens(before.tokens) if before else ()
         posted = posted_tokens(keys.tokens)
@@ -185,7 +186,7 @@ def _write_entries(conn: Any, rows: Sequence[EntryRow], stamp: str,
         had = posted_tokens(had_tokens)
         new_tokens.extend((t, seq) for t in posted
                           if t not in had and not common.knows("text", t))
-        first_seen = before.first_seen_at if before else stamp
+        first_seen = before.first_seen_at if before else seen
         pending.append(PendingChange(outcome, row.key, seq, row.source_id, row.fingerprint,
                                      row.content_fingerprint,
                                      before.fingerprints[0] if before else ""))
@@ -266,13 +267,14 @@ def reset_source(conn: Any, source_id: str) -> bool:
 
 def apply_response(conn: Any, state: SourceState, rows: Sequence[EntryRow],
                    fetch: FetchRecord, now: dt.datetime, *, given: Mapping[str, MatchKeys],
-                   texts: Mapping[str, SearchText], common: CommonKeys) -> ApplyCounts:
+                   texts: Mapping[str, SearchText], common: CommonKeys,
+                   seen_at: dt.datetime | None = None) -> ApplyCounts:
     """Write one response inside the caller's transaction; what happened to each entry."""
     stamp = format_time(now)
     # First, before any row lock: every writer takes the locks in the same order.
     lock_log(conn)
-    counts, written, pending, version_ids = _write_entries(conn, rows, stamp, given, texts,
-                                                                common)
+    counts, written, pending, version_ids = _write_entries(
+        conn, rows, stamp, first_seen(now, seen_at), given, texts, common)
     marked = _mark_duplicates(conn, counts, written, state.source_id, common)
     log_changes(conn, pending, version_ids, stamp, marked=marked)
     conn.execute(_SAVE_STATE, _state_values(state))

@@ -196,8 +196,8 @@ class Store:
     def apply_response(self, state: SourceState, rows: Sequence[EntryRow],
                        fetch: FetchRecord, now: dt.datetime, *,
                        match_keys: Mapping[str, MatchKeys] | None = None,
-                       search_texts: Mapping[str, SearchText] | None = None
-                       ) -> ApplyCounts:
+                       search_texts: Mapping[str, SearchText] | None = None,
+                       seen_at: dt.datetime | None = None) -> ApplyCounts:
         """Store one response's entries, their versions, the source's new state
         (validators, body digest) and the fetch row, in one transaction.
 
@@ -205,7 +205,8 @@ class Store:
         a version added) or ``unchanged`` (only ``last_seen_at`` refreshed).
         ``match_keys`` and ``search_texts`` (by entry key) are used where given,
         computed where not. The full-text index is written at the end of the
-        transaction (of the batch, inside :meth:`batch`), with the entries.
+        transaction (of the batch, inside :meth:`batch`), with the entries. ``seen_at``
+        (a run's start) is when what it creates was first seen; ``now`` if not given.
         """
         with self._db.errors("cannot store response", state.source_id), \
                 self._db.transaction() as conn:
@@ -213,7 +214,8 @@ class Store:
                                           given=match_keys or {},
                                           texts=search_texts or {},
                                           common=self._common_keys,
-                                          before_commit=self._db.before_commit)
+                                          before_commit=self._db.before_commit,
+                                          seen_at=seen_at)
 
     def entries(self, *, source_id: str | None = None, limit: int | None = None,
                 include_duplicates: bool = False) -> list[StoredEntry]:

@@ -30,6 +30,7 @@ from signal_feeds.identity.matching import (
 from signal_feeds.identity.search_text import SearchText
 from signal_feeds.records import ApplyCounts, FetchRecord, SourceState
 from signal_feeds.store.marking import CommonKeys
+from signal_feeds.store.protocol import first_seen
 from signal_feeds.store.sqlite import dedupe, search
 from signal_feeds.store.sqlite.change_log import PendingChange, log_changes
 from signal_feeds.timeutil import format_time
@@ -150,6 +151,7 @@ def _stored(conn: sqlite3.Connection, keys: Sequence[str]) -> dict[str, _Stored]
     return found
 
 def _write_entries(conn: sqlite3.Connection, rows: Sequence[EntryRow], stamp: str,
+                   seen: str,
                    given: Mapping[str, MatchKeys], texts: Mapping[str, SearchText],
                    common: CommonKeys
                    ) -> tuple[ApplyCounts, list[DedupeRow], list[PendingChange],
@@ -192,7 +194,7 @@ def _write_entries(conn: sqlite3.Connection, rows: Sequence[EntryRow], stamp: st
             next_seq -= 1
         upserts.append((row.key, row.source_id, row.remote_id, row.url, row.title,
                         row.published, row.updated, row.author, row.summary, row.content,
-                        row.fingerprint, row.content_fingerprint, stamp, stamp,
+                        row.fingerprint, row.content_fingerprint, seen, stamp,
                         row.normalizer_version, keys.match_url, keys.norm_title, packed,
                         seq))
         if before:
@@ -200,7 +202,7 @@ def _write_entries(conn: sqlite3.Connection, rows: Sequence[EntryRow], stamp: st
         text = texts.get(row.key) or SearchText.of(row.summary, row.content)
         indexed.append((seq, row.title or "", text.summary, text.content))
         versions.append((row.key, seq, row.fingerprint, row.content_fingerprint, row.title,
-                         row.url, row.published, row.updated, stamp, stamp,
+                         row.url, row.published, row.updated, seen, stamp,
                          row.normalizer_version))
         had_tokens = unpack_tokens(before.tokens) if before else ()
         posted = posted_tokens(keys.tokens)
@@ -211,7 +213,7 @@ def _write_entries(conn: sqlite3.Connection, rows: Sequence[EntryRow], stamp: st
         # A token already too common to look up gains nothing from more postings.
         new_tokens.extend((t, seq) for t in posted
                           if t not in had and not common.knows("text", t))
-        first_seen = before.first_seen_at if before else stamp
+        first_seen = before.first_seen_at if before else seen
         pending.append(PendingChange(outcome, row.key, seq, row.source_id, row.fingerprint,
                                      row.content_fingerprint,
                                      before.fingerprints[0] if before else ""))
@@ -278,18 +280,21 @@ def apply_response(conn: sqlite3.Connection, state: SourceState, rows: Sequence[
                    fetch: FetchRecord, now: dt.datetime, *,
                    given: Mapping[str, MatchKeys], texts: Mapping[str, SearchText],
                    common: CommonKeys,
-                   before_commit: Callable[[Callable[[sqlite3.Connection], None]], None]
-                   ) -> ApplyCounts:
+                   before_commit: Callable[[Callable[[sqlite3.Connection], None]], None],
+                   seen_at: dt.datetime | None = None) -> ApplyCounts:
     """Write one response (entries, versions, postings, duplicate markers, change-log rows,
     source state, fetch row) inside the caller's transaction; return what happened to each entry.
 
     ``given`` match keys and search ``texts`` (by entry key) are used where given,
     computed where not; ``common`` carries the match keys known to be too common from
     one response to the next. The full-text index change is handed to ``before_commit``,
-    which applies it in the same transaction, before it commits.
+    which applies it in the same transaction, before it commits. ``seen_at`` is when
+    the entries and versions it creates were first seen (see :func:`first_seen`).
     """
     stamp = format_time(now)
-    counts, written, pending, index = _write_entries(conn, rows, stamp, given, texts, common)
+    counts, written, pending, index = _write_entries(conn, rows, stamp,
+                                                     first_seen(now, seen_at), given, texts,
+                                                     common)
     if index:
         before_commit(index.apply)
     marked = _mark_duplicates(conn, counts, written, state.source_id, common)
