@@ -492,7 +492,8 @@ def test_a_version_1_database_is_upgraded_in_place(tmp_path: Path) -> None:
         pass
     with closing(sqlite3.connect(db)) as conn, conn:  # turn it back into what version 1 wrote
         for name in [*_V2_INDEXES, "entries_dup_link", "entries_dup_title",
-                     "entries_dup_text", "entries_search_filter"]:
+                     "entries_dup_text", "entries_search_filter", "entries_link_marked",
+                     "entries_title_marked"]:
             conn.execute(f"DROP INDEX {name}")
         for column in ("match_url", "norm_title", "dup_link", "dup_title", "dup_text",
                        "duplicate_of", "text_tokens"):
@@ -504,7 +505,7 @@ def test_a_version_1_database_is_upgraded_in_place(tmp_path: Path) -> None:
         conn.execute("PRAGMA user_version = 1")
     with Store(db) as store, own_connection(db) as conn:
         assert store.entry("k") is not None and store.entry("k").title == "kept"  # type: ignore[union-attr]
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 10
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 11
         assert [h.entry.key for h in store.search("kept")] == ["k"]  # indexed on upgrade
         columns = {r[1] for r in conn.execute("PRAGMA table_info(entries)")}
         assert {"dup_link", "dup_title", "dup_text", "duplicate_of", "match_url",

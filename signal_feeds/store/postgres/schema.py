@@ -127,6 +127,14 @@ _V5 = [
 ]
 
 
+# Version 6: the rows a too-common link or title still links are found among the marked
+# rows only (see signal_feeds/store/marking.py and the SQLite schema's version 11).
+_V6 = [
+    "CREATE INDEX entries_link_marked ON entries (match_url) WHERE dup_link != ''",
+    "CREATE INDEX entries_title_marked ON entries (norm_title) WHERE dup_title != ''",
+]
+
+
 def _bytewise(statements: list[str]) -> list[str]:
     """Every TEXT column compared byte by byte (collation "C"), as SQLite compares text:
     the same order and ranges whatever locale the server was created with, and indexes
@@ -137,7 +145,7 @@ def _bytewise(statements: list[str]) -> list[str]:
 
 #: The numbered steps: MIGRATIONS[n - 1] upgrades a version n - 1 database to version n.
 MIGRATIONS: tuple[list[str], ...] = (_bytewise(_V1), _bytewise(_V2), _bytewise(_V3),
-                                      _V4, _V5)
+                                      _V4, _V5, _V6)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

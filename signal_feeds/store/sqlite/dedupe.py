@@ -186,8 +186,10 @@ def _candidates(conn: sqlite3.Connection, row: DedupeRow,
 
 #: Rows a key still links through their channel's marker (for a key found too common).
 _STALE_SQL = {
-    "link": "SELECT id FROM entries WHERE match_url = ? AND dup_link != ''",
-    "title": "SELECT id FROM entries WHERE norm_title = ? AND dup_title != ''",
+    "link": "SELECT id FROM entries INDEXED BY entries_link_marked "
+            "WHERE match_url = ? AND dup_link != ''",
+    "title": "SELECT id FROM entries INDEXED BY entries_title_marked "
+             "WHERE norm_title = ? AND dup_title != ''",
     "text": "SELECT e.id FROM dedupe_text AS d JOIN entries AS e ON e.seq = d.entry "
             "WHERE d.token = ? AND e.dup_text != ''",
 }
