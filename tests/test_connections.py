@@ -201,6 +201,34 @@ def test_a_body_compressed_once_more_than_it_says_is_read(
     assert (rep.status, rep.created) == ("fetched", 3), rep
 
 
+@pytest.mark.parametrize(("encoding", "body"), [
+    # Codings listed in the order they were applied (RFC 9110 8.4): undone last first.
+    ("gzip, gzip", gzip.compress(gzip.compress(FEED))),
+    ("deflate, gzip", gzip.compress(zlib.compress(FEED))),
+    ("gzip,x-gzip", gzip.compress(gzip.compress(FEED))),
+    # Said twice, done once: the inner layer is a document already.
+    ("gzip, gzip", gzip.compress(FEED)),
+])
+def test_a_body_with_several_codings_is_decoded_in_turn(
+        raw: Callable[..., RawServer], db_path: Path, encoding: str, body: bytes) -> None:
+    # "gzip, gzip" was refused as an unsupported Content-Encoding.
+    server = raw(lambda _head: (ok(body, f"Content-Encoding: {encoding}"), False))
+    rep = run_fetch(make_config(db_path, {"twice": server.url("/feed.xml")}),
+                    force=True).get("twice")
+    assert (rep.status, rep.created) == ("fetched", 3), rep
+
+
+def test_every_coding_of_a_body_is_decoded_under_the_cap() -> None:
+    from signal_feeds.errors import FetchError
+    from signal_feeds.http.decoding import CappedDecoder
+
+    decoder = CappedDecoder("gzip, gzip", 10_000)
+    decoder.feed(gzip.compress(gzip.compress(b"<" * 1_000_000)))  # the outer layer fits
+    with pytest.raises(FetchError) as caught:
+        decoder.finish()
+    assert caught.value.reason == "too_large"
+
+
 @pytest.mark.parametrize("encoding", ["gzip", "x-gzip", "deflate", "br", "utf-8"])
 def test_a_body_labelled_compressed_that_is_not_is_read_with_a_warning(
         raw: Callable[..., RawServer], db_path: Path, encoding: str) -> None:

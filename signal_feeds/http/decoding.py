@@ -31,23 +31,29 @@ _HEAD = 64 * 1024
 _BOM = b"\xef\xbb\xbf"
 
 
+_UNDONE = ("gzip", "x-gzip", "deflate")
+
+
 class CappedDecoder:
     """Decodes identity, gzip (x-gzip) or deflate into :attr:`out`; raises
     ``FetchError(reason="too_large")`` once the decoded body passes ``cap`` bytes.
 
-    A body labelled with a coding that it does not have, or one Signal cannot undo, is
-    taken as it came when it begins as a document (:attr:`uncompressed` says so), and is
-    refused with ``FetchError(reason="encoding")`` otherwise."""
+    Several codings (``gzip, gzip``: applied in that order, RFC 9110 8.4) are undone in
+    turn: the last one as the body streams in, the others by :meth:`finish`, each under
+    the same cap. A body labelled with a coding that it does not have, or one Signal
+    cannot undo, is taken as it came when it begins as a document (:attr:`uncompressed`
+    says so), and is refused with ``FetchError(reason="encoding")`` otherwise."""
 
     def __init__(self, encoding: str, cap: int) -> None:
         codings = [c.strip().lower() for c in encoding.split(",") if c.strip()]
         codings = [c for c in codings if c != "identity"]
         #: A coding Signal cannot undo (br, compress, "utf-8" for a charset): the body is
         #: read as it came only if it begins as a document.
-        self._unsupported = (encoding if len(codings) > 1 or (
-            codings and codings[0] not in ("gzip", "x-gzip", "deflate")) else "")
+        self._unsupported = encoding if any(c not in _UNDONE for c in codings) else ""
         if self._unsupported:
             codings = []
+        #: Codings applied before the last one, undone by finish().
+        self._inner = codings[:-1]
         self._zlib: zlib._Decompress | None = None
         self._raw_fallback = False
         #: The body was labelled compressed but came as it is (see :meth:`feed`).
@@ -56,7 +62,7 @@ class CappedDecoder:
         self._seen = 0
         if codings:
             self._zlib = zlib.decompressobj(_GZIP_OR_ZLIB)
-            self._raw_fallback = codings[0] == "deflate"
+            self._raw_fallback = codings[-1] == "deflate"
         self.cap = cap
         self.out = bytearray()
 
@@ -99,6 +105,18 @@ class CappedDecoder:
             data = self._zlib.unconsumed_tail
             if self._zlib.eof:
                 break
+
+    def finish(self) -> bytes:
+        """The decoded body once every chunk is fed, with the codings applied before the
+        last one undone too (none of them if the body came uncompressed)."""
+        body = bytes(self.out)
+        if self.uncompressed:
+            return body
+        for coding in reversed(self._inner):
+            inner = CappedDecoder(coding, self.cap)
+            inner.feed(body)
+            body = bytes(inner.out)
+        return body
 
     def _append(self, piece: bytes) -> None:
         self.out += piece

@@ -203,7 +203,7 @@ async def _read_body(response: httpx.Response, limits: FetchLimits
         decoder.feed(chunk)
     warnings = ((f"the body was labelled Content-Encoding: {encoding[:40]} but was not "
                  "compressed: read as it came",) if decoder.uncompressed else ())
-    return _gunzipped_again(bytes(decoder.out), cap), wire, warnings
+    return _gunzipped_again(decoder.finish(), cap), wire, warnings
 
 
 _GZIP_MAGIC = b"\x1f\x8b"
