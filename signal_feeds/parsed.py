@@ -71,7 +71,9 @@ __all__ = ["NORMALIZER_VERSION", "ParsedEntry", "ParsedFeed"]
 #: Drupal's ``Saturday, December 5, 2026 - 10:00`` is read (it was left empty). 11: a
 #: summary or content given as plain text keeps its line breaks, as ``<br>`` (YouTube's
 #: video descriptions and JSON Feed's ``content_text`` ran their lines together), but
-#: not those before an indented line in XML, which are the document's pretty-printing.
+#: not those before an indented line in XML, which are the document's pretty-printing; a
+#: lazily loaded image's address is found whatever the case of its attribute's name
+#: (``DATA-SRC``).
 NORMALIZER_VERSION = 11
 
 

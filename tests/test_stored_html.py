@@ -109,6 +109,8 @@ def test_media_elements_are_kept_only_in_summaries_and_content() -> None:
     ("<img data-lazy-src='https://cdn.example/b.jpg?w=1&amp;h=2' src=/spinner.svg "
      "width=10 />", '<img src="https://cdn.example/b.jpg?w=1&amp;h=2" width="10">'),
     ('<img data-original="c.png">', '<img src="https://blog.example/c.png">'),
+    # Attribute names in any case (HTML's are case-insensitive).
+    ('<IMG SRC="/spinner.gif" DATA-SRC="/d.jpg">', '<img src="https://blog.example/d.jpg">'),
     # The moved address is checked as any image's.
     ('<img data-src="javascript:alert(1)" src="ok.jpg" alt="j">', '<img alt="j">'),
     # An empty one moves nothing; an image without one is left as it was.

@@ -111,10 +111,11 @@ def sanitize(value: str, *, body: bool = False, **options: Any) -> str:
     """``value`` through nh3 with ``options``, after the help above. ``body``: a summary
     or content, whose videos, sounds, pictures and lazily loaded images are kept."""
     lazy = False
+    lowered = value.lower()  # attribute and tag names are case-insensitive
     # (WordPress writes other data- attributes, data-id on gallery images, everywhere.)
-    if body and any(name in value for name in _LAZY_ATTRIBUTES):
+    if body and any(name in lowered for name in _LAZY_ATTRIBUTES):
         value, lazy = _lazy_images_loaded(value)
-    lowered = value.lower()
+        lowered = value.lower()
     if _SPECIAL_TAG.search(lowered) is not None:
         if lazy:
             value = _FRAME_TAG.sub("", value)
