@@ -363,6 +363,26 @@ def test_signal_parse_gives_the_rows_signal_fetch_stores(
     assert parsed["skipped_reasons"] == fetched["skipped_reasons"]
 
 
+def test_signal_parse_reads_a_saved_gzip_file_as_a_fetch_would(tmp_path: Path) -> None:
+    # A fetch undoes a gzip layer left on the body (an .xml.gz served as the file); the
+    # dry run of the same bytes said "not an RSS or Atom feed".
+    import gzip
+
+    plain, packed = tmp_path / "feed.xml", tmp_path / "feed.xml.gz"
+    plain.write_bytes(FEED)
+    packed.write_bytes(gzip.compress(FEED))
+    rows = [json.loads(CliRunner().invoke(cli, ["parse", str(path)]).stdout)["entries"]
+            for path in (plain, packed)]
+    assert rows[0] and rows[0] == rows[1]
+    # Under the same cap as a download: a bomb is one file's error.
+    config = tmp_path / "cap.toml"
+    config.write_text("[settings]\nmax_body_bytes = 1000\n")
+    bomb = tmp_path / "bomb.xml.gz"
+    bomb.write_bytes(gzip.compress(b"<" * 100_000))
+    result = CliRunner().invoke(cli, ["parse", str(bomb), "--config", str(config)])
+    assert "larger than the cap of 1000 bytes" in result.output
+
+
 def test_signal_parse_without_a_config_uses_the_defaults(tmp_path: Path) -> None:
     feed_file = tmp_path / "feed.xml"
     feed_file.write_bytes(FEED)

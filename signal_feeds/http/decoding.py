@@ -11,7 +11,7 @@ import zlib
 
 from signal_feeds.errors import FetchError
 
-__all__ = ["CappedDecoder", "body_too_large"]
+__all__ = ["CappedDecoder", "body_too_large", "gunzipped_again"]
 
 
 def body_too_large(cap: int, *, declared: str = "") -> FetchError:
@@ -134,3 +134,18 @@ def _is_document_start(data: bytes | bytearray) -> bool:
     elif _BOM.startswith(head):  # nothing yet, or a BOM cut short
         return True
     return head[:1] in (b"", b"<", b"{")
+
+
+_GZIP_MAGIC = b"\x1f\x8b"
+
+
+def gunzipped_again(body: bytes, cap: int) -> bytes:
+    """A body still gzip-compressed once its Content-Encoding is undone (a ``.xml.gz``
+    served as the file itself, an object stored compressed without its
+    Content-Encoding, compression applied twice), decompressed once more under the
+    same cap: no feed document starts with those two bytes. Any other body as it is."""
+    if not body.startswith(_GZIP_MAGIC):
+        return body
+    decoder = CappedDecoder("gzip", cap)
+    decoder.feed(body)
+    return bytes(decoder.out)

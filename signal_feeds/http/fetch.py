@@ -31,7 +31,7 @@ from signal_feeds.http.addresses import (
     is_private_address,
     private_addresses,
 )
-from signal_feeds.http.decoding import CappedDecoder, body_too_large
+from signal_feeds.http.decoding import CappedDecoder, body_too_large, gunzipped_again
 from signal_feeds.http.slots import HostHold
 from signal_feeds.http.tls import certificate_problem
 
@@ -195,7 +195,7 @@ async def _read_body(response: httpx.Response, limits: FetchLimits
         body = response.content
         if len(body) > cap:
             raise body_too_large(cap)
-        return _gunzipped_again(body, cap), len(body), ()
+        return gunzipped_again(body, cap), len(body), ()
     decoder = CappedDecoder(encoding, cap)
     wire = 0
     async for chunk in response.aiter_raw():
@@ -203,22 +203,7 @@ async def _read_body(response: httpx.Response, limits: FetchLimits
         decoder.feed(chunk)
     warnings = ((f"the body was labelled Content-Encoding: {encoding[:40]} but was not "
                  "compressed: read as it came",) if decoder.uncompressed else ())
-    return _gunzipped_again(decoder.finish(), cap), wire, warnings
-
-
-_GZIP_MAGIC = b"\x1f\x8b"
-
-
-def _gunzipped_again(body: bytes, cap: int) -> bytes:
-    """A body still gzip-compressed once its Content-Encoding is undone (a ``.xml.gz``
-    served as the file itself, an object stored compressed without its
-    Content-Encoding, compression applied twice), decompressed once more under the
-    same cap: no feed document starts with those two bytes."""
-    if not body.startswith(_GZIP_MAGIC):
-        return body
-    decoder = CappedDecoder("gzip", cap)
-    decoder.feed(body)
-    return bytes(decoder.out)
+    return gunzipped_again(decoder.finish(), cap), wire, warnings
 
 
 async def _drain(response: httpx.Response) -> None:

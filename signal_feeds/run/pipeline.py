@@ -17,11 +17,12 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from signal_feeds.config.source_list import Config, Source
+from signal_feeds.config.source_list import DEFAULT_MAX_BODY_BYTES, Config, Source
 from signal_feeds.decide.report import RunReport
 from signal_feeds.dsn import as_database, display_database
-from signal_feeds.errors import ConfigError, did_you_mean
+from signal_feeds.errors import ConfigError, FetchError, did_you_mean
 from signal_feeds.http.clients import Clients, DirectTransport, SharedClient, TransportPool
+from signal_feeds.http.decoding import gunzipped_again
 from signal_feeds.http.fetch import Resolver
 from signal_feeds.identity.keys import Identified
 from signal_feeds.parse.processes import ParseJob, ParserPool
@@ -175,20 +176,25 @@ def parse_files(paths: Sequence[Path], *, source_id: str = "local",
     "skipped_reasons", "warnings"}`` or ``{"file", "ok": False, "error"}``. Nothing is
     stored.
     """
-    settings, base = ParseSettings(), ""
+    settings, base, cap = ParseSettings(), "", DEFAULT_MAX_BODY_BYTES
     if config is not None:
         known = {s.id: s for s in config.sources}
         src = known.get(source_id)
-        settings = ParseSettings.from_settings(
-            config.effective(src) if src is not None else config.settings)
+        effective = config.effective(src) if src is not None else config.settings
+        settings = ParseSettings.from_settings(effective)
         base = src.url if src is not None else ""
+        cap = effective.max_body_bytes
     pool = ParserPool()
     try:
         for path in paths:
             try:
-                body = path.read_bytes()
+                # A saved .xml.gz is read as a fetch of those bytes would read it.
+                body = gunzipped_again(path.read_bytes(), cap)
             except OSError as exc:
                 yield {"file": str(path), "ok": False, "error": f"cannot read: {exc.strerror}"}
+                continue
+            except FetchError as exc:
+                yield {"file": str(path), "ok": False, "error": exc.message}
                 continue
             job = ParseJob(source_id=source_id, body=body, url=base, content_type="",
                            settings=settings)
