@@ -47,13 +47,19 @@ def without_credentials(url: str) -> str:
 
 
 _CREDENTIALS = "credentials in the URL"
+#: The same, said of a source's URL: Signal never sends them.
+_SOURCE_CREDENTIALS = (f"{_CREDENTIALS} (Signal sends no user name or password; a feed "
+                       "that needs them cannot be a source)")
 
 
 class UrlRejected(ValueError):
     """A URL that the policy refuses; the message says why."""
 
 
-def _canonical(url: str, *, allowed_schemes: frozenset[str]) -> str:
+def _canonical(url: str, *, allowed_schemes: frozenset[str],
+               credentials: str = _CREDENTIALS) -> str:
+    """The URL under the policy; ``credentials`` is the reason a user name or password
+    in it is refused with."""
     text = url.strip()
     if not text:
         raise UrlRejected("empty URL")
@@ -69,7 +75,7 @@ def _canonical(url: str, *, allowed_schemes: frozenset[str]) -> str:
         allowed = " or ".join(sorted(allowed_schemes))
         raise UrlRejected(f"scheme {scheme + ':' if scheme else '(none)'} is not {allowed}")
     if parts.username is not None or parts.password is not None or "@" in parts.netloc:
-        raise UrlRejected(_CREDENTIALS)
+        raise UrlRejected(credentials)
     host = (parts.hostname or "").lower()
     if not host:
         raise UrlRejected("no host")
@@ -134,10 +140,4 @@ def canonical_source_url(url: str) -> str:
     Used to validate the source list and to find two entries that name the same feed in
     different spellings. Both http and https are accepted for sources.
     """
-    try:
-        return _canonical(url, allowed_schemes=_WEB_SCHEMES)
-    except UrlRejected as exc:
-        if str(exc) == _CREDENTIALS:
-            raise UrlRejected(f"{_CREDENTIALS} (Signal sends no user name or password; a "
-                              "feed that needs them cannot be a source)") from None
-        raise
+    return _canonical(url, allowed_schemes=_WEB_SCHEMES, credentials=_SOURCE_CREDENTIALS)

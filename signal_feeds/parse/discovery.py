@@ -126,15 +126,24 @@ _KNOWN_ROOTS = {
 }
 
 
+def _root_name(body: bytes) -> tuple[str, str] | None:
+    """The root element's name as written and its lower-case local part, or None when
+    ``body`` does not begin as XML."""
+    match = _XML_ROOT.match(body[:16384])
+    if match is None:
+        return None
+    name = match.group(1).decode("ascii", "replace")
+    return name, name.lower().rpartition(":")[2]
+
+
 def other_xml(body: bytes) -> str:
     """What an XML document that is not a feed is (``an OPML subscription list ...``,
     ``an XML document whose root element is <error>``); ``""`` when ``body`` does not
     begin as XML or its root is a feed's."""
-    match = _XML_ROOT.match(body[:16384])
-    if match is None:
+    root = _root_name(body)
+    if root is None:
         return ""
-    name = match.group(1).decode("ascii", "replace")
-    local = name.lower().rpartition(":")[2]
+    name, local = root
     if name.lower() in _FEED_ROOTS or local in _FEED_ROOTS or local == "html":
         return ""
     return _KNOWN_ROOTS.get(local, f"an XML document whose root element is <{name}>")
@@ -147,11 +156,10 @@ RSS_10_NAMESPACE = "http://purl.org/rss/1.0/"
 def misplaced_feed_root(body: bytes) -> str:
     """Why a well-formed document whose root element looks like a feed's is none, for
     the roots the feed parser gives no format (``""`` for any other document)."""
-    match = _XML_ROOT.match(body[:16384])
-    if match is None:
+    root = _root_name(body)
+    if root is None:
         return ""
-    name = match.group(1).decode("ascii", "replace")
-    local = name.lower().rpartition(":")[2]
+    name, local = root
     if local == "channel":  # a bare channel, a CDF channel, RSS 1.1
         return (f"its root element is <{name}>, but an RSS channel sits inside <rss> "
                 "(RSS 2.0) or <rdf:RDF> (RSS 1.0)")

@@ -106,7 +106,7 @@ class Run:
                  started_at: dt.datetime | None = None) -> None:
         self.config = config
         #: When the run began: what it stores is first seen then (see
-        #: :func:`signal_feeds.store.protocol.first_seen`).
+        #: :func:`signal_feeds.store.protocol.first_seen_stamp`).
         self.started_at = started_at or clock()
         self.store = store
         self.sources = sources

@@ -46,14 +46,14 @@ if TYPE_CHECKING:
     from signal_feeds.identity.search_text import SearchText
     from signal_feeds.store.views import EntryView, SearchHit
 
-__all__ = ["TABLES", "DedupeReport", "DuplicateLink", "FeedStore", "Table", "first_seen"]
+__all__ = ["TABLES", "DedupeReport", "DuplicateLink", "FeedStore", "Table", "first_seen_stamp"]
 
 #: The tables every backend keeps, as counted by :meth:`FeedStore.table_counts`.
 Table = Literal["sources", "entries", "entry_versions", "fetches"]
 TABLES: tuple[Table, ...] = ("sources", "entries", "entry_versions", "fetches")
 
 
-def first_seen(now: dt.datetime, seen_at: dt.datetime | None) -> str:
+def first_seen_stamp(now: dt.datetime, seen_at: dt.datetime | None) -> str:
     """The stored first-seen time of what a response creates: when the pass that fetched
     it began (``seen_at``, never after ``now``), else ``now``.
 
@@ -157,7 +157,7 @@ class FeedStore(Protocol):
         already derived from the rows; a store uses them where given and derives them
         itself where not, with the same result either way. ``seen_at`` (a run's start)
         is when the entries and versions it creates were first seen: see
-        :func:`first_seen`.
+        :func:`first_seen_stamp`.
         """
         ...
 

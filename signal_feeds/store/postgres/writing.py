@@ -32,7 +32,7 @@ from signal_feeds.store.marking import CommonKeys
 from signal_feeds.store.postgres import dedupe
 from signal_feeds.store.postgres.change_log import lock_log, log_changes
 from signal_feeds.store.postgres.search import search_vector
-from signal_feeds.store.protocol import first_seen
+from signal_feeds.store.protocol import first_seen_stamp
 from signal_feeds.store.sqlite.change_log import PendingChange
 from signal_feeds.timeutil import format_time
 
@@ -161,6 +161,7 @@ def _write_entries(conn: Any, rows: Sequence[EntryRow], stamp: str, seen: str,
     pending: list[PendingChange] = []
     old_tokens: list[tuple[int, int]] = []
     new_tokens: list[tuple[int, int]] = []
+    common_tokens = common.known["text"]
     for row in rows:
         before = stored.get(row.key)
         outcome = classify_change(before.fingerprints if before else None, row)
@@ -185,7 +186,7 @@ def _write_entries(conn: Any, rows: Sequence[EntryRow], stamp: str, seen: str,
         old_tokens.extend((t, seq) for t in set(had_tokens).difference(posted))
         had = posted_tokens(had_tokens)
         new_tokens.extend((t, seq) for t in posted
-                          if t not in had and not common.knows("text", t))
+                          if t not in had and t not in common_tokens)
         first_seen = before.first_seen_at if before else seen
         pending.append(PendingChange(outcome, row.key, seq, row.source_id, row.fingerprint,
                                      row.content_fingerprint,
@@ -274,7 +275,7 @@ def apply_response(conn: Any, state: SourceState, rows: Sequence[EntryRow],
     # First, before any row lock: every writer takes the locks in the same order.
     lock_log(conn)
     counts, written, pending, version_ids = _write_entries(
-        conn, rows, stamp, first_seen(now, seen_at), given, texts, common)
+        conn, rows, stamp, first_seen_stamp(now, seen_at), given, texts, common)
     marked = _mark_duplicates(conn, counts, written, state.source_id, common)
     log_changes(conn, pending, version_ids, stamp, marked=marked)
     conn.execute(_SAVE_STATE, _state_values(state))

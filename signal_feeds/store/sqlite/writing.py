@@ -30,7 +30,7 @@ from signal_feeds.identity.matching import (
 from signal_feeds.identity.search_text import SearchText
 from signal_feeds.records import ApplyCounts, FetchRecord, SourceState
 from signal_feeds.store.marking import CommonKeys
-from signal_feeds.store.protocol import first_seen
+from signal_feeds.store.protocol import first_seen_stamp
 from signal_feeds.store.sqlite import dedupe, search
 from signal_feeds.store.sqlite.change_log import PendingChange, log_changes
 from signal_feeds.timeutil import format_time
@@ -178,6 +178,7 @@ def _write_entries(conn: sqlite3.Connection, rows: Sequence[EntryRow], stamp: st
     if unnumbered:
         next_seq = unnumbered + int(conn.execute(
             "SELECT coalesce(max(seq), 0) FROM entries").fetchone()[0])
+    common_tokens = common.known["text"]
     for row in rows:
         before = stored.get(row.key)
         outcome = classify_change(before.fingerprints if before else None, row)
@@ -212,7 +213,7 @@ def _write_entries(conn: sqlite3.Connection, rows: Sequence[EntryRow], stamp: st
         had = posted_tokens(had_tokens)
         # A token already too common to look up gains nothing from more postings.
         new_tokens.extend((t, seq) for t in posted
-                          if t not in had and not common.knows("text", t))
+                          if t not in had and t not in common_tokens)
         first_seen = before.first_seen_at if before else seen
         pending.append(PendingChange(outcome, row.key, seq, row.source_id, row.fingerprint,
                                      row.content_fingerprint,
@@ -289,11 +290,11 @@ def apply_response(conn: sqlite3.Connection, state: SourceState, rows: Sequence[
     computed where not; ``common`` carries the match keys known to be too common from
     one response to the next. The full-text index change is handed to ``before_commit``,
     which applies it in the same transaction, before it commits. ``seen_at`` is when
-    the entries and versions it creates were first seen (see :func:`first_seen`).
+    the entries and versions it creates were first seen (see :func:`first_seen_stamp`).
     """
     stamp = format_time(now)
     counts, written, pending, index = _write_entries(conn, rows, stamp,
-                                                     first_seen(now, seen_at), given, texts,
+                                                     first_seen_stamp(now, seen_at), given, texts,
                                                      common)
     if index:
         before_commit(index.apply)
