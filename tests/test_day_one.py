@@ -505,6 +505,27 @@ def test_the_demo_database_folder_must_exist(tmp_path: Path) -> None:
     assert result.exit_code == 2 and "nope does not exist" in result.stderr
 
 
+def test_the_demo_replaces_only_its_own_database(tmp_path: Path) -> None:
+    real = tmp_path / "signal.db"
+    with Store(real) as store:
+        store.save_attempt(SourceState(source_id="mine", url="https://a.example/feed"),
+                           FetchRecord(source_id="mine", url="https://a.example/feed",
+                                       started_at=dt.datetime.now(dt.UTC), outcome="failed",
+                                       error="x"))
+    # It was deleted: "replaced if it was an earlier demo's" held only for non-Signal files.
+    result = CliRunner().invoke(cli, ["demo", "--db", str(real)])
+    assert result.exit_code != 0
+    assert "holds sources other than the demo's (mine)" in result.stderr
+    with Store(real) as store:
+        assert [s.source_id for s in store.source_states()] == ["mine"]
+    demo = tmp_path / "demo.db"
+    for _ in range(2):  # an earlier demo's database is replaced
+        result = CliRunner().invoke(cli, ["demo", "--db", str(demo)])
+        assert result.exit_code == 0, result.output
+    with Store(demo) as store:
+        assert sorted(s.source_id for s in store.source_states()) == ["demo-atom", "demo-rss"]
+
+
 # -- 9. no dead ends after the demo ---------------------------------------------------
 
 

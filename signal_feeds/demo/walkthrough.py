@@ -23,15 +23,24 @@ from signal_feeds.store.sqlite.schema import is_signal_database
 __all__ = ["DEFAULT_DEMO_DATABASE", "run_demo"]
 
 DEFAULT_DEMO_DATABASE = "signal-demo.db"
+DEMO_SOURCE_IDS = ("demo-rss", "demo-atom")
 
 
 def _fresh_database(path: Path) -> None:
-    """Remove a previous demo database, refusing to touch any other file."""
+    """Remove a previous demo database, refusing to touch any other file: a Signal
+    database that holds any source but the demo's own is someone's real data."""
     if not path.exists():
         return
     if not is_signal_database(path):
         raise StoreError(f"{path} exists and is not a Signal database; "
                          "choose another path with --db")
+    with open_store(path) as store:
+        others = sorted(s.source_id for s in store.source_states()
+                        if s.source_id not in DEMO_SOURCE_IDS)
+    if others:
+        shown = ", ".join(others[:3]) + (", ..." if len(others) > 3 else "")
+        raise StoreError(f"{path} holds sources other than the demo's ({shown}); the demo "
+                         "replaces only its own database: choose another path with --db")
     for suffix in ("", "-wal", "-shm"):
         Path(f"{path}{suffix}").unlink(missing_ok=True)
 
@@ -65,9 +74,9 @@ def run_demo(database: str | Path = DEFAULT_DEMO_DATABASE, *,
     feeds = fixtures_dir()
     with TeachingServer(feeds) as server:
         config = Config(
-            sources=(Source(id="demo-rss", url=server.url("/feeds/demo-rss.xml"),
+            sources=(Source(id=DEMO_SOURCE_IDS[0], url=server.url("/feeds/demo-rss.xml"),
                             title="Signal demo (RSS)"),
-                     Source(id="demo-atom", url=server.url("/feeds/demo-atom.xml"),
+                     Source(id=DEMO_SOURCE_IDS[1], url=server.url("/feeds/demo-atom.xml"),
                             title="Signal demo (Atom)")),
             settings=Settings(database=db, min_interval=0),
         )
