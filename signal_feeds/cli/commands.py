@@ -24,7 +24,6 @@ from signal_feeds.cli.common import (
     say,
     say_json,
 )
-from signal_feeds.config.source_list import DEFAULT_CONFIG_PATH
 from signal_feeds.errors import SignalError
 
 if TYPE_CHECKING:
@@ -205,7 +204,7 @@ def demo(db_path: str) -> None:
 def sources(ctx: click.Context, config_path: str | None, db_path: str | None,
             reset_id: str | None, as_json: bool) -> None:
     """Show the sources and their polling state (or run a subcommand). With --db and no
-    source list, the sources the database holds."""
+    --config, the sources the database holds."""
     from signal_feeds.cli.reading import existing_database
     from signal_feeds.run.source_status import reset_source, source_table
 
@@ -213,8 +212,7 @@ def sources(ctx: click.Context, config_path: str | None, db_path: str | None,
         return
     try:
         config = None
-        if (db_path is not None and config_path is None
-                and not Path(DEFAULT_CONFIG_PATH).exists()):  # the database alone
+        if db_path is not None and config_path is None:  # the database alone
             database = existing_database(None, db_path)
         else:
             config = load(config_path)

@@ -57,9 +57,10 @@ def open_store(config_path: str | None, db_path: str | None) -> FeedStore:
 
 
 def _source_list(config_path: str | None, db_path: str | None) -> Config | None:
-    """The source list a reading command reads: none with ``--db`` and no config file
-    (reading needs none), else the config."""
-    if db_path is not None and not Path(config_path or DEFAULT_CONFIG_PATH).exists():
+    """The source list a reading command reads: none with ``--db`` alone (the database
+    is read as it is, whatever ``signal.toml`` the current folder holds), else the
+    config."""
+    if db_path is not None and config_path is None:
         return None
     return load(config_path)
 
@@ -75,6 +76,19 @@ def _source_titles(config_path: str | None, db_path: str | None) -> dict[str, st
     titles are used)."""
     config = _source_list(config_path, db_path)
     return {s.id: s.title for s in config.sources if s.title} if config is not None else {}
+
+
+def _sources_as_opml(config_path: str | None, db_path: str | None) -> str:
+    """The source list as OPML; with ``--db`` alone, the sources the database holds (by
+    the feed's own title, else the id)."""
+    from signal_feeds.config.opml import export_opml, opml_document
+
+    config = _source_list(config_path, db_path)
+    if config is not None:
+        return export_opml(config)
+    with open_store(config_path, db_path) as store:
+        states = store.source_states()
+    return opml_document([(s.feed_title or s.source_id, s.url) for s in states])
 
 
 def known_source(store: FeedStore, source_id: str | None, config_path: str | None,
@@ -249,9 +263,7 @@ def export(config_path: str | None, db_path: str | None, fmt: str, output: str,
     when = parse_since(since)
     try:
         if fmt == "opml":
-            from signal_feeds.config.opml import export_opml
-
-            text = export_opml(load(config_path))
+            text = _sources_as_opml(config_path, db_path)
         else:
             with open_store(config_path, db_path) as store:
                 if source_id is not None and not list_entries(
@@ -266,8 +278,11 @@ def export(config_path: str | None, db_path: str | None, fmt: str, output: str,
     text = json_without_c1(text) if fmt == "json" else xml_without_c1(text)
     if output == "-":
         click.echo(text, nl=False)
-    else:
+        return
+    try:
         Path(output).write_text(text, encoding="utf-8")
+    except OSError as exc:
+        fail(ConfigError(f"--output {output}: cannot write it: {exc.strerror or exc}"))
 
 
 @click.command(short_help="Recompute the duplicate markers.")

@@ -15,7 +15,7 @@ import re
 import tempfile
 import unicodedata
 import xml.etree.ElementTree as ET
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -161,6 +161,14 @@ def _toml_string(value: str) -> str:
 
 
 def _write_atomically(path: Path, text: str) -> None:
+    try:
+        _replace_file(path, text)
+    except OSError as exc:
+        raise ConfigError(f"cannot write it: {exc.strerror or exc}; it is unchanged",
+                          path=str(path)) from exc
+
+
+def _replace_file(path: Path, text: str) -> None:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
@@ -242,13 +250,17 @@ def import_opml(
 
 def export_opml(config: Config, *, title: str = "Signal sources") -> str:
     """The source list as an OPML 2.0 document (one ``type="rss"`` outline per source)."""
+    return opml_document([(s.title or s.id, s.url) for s in config.sources], title=title)
+
+
+def opml_document(feeds: Iterable[tuple[str, str]], *, title: str = "Signal sources") -> str:
+    """An OPML 2.0 document with one ``type="rss"`` outline per ``(title, url)``."""
     root = ET.Element("opml", {"version": "2.0"})
     head = ET.SubElement(root, "head")
     ET.SubElement(head, "title").text = title
     body = ET.SubElement(root, "body")
-    for source in config.sources:
-        attrs: Mapping[str, str] = {"type": "rss", "text": source.title or source.id,
-                                    "title": source.title or source.id, "xmlUrl": source.url}
+    for name, url in feeds:
+        attrs: Mapping[str, str] = {"type": "rss", "text": name, "title": name, "xmlUrl": url}
         ET.SubElement(body, "outline", dict(attrs))
     ET.indent(root)
     return ('<?xml version="1.0" encoding="utf-8"?>\n'

@@ -1,0 +1,97 @@
+"""What a user's ordinary mistakes get from the command: a clear line and an exit code,
+never a traceback, and nothing of theirs lost (found by walking the README as a new
+user, 2026-12-06)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from signal_feeds.cli.commands import cli
+from signal_feeds.config.opml import parse_opml
+from signal_feeds.records import FetchRecord, SourceState
+from signal_feeds.store import Store
+
+CONFIG = '[[sources]]\nid = "configured"\nurl = "https://configured.example/feed.xml"\n'
+
+
+def _database_with(path: Path, *source_ids: str) -> Path:
+    with Store(path) as store:
+        for source_id in source_ids:
+            url = f"https://{source_id}.example/feed.xml"
+            store.save_attempt(SourceState(source_id=source_id, url=url),
+                               FetchRecord(source_id=source_id, url=url, outcome="failed",
+                                           started_at=dt.datetime.now(dt.UTC), error="x"))
+    return path
+
+
+def test_export_to_a_folder_that_does_not_exist_is_a_clear_error(tmp_path: Path) -> None:
+    db = _database_with(tmp_path / "signal.db", "a")
+    for fmt in ("json", "atom", "opml"):
+        target = tmp_path / "nope" / f"x.{fmt}"
+        result = CliRunner().invoke(cli, ["export", "--db", str(db), "--format", fmt,
+                                          "-o", str(target)])
+        # It was a FileNotFoundError traceback, exit 1.
+        assert result.exit_code == 2, (fmt, result.output)
+        assert result.exception is None or isinstance(result.exception, SystemExit)
+        assert result.stderr == (f"signal: error: --output {target}: cannot write it: "
+                                 "No such file or directory\n")
+
+
+def test_import_opml_that_cannot_write_the_config_says_so_and_keeps_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    config = tmp_path / "signal.toml"
+    config.write_text(CONFIG, encoding="utf-8")
+    opml = tmp_path / "subs.opml"
+    opml.write_text("<opml version='2.0'><body><outline type='rss' text='B' "
+                    "xmlUrl='https://b.example/feed.xml'/></body></opml>", encoding="utf-8")
+
+    def refuse(src: str, dst: str) -> None:
+        raise PermissionError(13, "Permission denied", dst)
+
+    # What a read-only folder or file does to any user but root (the tests may run as root).
+    monkeypatch.setattr(os, "replace", refuse)
+    result = CliRunner().invoke(cli, ["sources", "import-opml", str(opml),
+                                      "--config", str(config)])
+    assert result.exit_code == 2, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    assert result.stderr == (f"signal: error: {config}: cannot write it: Permission denied; "
+                             "it is unchanged\n")
+    assert config.read_text(encoding="utf-8") == CONFIG
+    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
+
+
+def test_db_alone_reads_the_database_whatever_config_the_folder_holds(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    other = _database_with(tmp_path / "other.db", "kept-a", "kept-b")
+    here = tmp_path / "project"
+    here.mkdir()
+    (here / "signal.toml").write_text(CONFIG, encoding="utf-8")
+    monkeypatch.chdir(here)
+    # It listed the folder's config (one source, "new") instead of the database's two.
+    listed = CliRunner().invoke(cli, ["sources", "--db", str(other), "--json"])
+    assert listed.exit_code == 0, listed.output
+    assert '"kept-a"' in listed.stdout and '"kept-b"' in listed.stdout
+    assert "configured" not in listed.stdout
+    # ...and --reset said "signal.toml: no source with id 'kept-a'".
+    reset = CliRunner().invoke(cli, ["sources", "--reset", "kept-a", "--db", str(other)])
+    assert reset.exit_code == 0, reset.output
+    # With --config as well, the config's list it is.
+    both = CliRunner().invoke(cli, ["sources", "--db", str(other), "--config", "signal.toml",
+                                    "--json"])
+    assert both.exit_code == 0 and '"configured"' in both.stdout, both.output
+
+
+def test_the_opml_export_of_a_database_alone_lists_its_sources(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    db = _database_with(tmp_path / "signal.db", "alpha", "beta")
+    monkeypatch.chdir(tmp_path)  # no signal.toml here: it was "config file not found"
+    result = CliRunner().invoke(cli, ["export", "--db", str(db), "--format", "opml"])
+    assert result.exit_code == 0, result.output
+    feeds = parse_opml(result.stdout.encode())
+    assert sorted((f.title, f.url) for f in feeds) == [
+        ("alpha", "https://alpha.example/feed.xml"), ("beta", "https://beta.example/feed.xml")]
