@@ -16,7 +16,8 @@ from conftest import FIXTURES, make_config
 from scenario_server import ScenarioServer
 from threaded_socket import interrupt_when_waiting, silent_server
 
-from signal_feeds import parse_files, run_fetch
+from signal_feeds import fetch_sources, parse_files, run_fetch
+from signal_feeds.parse.processes import ParseJob, ParseOutcome, ParserPool
 
 
 def test_run_fetch_works_inside_a_running_event_loop(server: ScenarioServer,
@@ -104,3 +105,39 @@ def test_ctrl_c_stops_a_run_started_inside_a_running_event_loop(
     assert out == "interrupted\nleft: []\n", (out, err)
     assert rows(db, "PRAGMA integrity_check") == [("ok",)]
     assert rows(db, "SELECT count(*) FROM fetches WHERE source_id = 'silent'") == [(0,)]
+
+
+class _EndlessParser(ParserPool):
+    """A pool whose every parse takes an hour: what a run meets inside a huge document."""
+
+    def __init__(self) -> None:
+        super().__init__(workers=1)
+        self.started = asyncio.Event()
+
+    async def parse(self, job: ParseJob) -> ParseOutcome:
+        self.started.set()
+        await asyncio.sleep(3600)
+        raise AssertionError("never reached")
+
+
+def test_a_run_stopped_while_a_document_is_parsed_stops_now_and_stores_nothing_of_it(
+        server: ScenarioServer, tmp_path: Path) -> None:
+    # It waited for the parse to end, then stored the document after the stop.
+    config = make_config(tmp_path / "signal.db",
+                         {"demo-rss": server.url("/feeds/demo-rss.xml")})
+    parser = _EndlessParser()
+
+    async def caller_with_a_timeout() -> None:
+        run = asyncio.create_task(fetch_sources(config, parser=parser))
+        await asyncio.wait_for(parser.started.wait(), 60)
+        run.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await asyncio.wait_for(run, 30)
+
+    try:
+        asyncio.run(caller_with_a_timeout())
+    finally:
+        parser.close()
+    assert rows(tmp_path / "signal.db", "SELECT count(*) FROM entries") == [(0,)]
+    assert rows(tmp_path / "signal.db",
+                "SELECT count(*) FROM sources WHERE lease_owner IS NOT NULL") == [(0,)]

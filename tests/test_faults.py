@@ -4,6 +4,7 @@ its memory costs one source, and a broken database or config gives one clean lin
 from __future__ import annotations
 
 import os
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -438,8 +439,12 @@ def test_read_only_database(server: ScenarioServer, db_path: Path,
     assert dump(db_path) == before
 
 
+@pytest.mark.parametrize(("signum", "code", "said"), [
+    (signal.SIGINT, 130, "signal: interrupted\n"),
+    # SIGTERM (timeout, systemd, kill) killed the process on the spot, leases held.
+    (signal.SIGTERM, 143, "signal: terminated\n")])
 def test_ctrl_c_during_a_fetch_ends_the_run_without_a_traceback(
-        server: ScenarioServer, tmp_path: Path) -> None:
+        server: ScenarioServer, tmp_path: Path, signum: int, code: int, said: str) -> None:
     # One source answers; the other accepts the connection and never says a word, so
     # the run is surely in the middle of a request when Ctrl-C comes.
     db = tmp_path / "signal.db"
@@ -448,12 +453,13 @@ def test_ctrl_c_during_a_fetch_ends_the_run_without_a_traceback(
             "demo": server.url("/feeds/demo-rss.xml"), "silent": f"{silent}/feed.xml"})
         returncode, _out, err = interrupt_when_waiting(
             [sys.executable, "-m", "signal_feeds", "fetch", "--config", str(config),
-             "--force"], accepted)
+             "--force"], accepted, signum)
     # 130, as shells report Ctrl-C: not click's "Aborted!" and 1, which for `signal
     # fetch` means that a source failed.
-    assert returncode == 130
-    assert err == "signal: interrupted\n", err
+    assert returncode == code
+    assert err == said, err
     assert rows(db, "PRAGMA integrity_check") == [("ok",)]
+    assert rows(db, "SELECT count(*) FROM sources WHERE lease_owner IS NOT NULL") == [(0,)]
     # Whole or not at all: the answered source has its fetch row and all its entries,
     # or neither; the silent one has nothing.
     stored = rows(db, "SELECT count(*) FROM entries WHERE source_id = 'demo'")

@@ -245,3 +245,29 @@ def test_a_worker_stuck_where_its_alarm_cannot_reach_is_killed() -> None:
     assert [o.message for o in after] == ["", ""]
     # Killed after the limit and the grace, not left to sleep for its hour.
     assert time.monotonic() - started < 60
+
+
+def test_a_parse_nobody_waits_for_any_more_is_stopped_not_finished() -> None:
+    # Ctrl-C or a caller's timeout cancels the run: a worker busy with a document is
+    # stopped, and closing the pool does not wait for the document's end (it waited for
+    # up to the parse time limit, and the run then stored what it parsed).
+    pool = ParserPool(workers=1, timeout=3600)
+    culprit = ParseJob(source_id="slow", body=_Crash("sleep"),  # type: ignore[arg-type]
+                       url="", content_type="", settings=ParseSettings())
+
+    async def cancelled_after_it_starts() -> None:
+        task = asyncio.create_task(pool.parse(culprit))
+        await asyncio.sleep(1.0)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    started = time.monotonic()
+    try:
+        asyncio.run(cancelled_after_it_starts())
+        # The pool still parses what comes next.
+        (fine,) = asyncio.run(_parse_together(pool, replace(culprit, body=FINE), 0))
+    finally:
+        pool.close()
+    assert fine.message == "" and fine.entries == 1
+    assert time.monotonic() - started < 30

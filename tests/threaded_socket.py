@@ -54,15 +54,15 @@ def silent_server() -> Iterator[tuple[str, threading.Event]]:
             conn.close()
 
 
-def interrupt_when_waiting(argv: list[str], accepted: threading.Event
-                           ) -> tuple[int, str, str]:
-    """Start ``argv``, send it Ctrl-C (SIGINT) once ``accepted`` is set, and return its
-    exit status, stdout and stderr."""
+def interrupt_when_waiting(argv: list[str], accepted: threading.Event,
+                           signum: int = signal.SIGINT) -> tuple[int, str, str]:
+    """Start ``argv``, send it Ctrl-C (SIGINT, or ``signum``) once ``accepted`` is set,
+    and return its exit status, stdout and stderr."""
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
     try:
         assert accepted.wait(60), "the run never connected"
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(signum)
         out, err = proc.communicate(timeout=30)
     finally:
         if proc.poll() is None:

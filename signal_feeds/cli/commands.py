@@ -1,10 +1,11 @@
 """The ``signal`` command. Each command calls one library function and turns a
 :class:`SignalError` into a clean message and an exit code (0 ok, 1 some source failed,
-2 usage or configuration error, 130 interrupted)."""
+2 usage or configuration error, 130 interrupted, 143 after SIGTERM)."""
 
 from __future__ import annotations
 
 import json
+import signal
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -15,6 +16,7 @@ from signal_feeds.cli.common import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
     EXIT_OK,
+    EXIT_TERMINATED,
     config_option,
     database_path,
     db_option,
@@ -38,8 +40,28 @@ class _SignalGroup(click.Group):
         try:
             return super().invoke(ctx)
         except KeyboardInterrupt:
+            if _terminated:
+                say("signal: terminated", err=True)
+                raise SystemExit(EXIT_TERMINATED) from None
             say("signal: interrupted", err=True)
             raise SystemExit(EXIT_INTERRUPTED) from None
+
+
+_terminated = False
+
+
+def _stop_as_on_ctrl_c(signum: int, frame: Any) -> None:
+    """SIGTERM (``timeout``, systemd, ``kill``) takes Ctrl-C's path: the run is
+    cancelled, each response is stored whole or not at all, the leases are given back.
+    Without this the process died at once and its leases held the sources until they
+    expired."""
+    global _terminated  # noqa: PLW0603  # one process, one command
+    _terminated = True
+    on_interrupt = signal.getsignal(signal.SIGINT)
+    if callable(on_interrupt):  # asyncio.run's handler cancels its task; Python's raises
+        on_interrupt(signal.SIGINT, frame)
+        return
+    raise KeyboardInterrupt  # SIGINT ignored (a background job): stop all the same
 
 
 @click.group(cls=_SignalGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -241,6 +263,7 @@ def sources(ctx: click.Context, config_path: str | None, db_path: str | None,
 
 def main() -> None:
     """Console-script entry point."""
+    signal.signal(signal.SIGTERM, _stop_as_on_ctrl_c)
     cli(prog_name="signal")
 
 

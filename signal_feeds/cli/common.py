@@ -20,6 +20,8 @@ if TYPE_CHECKING:
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 #: Stopped by Ctrl-C (SIGINT): 128 + 2, as shells report it.
 EXIT_INTERRUPTED = 130
+#: After SIGTERM (128 + 15, as a shell reports a process that the signal ended).
+EXIT_TERMINATED = 143
 
 # No click default: a reading command must know whether the user named a config file.
 config_option = click.option("--config", "config_path", default=None,

@@ -428,7 +428,14 @@ class ParserPool:
         deadline: float | None = None
         while True:
             wait = _QUEUED_CHECK_SECONDS if deadline is None else deadline - loop.time()
-            done, _ = await asyncio.wait({waiting}, timeout=max(0.0, wait))
+            try:
+                done, _ = await asyncio.wait({waiting}, timeout=max(0.0, wait))
+            except asyncio.CancelledError:
+                # Nobody waits for this document any more (Ctrl-C, a caller's timeout):
+                # a worker already parsing it is stopped rather than waited for.
+                if not future.cancel() and not future.done():
+                    executor.kill()
+                raise
             if done:
                 return waiting.result()
             if deadline is None:

@@ -166,6 +166,12 @@ class Run:
                 raise RuntimeError("a stage of the run ended early") from (
                     None if broken.cancelled() else broken.exception())
             return list(reports.result())
+        except BaseException:
+            # Stopped (Ctrl-C, a caller's timeout) or broken: a document being parsed is
+            # abandoned, not parsed to the end and stored after the stop.
+            for task in parsing:
+                task.cancel()
+            raise
         finally:
             # Cancelled (Ctrl-C) or broken: the sources stop fetching now, and their
             # cancellation is collected here rather than reported as never retrieved.
