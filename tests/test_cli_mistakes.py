@@ -95,3 +95,30 @@ def test_the_opml_export_of_a_database_alone_lists_its_sources(
     feeds = parse_opml(result.stdout.encode())
     assert sorted((f.title, f.url) for f in feeds) == [
         ("alpha", "https://alpha.example/feed.xml"), ("beta", "https://beta.example/feed.xml")]
+
+
+@pytest.mark.parametrize("url", ["mysql://db.example/signal", "sqlite:///tmp/signal.db"])
+def test_a_database_url_signal_cannot_use_says_so(tmp_path: Path, url: str) -> None:
+    result = CliRunner().invoke(cli, ["entries", "--db", url])
+    # It was "the folder mysql:/db.example does not exist".
+    assert result.exit_code == 2
+    assert result.stderr == (f"signal: error: --db {url}: not a database Signal can use; "
+                             "give a SQLite file path or a postgresql:// URL\n")
+
+
+def test_copy_checks_its_target_and_never_copies_a_database_onto_itself(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    db = _database_with(tmp_path / "signal.db", "a")
+    missing = tmp_path / "nope" / "copy.db"
+    result = CliRunner().invoke(cli, ["copy", "--db", str(db), "--to", str(missing)])
+    # It was "unable to open database file", exit 1.
+    assert result.exit_code == 2
+    assert f"--to {missing}: the folder {missing.parent} does not exist" in result.stderr
+    monkeypatch.chdir(tmp_path)
+    same = CliRunner().invoke(cli, ["copy", "--db", str(db), "--to", "signal.db", "--replace"])
+    # It reported "copied ... -> signal.db; checked".
+    assert same.exit_code == 2
+    assert same.stderr == ("signal: error: --to signal.db: that is the database being "
+                           "copied; choose another target\n")
+    with Store(db) as store:
+        assert [s.source_id for s in store.source_states()] == ["a"]

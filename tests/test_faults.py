@@ -3,6 +3,7 @@ its memory costs one source, and a broken database or config gives one clean lin
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import sqlite3
@@ -24,7 +25,7 @@ import signal_feeds.run.pipeline
 import signal_feeds.store.sqlite.connection
 from signal_feeds import Store, run_fetch
 from signal_feeds.cli.commands import cli
-from signal_feeds.errors import StoreError
+from signal_feeds.errors import DatabaseUnavailableError, StoreError
 from signal_feeds.parse.processes import ParseJob, ParseOutcome, ParserPool, parse_job
 
 
@@ -418,10 +419,13 @@ def test_database_damaged_inside(server: ScenarioServer, tmp_path: Path) -> None
 
 
 def test_read_only_database(server: ScenarioServer, db_path: Path,
-                            monkeypatch: pytest.MonkeyPatch) -> None:
+                            monkeypatch: pytest.MonkeyPatch,
+                            caplog: pytest.LogCaptureFixture) -> None:
     """Read-only: tests run as root, which ignores file modes, so the store's connection
     is opened with SQLite's URI ``mode=ro`` (SQLite itself refuses every write)."""
     config = make_config(db_path, {"demo-rss": server.url("/feeds/demo-rss.xml")})
+    config_file = write_config(db_path.parent / "signal.toml", db_path,
+                               {"demo-rss": server.url("/feeds/demo-rss.xml")})
     run_fetch(config, force=True, parser=InlineParser())
     server.put("/feeds/demo-rss.xml", _changed_feed())
     before = dump(db_path)
@@ -431,10 +435,19 @@ def test_read_only_database(server: ScenarioServer, db_path: Path,
         return real_connect(f"file:{path}?mode=ro", *args, uri=True, **kwargs)
 
     monkeypatch.setattr(signal_feeds.store.sqlite.connection.sqlite3, "connect", read_only)
-    report = run_fetch(config, force=True, parser=InlineParser())
-    rep = report.get("demo-rss")
-    assert rep.status == "failed" and "readonly database" in rep.error, rep
-    assert not report.ok
+    # It was every source "failed" with "cannot claim sources in ...: attempt to write a
+    # readonly database", and a warning that the leases could not be given back: SQLite
+    # lets BEGIN IMMEDIATE through on a file it may only read.
+    with caplog.at_level(logging.WARNING):
+        with pytest.raises(DatabaseUnavailableError) as raised:
+            run_fetch(config, force=True, parser=InlineParser())
+        assert str(raised.value) == (
+            f"cannot use database in {db_path}: attempt to write a readonly database "
+            "(the file or its folder is read-only for this user)")
+        result = CliRunner().invoke(cli, ["fetch", "--config", str(config_file)])
+    assert result.exit_code == 2, result.output
+    assert result.stderr == f"signal: error: {raised.value}\n"
+    assert [r.getMessage() for r in caplog.records] == []
     monkeypatch.undo()
     assert dump(db_path) == before
 

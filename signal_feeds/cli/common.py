@@ -103,12 +103,24 @@ def database_path(config: Config | None, db_path: str | None) -> Database:
         config_file = str(config.path) if config.path else None
     else:
         raise ConfigError("no database given: pass --db PATH or --config PATH")
+    return checked_file(path, origin, config_file)
+
+
+_OTHER_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]+://")  # not a drive letter
+
+
+def checked_file(path: Path, origin: str, config_file: str | None = None) -> Path:
+    """``path`` if SQLite can make or open a database there; else a configuration error
+    that says why (SQLite would only say "unable to open database file")."""
+    if _OTHER_URL.match(str(path).replace(":/", "://", 1)):
+        raise ConfigError(f"{origin}: not a database Signal can use; give a SQLite file "
+                          "path or a postgresql:// URL", path=config_file)
     folder = path.parent
     if not folder.is_dir():
         state = "is not a folder" if folder.exists() else "does not exist"
         raise ConfigError(f"{origin}: the folder {folder} {state}; create it or choose "
                           "another path", path=config_file)
-    if path.is_dir():  # SQLite says only "unable to open database file"
+    if path.is_dir():
         raise ConfigError(f"{origin}: {path} is a folder, not a database file; name a "
                           f"file in it (e.g. {path / 'signal.db'})", path=config_file)
     return path

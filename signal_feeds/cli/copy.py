@@ -31,7 +31,7 @@ def copy(config_path: str | None, db_path: str | None, target: str, replace: boo
          as_json: bool) -> None:
     """Copy every table into the target in one transaction, then check equal row counts
     and digests per table before committing; print the rows per table."""
-    from signal_feeds.cli.common import reading_database
+    from signal_feeds.cli.common import checked_file, reading_database
     from signal_feeds.dsn import as_database
     from signal_feeds.store.copy import copy_store
 
@@ -40,7 +40,13 @@ def copy(config_path: str | None, db_path: str | None, target: str, replace: boo
         if isinstance(source, Path) and not source.exists():
             raise ConfigError(f"no database at {source}; nothing to copy")
         settings = reading_settings(config_path, db_path)
-        report = copy_store(source, as_database(target), replace=replace,
+        destination = as_database(target)
+        if isinstance(destination, Path):
+            checked_file(destination, f"--to {target}")
+            if isinstance(source, Path) and destination.resolve() == source.resolve():
+                raise ConfigError(f"--to {target}: that is the database being copied; "
+                                  "choose another target")
+        report = copy_store(source, destination, replace=replace,
                             busy_timeout=settings.busy_timeout)
     except SignalError as exc:
         fail(exc)

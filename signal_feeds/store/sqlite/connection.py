@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from signal_feeds.errors import StoreError
+from signal_feeds.errors import DatabaseUnavailableError, StoreError
 from signal_feeds.store.sqlite.maintenance import WAL_LIMIT_BYTES, Checkpointer
 
 __all__ = ["CACHE_KIB", "DEFAULT_BUSY_TIMEOUT", "Connection"]
@@ -42,6 +42,20 @@ _BUSY_WORDS = ("locked", "busy")
 def _is_busy(exc: sqlite3.Error) -> bool:
     return isinstance(exc, sqlite3.OperationalError) and any(
         word in str(exc) for word in _BUSY_WORDS)
+
+
+_SQLITE_READONLY, _SQLITE_CANTOPEN = 8, 14
+
+
+def _setup_hint(exc: sqlite3.Error, path: Path) -> str:
+    """What to check when SQLite cannot open or write the file at all, else ''."""
+    code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
+    if code == _SQLITE_READONLY:
+        return "the file or its folder is read-only for this user"
+    if code == _SQLITE_CANTOPEN:
+        return (f"SQLite needs to read and write the file and to create {path.name}-wal "
+                "and -shm beside it in its folder")
+    return ""
 
 
 class Connection:
@@ -115,6 +129,11 @@ class Connection:
                                 self.path, self.busy_timeout)
                 self.gave_up = detail
                 detail = f"{detail} (another program holds it; waited {self.busy_timeout:g} s)"
+            hint = _setup_hint(exc, self.path)
+            if hint:
+                # Not one source's problem: every write of the run would fail the same.
+                raise DatabaseUnavailableError(f"{what} in {self.path}: {detail} ({hint})",
+                                               source_id=source_id) from exc
             raise StoreError(f"{what} in {self.path}: {detail}",
                              source_id=source_id) from exc
 
@@ -124,6 +143,13 @@ class Connection:
         self.checkpointer.close()
         with self.errors("cannot close database"):
             self.conn.close()
+
+    def check_writable(self) -> None:
+        """Write once (the header's own value, unchanged): ``BEGIN IMMEDIATE`` succeeds
+        on a file SQLite may only read, and every later write would fail instead."""
+        with self.transaction() as conn:
+            version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+            conn.execute(f"PRAGMA user_version = {version}")
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:

@@ -77,6 +77,8 @@ class Store:
                     with self._db.transaction() as conn:
                         if schema_version(conn) < SCHEMA_VERSION:
                             create_schema(conn)
+                if check_writable:
+                    self._db.check_writable()
         except BaseException:
             self._db.close()
             raise
