@@ -289,7 +289,15 @@ _ETAG = 'ETag: "v1"\r\nLast-Modified: Mon, 02 Mar 2026 10:00:00 GMT'
     # A body delimited by the connection's close, which came early.
     ("HTTP/1.1 200 OK\r\nContent-Type: application/rss+xml\r\nConnection: close\r\n"
      f"{_ETAG}\r\n\r\n").encode() + _CUT_FEED,
-], ids=["gzip-stream-cut", "close-delimited-cut"])
+    # The connection closed before the length it announced: httpx raised, and the
+    # source failed with nothing stored.
+    ("HTTP/1.1 200 OK\r\nContent-Type: application/rss+xml\r\n"
+     f"Content-Length: {len(FEED)}\r\n{_ETAG}\r\n\r\n").encode() + _CUT_FEED,
+    # The same with chunks, the last never sent.
+    ("HTTP/1.1 200 OK\r\nContent-Type: application/rss+xml\r\n"
+     f"Transfer-Encoding: chunked\r\n{_ETAG}\r\n\r\n").encode()
+    + f"{len(_CUT_FEED):x}\r\n".encode() + _CUT_FEED + b"\r\n",
+], ids=["gzip-stream-cut", "close-delimited-cut", "shorter-than-its-length", "chunks-cut"])
 def test_a_body_cut_short_stores_only_whole_entries(raw: Callable[..., RawServer],
                                                     db_path: Path, response: bytes) -> None:
     heads: list[bytes] = []
@@ -317,6 +325,33 @@ def test_a_body_cut_short_stores_only_whole_entries(raw: Callable[..., RawServer
     assert b"If-None-Match" not in heads[1] and b"If-Modified-Since" not in heads[1]
     assert (again.status, again.created, again.unchanged) == ("fetched", 1, 2), again
     assert run_fetch(config, force=True).get("cut").status == "not_modified"
+
+
+def test_a_body_cut_between_two_entries_keeps_no_validators(raw: Callable[..., RawServer],
+                                                            db_path: Path) -> None:
+    # Every entry it held was whole, so it was stored as the feed's version, ETag
+    # included: every later run earned a 304 and the rest never came.
+    between = FEED[:FEED.rindex(b"<item>")]
+    heads: list[bytes] = []
+
+    def answer(head: bytes) -> tuple[bytes, bool]:
+        heads.append(head)
+        if len(heads) == 1:
+            return (b"HTTP/1.1 200 OK\r\nContent-Type: application/rss+xml\r\n"
+                    + f"Connection: close\r\n{_ETAG}\r\n\r\n".encode() + between), True
+        if b'If-None-Match: "v1"' in head:
+            return b'HTTP/1.1 304 Not Modified\r\nETag: "v1"\r\n\r\n', False
+        return ok(FEED, 'ETag: "v1"'), False
+
+    server = raw(answer)
+    config = make_config(db_path, {"cut": server.url("/feed.xml")})
+    rep = run_fetch(config, force=True).get("cut")
+    assert (rep.status, rep.created) == ("fetched", 2), rep
+    assert ("the document ends early (cut off in transit?): the 2 entries it closed were "
+            "read") in rep.warnings
+    again = run_fetch(config, force=True).get("cut")
+    assert b"If-None-Match" not in heads[1]
+    assert (again.status, again.created, again.unchanged) == ("fetched", 1, 2), again
 
 
 def test_an_undeclared_gzip_bomb_meets_the_body_cap(raw: Callable[..., RawServer],

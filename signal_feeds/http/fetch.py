@@ -196,13 +196,27 @@ async def _read_body(response: httpx.Response, limits: FetchLimits
         if len(body) > cap:
             raise body_too_large(cap)
         return gunzipped_again(body, cap), len(body), ()
+    import httpx
+
     decoder = CappedDecoder(encoding, cap)
     wire = 0
-    async for chunk in response.aiter_raw():
-        wire += len(chunk)
-        decoder.feed(chunk)
-    warnings = ((f"the body was labelled Content-Encoding: {encoding[:40]} but was not "
-                 "compressed: read as it came",) if decoder.uncompressed else ())
+    warnings: tuple[str, ...] = ()
+    try:
+        async for chunk in response.aiter_raw():
+            wire += len(chunk)
+            decoder.feed(chunk)
+    except httpx.RemoteProtocolError:
+        if not wire:
+            raise
+        # The connection closed before the length it announced (or the last chunk)
+        # came: read as a document cut short, whose whole entries are kept and whose
+        # validators are not (the parser finds where it stops).
+        of = f" of the {declared} announced" if declared.isdecimal() else ""
+        warnings += (f"the connection closed before the end of the body ({wire} bytes "
+                     f"received{of})",)
+    if decoder.uncompressed:
+        warnings += (f"the body was labelled Content-Encoding: {encoding[:40]} but was not "
+                     "compressed: read as it came",)
     return gunzipped_again(decoder.finish(), cap), wire, warnings
 
 

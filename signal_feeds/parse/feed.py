@@ -194,16 +194,19 @@ _ENDS_EARLY = frozenset({"no element found", "unclosed token", "unclosed CDATA s
                          "partial character"})
 
 
-def _cut_off(bozo: object, data: bytes, entries: int) -> int:
+def _ends_early(bozo: object) -> bool:
+    """Whether the input stopped before the document did (a response cut short)."""
+    message = getattr(bozo, "getMessage", None)
+    return callable(message) and message() in _ENDS_EARLY
+
+
+def _cut_off(data: bytes, entries: int) -> int:
     """How many entries at the end of a document that stops early were left unclosed.
 
     The lenient reading keeps an entry the end of the input cut through (a title
     without its summary, half a summary); stored, it would be "updated" when the whole
     document comes. Entries the document closed are complete and are kept.
     """
-    message = getattr(bozo, "getMessage", None)
-    if not callable(message) or message() not in _ENDS_EARLY:
-        return 0
     return max(0, entries - len(_ENTRY_END.findall(data)))
 
 
@@ -414,12 +417,19 @@ def parse_feed(
     warnings = list(defuse_warnings)
     if bozo is not None:
         warnings.append(f"feed is not well-formed, read leniently: {bozo}")
-    cut = _cut_off(bozo, data, len(raw_entries))
+    # A document that stops early is incomplete even when it stops between two entries:
+    # the entries it closed are kept, but its validators must not earn a 304 for the
+    # whole (see the decider).
+    ends_early = _ends_early(bozo)
+    cut = _cut_off(data, len(raw_entries)) if ends_early else 0
     if cut:  # a response cut short: its last entry would be stored half-written
         raw_entries = raw_entries[:-cut]
         what = ("its last entry, cut through, was" if cut == 1
                 else f"its last {cut} entries, left open, were")
         warnings.append(f"the document ends early (cut off in transit?): {what} not read")
+    elif ends_early:
+        warnings.append("the document ends early (cut off in transit?): the "
+                        f"{len(raw_entries)} entries it closed were read")
     limit = FieldLimiter(field_limits)
     feed: dict[str, Any] = result.get("feed") or {}
     base = url or None
@@ -439,5 +449,5 @@ def parse_feed(
         ttl_seconds=_ttl(feed),
         entries=entries,
         warnings=tuple(warnings),
-        incomplete=bool(cut),
+        incomplete=ends_early,
     )
