@@ -109,7 +109,8 @@ CASES = [
          report_fields={"http_status": 410}, record_fields={"outcome": "gone", "error": ""}),
     Case("retry_later: 429 with seconds", resp(429, {"retry-after": "120"}),
          status="retry_later",
-         state_fields={"retry_after": at(120), "next_due_at": at(120), "error_count": 1},
+         # The server's floor, under the first failure's backoff (min_interval).
+         state_fields={"retry_after": at(120), "next_due_at": at(HOUR), "error_count": 1},
          report_fields={"retry_after": at(120)}, record_fields={"error": "HTTP 429"}),
     Case("retry_later: 503 with an HTTP date", resp(503, {"retry-after": HTTP_DATE}),
          status="retry_later",

@@ -8,6 +8,7 @@ import pytest
 
 from signal_feeds.decide.schedule import (
     DEFAULT_BACKOFF_CAP,
+    LONGEST_RETRY_AFTER,
     check_due,
     freshness_lifetime,
     next_poll,
@@ -53,12 +54,18 @@ CASES = [
     ("feed ttl", 200, {}, {"ttl": 3 * 3600}, 3 * HOUR, None, "ok"),
     ("upper cap", 200, {"cache-control": "max-age=99999999"}, {"max_interval": 86400},
      86400, None, "ok"),
-    ("429 Retry-After seconds", 429, {"retry-after": "120"}, {"errors": 1}, 120, 120,
+    # Retry-After is a floor on top of the backoff: a short one (even 0, or a date
+    # gone by) made the source due on the very next run, however often it failed.
+    ("429 Retry-After seconds", 429, {"retry-after": "120"}, {"errors": 1}, HOUR, 120,
      "retry_later"),
     ("503 Retry-After date", 503, {"retry-after": "Wed, 02 Dec 2026 14:00:00 GMT"},
      {"errors": 1}, 2 * HOUR, 2 * HOUR, "retry_later"),
     ("429 Retry-After in the past", 429, {"retry-after": "Wed, 02 Dec 2026 10:00:00 GMT"},
-     {"errors": 1}, 0, 0, "retry_later"),
+     {"errors": 1}, HOUR, 0, "retry_later"),
+    ("503 Retry-After 0, third failure", 503, {"retry-after": "0"}, {"errors": 3},
+     4 * HOUR, 0, "retry_later"),
+    ("503 Retry-After past the cap", 503, {"retry-after": "Fri, 31 Dec 9999 23:59:59 GMT"},
+     {"errors": 1}, LONGEST_RETRY_AFTER, LONGEST_RETRY_AFTER, "retry_later"),
     ("429 without Retry-After backs off", 429, {}, {"errors": 1}, HOUR, None, "backoff"),
     ("500 first error", 500, {}, {"errors": 1}, HOUR, None, "backoff"),
     ("500 third error doubles twice", 500, {}, {"errors": 3}, 4 * HOUR, None, "backoff"),
@@ -92,7 +99,8 @@ def test_retry_after_forms() -> None:
     # Header values are read as Latin-1, where "²" is a digit to str.isdigit() that
     # int() refuses: a hostile server must not turn it into an internal error.
     assert parse_retry_after("\u00b2", NOW) is None
-    assert parse_retry_after("9" * 5000, NOW) == NOW + dt.timedelta(days=3650)
+    assert parse_retry_after("9" * 5000, NOW) == NOW + dt.timedelta(days=30)
+    assert parse_retry_after("99999999999", NOW) == NOW + dt.timedelta(days=30)
 
 
 def test_cache_headers_with_latin1_digits_are_ignored() -> None:

@@ -15,6 +15,7 @@ from typing import Literal
 
 __all__ = [
     "DEFAULT_BACKOFF_CAP",
+    "LONGEST_RETRY_AFTER",
     "Due",
     "PollDecision",
     "check_due",
@@ -55,8 +56,9 @@ def parse_http_date(value: str | None) -> dt.datetime | None:
     return parsed.astimezone(dt.UTC)
 
 
-#: The longest ``Retry-After`` obeyed, in seconds (ten years).
-_LONGEST_RETRY = 10 * 365 * 86400
+#: The longest ``Retry-After`` obeyed, in seconds (30 days), as a delay or as a date: a
+#: server's "9999-12-31" or 10**20 seconds would otherwise silence a source for good.
+LONGEST_RETRY_AFTER = 30 * 86400
 
 
 def parse_retry_after(value: str | None, now: dt.datetime) -> dt.datetime | None:
@@ -66,14 +68,16 @@ def parse_retry_after(value: str | None, now: dt.datetime) -> dt.datetime | None
     text = value.strip()
     # isdecimal, not isdigit: a header decoded as Latin-1 may hold "²", a digit to
     # isdigit that int() refuses.
+    longest = now + dt.timedelta(seconds=LONGEST_RETRY_AFTER)
     if text.isdecimal():
         # Absurd values must not overflow (nor reach int()'s 4,300-digit limit).
-        seconds = min(int(text), _LONGEST_RETRY) if len(text) < 12 else _LONGEST_RETRY
-        return now + dt.timedelta(seconds=seconds)
+        if len(text) >= 12:
+            return longest
+        return min(now + dt.timedelta(seconds=int(text)), longest)
     moment = parse_http_date(text)
     if moment is None:
         return None
-    return max(moment, now)
+    return min(max(moment, now), longest)
 
 
 def _cache_control(value: str) -> dict[str, str]:
@@ -131,16 +135,19 @@ def next_poll(
     """
     if status == 410:
         return PollDecision(next_due_at=None, reason="gone")
-    if status in (429, 503):
-        retry_after = parse_retry_after(headers.get("retry-after"), now)
-        if retry_after is not None:
-            return PollDecision(next_due_at=retry_after, retry_after=retry_after,
-                                reason="retry_later")
     if status == "error" or not (200 <= status < 400):
         steps = max(error_count, 1) - 1
         delay = min(backoff_cap, max(min_interval, 60.0) * 2.0 ** min(steps, 32))
         delay = min(backoff_cap, delay * (1.0 + JITTER_FRACTION * jitter))
-        return PollDecision(next_due_at=now + dt.timedelta(seconds=delay), reason="backoff")
+        backoff = now + dt.timedelta(seconds=delay)
+        retry_after = (parse_retry_after(headers.get("retry-after"), now)
+                       if status in (429, 503) else None)
+        if retry_after is not None:
+            # A floor on top of the backoff, never in its place: "Retry-After: 0" on
+            # every run of a site in maintenance must not make it polled every run.
+            return PollDecision(next_due_at=max(retry_after, backoff),
+                                retry_after=retry_after, reason="retry_later")
+        return PollDecision(next_due_at=backoff, reason="backoff")
     wait = min_interval
     fresh = freshness_lifetime(headers, now)
     if fresh is not None:
