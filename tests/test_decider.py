@@ -104,6 +104,20 @@ CASES = [
          state=replace(STORED, fetch_url=NEW_URL, moved_to=NEW_URL, status="moved"),
          status="moved", state_fields={"status": "moved", "fetch_url": NEW_URL},
          report_fields={"moved_to": NEW_URL, "http_status": 304}),
+    # A 301 whose target fails is not where the feed lives: it was adopted, the
+    # configured address never asked again, and the error did not say where it came from.
+    Case("301 to a page that is not there", resp(404, permanent_url=NEW_URL, url=NEW_URL),
+         status="failed",
+         state_fields={"fetch_url": "", "moved_to": "", "status": "failed"},
+         report_fields={"moved_to": "",
+                        "error": f"HTTP 404 Not Found (answered at {NEW_URL}, permanently "
+                                 f"redirected from {URL})"}),
+    Case("301 to a feed that is not a feed", resp(200, FRESH, permanent_url=NEW_URL,
+                                                  url=NEW_URL, body_digest="d2"),
+         ParseFacts(error="not an RSS or Atom feed"), status="rejected",
+         state_fields={"fetch_url": "", "moved_to": ""}),
+    Case("301 to a gone page", resp(410, permanent_url=NEW_URL, url=NEW_URL),
+         status="gone", state_fields={"fetch_url": "", "gone": True}),
     Case("gone", resp(410), status="gone",
          state_fields={"gone": True, "next_due_at": None, "http_status": 410},
          report_fields={"http_status": 410}, record_fields={"outcome": "gone", "error": ""}),

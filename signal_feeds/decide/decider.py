@@ -188,15 +188,12 @@ class Decider:
         a request that failed."""
         if isinstance(response, FetchFailure):
             return self._failed(state, None, response.url, response.message, "failed")
-        if response.permanent_url:
-            state = replace(state, fetch_url=response.permanent_url,
-                            moved_to=response.permanent_url)
         status = response.status
         if status == 410:
             new = replace(state, status="gone", gone=True, http_status=410,
                           last_fetch_at=self.started, next_due_at=None, last_error="410 Gone")
-            return self._save(new, "gone", response,
-                              http_status=410, error=gone_message(self.source_id),
+            return self._save(new, "gone", response, http_status=410,
+                              error=gone_message(self.source_id) + _where(state, response),
                               record_error="")
         if status in (429, 503):
             errors = state.error_count + 1
@@ -218,6 +215,7 @@ class Decider:
                                 "the server sent no feed", "failed")
         if status == 304:
             # A 304 may carry fresh validators; keep the old ones it does not repeat.
+            state = _moved(state, response)
             new = replace(self._succeeded(state, response, state.ttl_seconds),
                           etag=response.etag or state.etag,
                           last_modified=response.last_modified or state.last_modified)
@@ -241,8 +239,10 @@ class Decider:
 
     def _ok(self, state: SourceState, response: ResponseFacts,
             parsed: ParseFacts | None) -> Decision:
-        outcome: SourceStatus = "moved" if state.moved_to else "fetched"
+        outcome: SourceStatus
         if self._same_body(state, response):
+            state = _moved(state, response)
+            outcome = "moved" if state.moved_to else "fetched"
             # Byte-identical to the stored body: nothing to parse, but keep the validators.
             new = replace(self._succeeded(state, response, state.ttl_seconds),
                           etag=response.etag, last_modified=response.last_modified)
@@ -252,6 +252,8 @@ class Decider:
             raise ValueError("a changed body needs its parse facts (see must_parse)")
         if parsed.error:
             return self._failed(state, response, response.url, parsed.error, "rejected")
+        state = _moved(state, response)
+        outcome = "moved" if state.moved_to else "fetched"
         new = replace(self._succeeded(state, response, parsed.ttl_seconds),
                       etag=response.etag, last_modified=response.last_modified,
                       body_digest=response.body_digest,
@@ -306,6 +308,8 @@ class Decider:
                                and http >= 400 else "error")
         poll = self._poll(poll_status, response.headers if response is not None else {},
                           errors)
+        if response is not None:
+            error += _where(state, response)
         new = replace(state, status=status, http_status=http, last_fetch_at=self.started,
                       error_count=errors, last_error=error, next_due_at=poll.next_due_at)
         return Decision(new, SourceReport(source=self.source_id, status=status,
@@ -340,3 +344,20 @@ def _reason_phrase(status: int) -> str:
         return HTTPStatus(status).phrase
     except ValueError:
         return ""
+
+
+def _moved(state: SourceState, response: ResponseFacts) -> SourceState:
+    """``state`` at the address a permanent redirect gave, taken once a response from
+    there succeeds: a 301 to a page that fails is not where the feed lives."""
+    if not response.permanent_url:
+        return state
+    return replace(state, fetch_url=response.permanent_url, moved_to=response.permanent_url)
+
+
+def _where(state: SourceState, response: ResponseFacts) -> str:
+    """For an error that came from another address than the one asked: which."""
+    if response.url == state.request_url:
+        return ""
+    kind = "permanently " if response.permanent_url else ""
+    return f" (answered at {response.url}, {kind}redirected from {state.request_url})"
+
