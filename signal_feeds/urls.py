@@ -140,4 +140,24 @@ def canonical_source_url(url: str) -> str:
     Used to validate the source list and to find two entries that name the same feed in
     different spellings. Both http and https are accepted for sources.
     """
-    return _canonical(url, allowed_schemes=_WEB_SCHEMES, credentials=_SOURCE_CREDENTIALS)
+    canonical = _canonical(url, allowed_schemes=_WEB_SCHEMES, credentials=_SOURCE_CREDENTIALS)
+    host = urlsplit(canonical).hostname or ""
+    if not host.startswith("[") and ":" not in host:
+        _check_host_name(host)
+    return canonical
+
+
+def _check_host_name(host: str) -> None:
+    """Refuse a name DNS cannot carry (a label over 63 bytes as sent, an empty one):
+    found here, it is a config problem, not a failure on every run."""
+    labels = host[:-1].split(".") if host.endswith(".") else host.split(".")
+    for label in labels:
+        if not label:
+            raise UrlRejected(f"host {host!r} has an empty label")
+        sent = label if label.isascii() else "xn--" + label.encode("punycode").decode()
+        if len(sent) > _MAX_LABEL:
+            raise UrlRejected(f"host name label {label[:20]!r}... is {len(sent)} bytes as "
+                              f"sent; DNS allows {_MAX_LABEL}")
+
+
+_MAX_LABEL = 63

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from signal_feeds import ConfigError, RunReport, SourceReport, parse_config
 from signal_feeds.cli.commands import cli
 from signal_feeds.config.opml import parse_opml
 from signal_feeds.records import FetchRecord, SourceState
@@ -122,3 +123,49 @@ def test_copy_checks_its_target_and_never_copies_a_database_onto_itself(
                            "copied; choose another target\n")
     with Store(db) as store:
         assert [s.source_id for s in store.source_states()] == ["a"]
+
+
+def test_settings_that_would_fail_every_request_are_config_problems() -> None:
+    text = ('[settings]\ndeadline = 0\nconnect_timeout = 0\nmax_body_bytes = 0\n'
+            'min_interval = 7200\nmax_interval = 60\nread_timeout = "30s"\n\n'
+            '[[sources]]\nid = "a"\nurl = "https://a.example/feed.xml"\nmax_body_bytes = 0\n')
+    # They were accepted, and every source then failed at fetch time ("no complete
+    # response within the 0 s deadline", "larger than the cap of 0 bytes").
+    with pytest.raises(ConfigError) as raised:
+        parse_config(text, path="signal.toml")
+    assert sorted(raised.value.problems) == sorted([
+        "[settings]: deadline: must be more than 0 (at 0 every request fails)",
+        "[settings]: connect_timeout: must be more than 0 (at 0 every request fails)",
+        "[settings]: max_body_bytes: must be more than 0 (at 0 every request fails)",
+        "[settings]: read_timeout: must be a number, not '30s'",
+        "[settings]: max_interval: 60 is less than min_interval (7200); polls could not "
+        "be both",
+        "sources[0] (id 'a'): max_body_bytes: must be more than 0 (at 0 every request "
+        "fails)"])
+
+
+@pytest.mark.parametrize(("host", "reason"), [
+    ("a" * 64 + ".example", "host name label 'aaaaaaaaaaaaaaaaaaaa'... is 64 bytes as sent; "
+                            "DNS allows 63"),
+    ("news..example", "host 'news..example' has an empty label"),
+])
+def test_a_host_name_dns_cannot_carry_is_a_config_problem(host: str, reason: str) -> None:
+    # It failed on every run with "encoding with 'idna' codec failed (UnicodeError:
+    # label empty or too long)".
+    with pytest.raises(ConfigError) as raised:
+        parse_config(f'[[sources]]\nid = "a"\nurl = "https://{host}/feed.xml"\n')
+    (problem,) = raised.value.problems
+    assert problem.endswith(f"refused: {reason}"), problem
+    # Names DNS does carry pass: a trailing dot, an IDN, an address.
+    for fine in ("example.com.", "bücher.example", "127.0.0.1", "[::1]"):
+        parse_config(f'[[sources]]\nid = "a"\nurl = "https://{fine}/feed.xml"\n')
+
+
+def test_the_summary_line_reads_right_for_none_and_one() -> None:
+    now = dt.datetime.now(dt.UTC)
+    # It was "0 sources: 0 created, 0 updated, 0 unchanged, 0 skipped; " and "1 sources".
+    assert RunReport(sources=(), started_at=now).lines() == [
+        "0 sources: 0 created, 0 updated, 0 unchanged, 0 skipped; the source list names none"]
+    one = RunReport(sources=(SourceReport(source="a", status="fetched", created=2),),
+                    started_at=now)
+    assert one.lines()[-1] == "1 source: 2 created, 0 updated, 0 unchanged, 0 skipped; 1 fetched"

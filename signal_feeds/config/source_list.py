@@ -199,6 +199,19 @@ _SETTING_TYPES: dict[str, type] = {
 }
 #: Settings that must be at least 1 (0 would stop every run, or read nothing).
 _AT_LEAST_ONE = ("concurrency", "per_host", "max_entries", "lease_seconds")
+#: Settings that must be more than 0: at 0 every request fails.
+_ABOVE_ZERO = ("connect_timeout", "read_timeout", "deadline", "max_body_bytes")
+_TYPE_NAMES = {float: "a number", int: "a whole number", str: "a string",
+               bool: "a boolean (true or false)"}
+
+
+def _out_of_bounds(key: str, value: Any) -> str:
+    """Why a well-typed setting's value cannot work, or ''."""
+    if key in _AT_LEAST_ONE and value < 1:
+        return "must be at least 1"
+    if key in _ABOVE_ZERO and value <= 0:
+        return "must be more than 0 (at 0 every request fails)"
+    return ""
 #: The old name of ``require_https_links``, with the opposite meaning.
 _OLD_HTTP_KEY = "allow_http_links"
 _SOURCE_KEYS = frozenset({"id", "url", "title", "owner", "review_by", *SOURCE_OVERRIDES})
@@ -259,8 +272,7 @@ def _typed(value: object, kind: type) -> tuple[Any, str]:
     if kind is float and isinstance(value, int) and not isinstance(value, bool):
         value = float(value)
     if kind is not bool and isinstance(value, bool) or not isinstance(value, kind):
-        name = "a boolean (true or false)" if kind is bool else kind.__name__
-        return None, f"must be {name}, not {value!r}"
+        return None, f"must be {_TYPE_NAMES.get(kind, kind.__name__)}, not {value!r}"
     if kind is float and not math.isfinite(value):  # type: ignore[arg-type]
         # TOML reads inf and nan as floats; no duration or size means either.
         return None, f"must be a finite number, not {value!r}"
@@ -303,8 +315,7 @@ def _settings(table: object, problems: _Problems, base_dir: Path | None) -> Sett
             problems.unknown(where, key, set(_SETTING_TYPES), "setting")
             continue
         value, reason = _typed(raw, _SETTING_TYPES[key])
-        if not reason and key in _AT_LEAST_ONE and value < 1:
-            reason = "must be at least 1"
+        reason = reason or _out_of_bounds(key, value)
         if reason:
             problems.add(where, f"{key}: {reason}")
             continue
@@ -314,6 +325,11 @@ def _settings(table: object, problems: _Problems, base_dir: Path | None) -> Sett
         problems.add(where, f"proxy: must be an http:// or https:// URL (host and port) "
                             f"or 'direct', not {proxy!r}")
         del values["proxy"]
+    low, high = values.get("min_interval"), values.get("max_interval")
+    if low is not None and high is not None and high < low:
+        problems.add(where, f"max_interval: {high:g} is less than min_interval ({low:g}); "
+                            "polls could not be both")
+        del values["max_interval"]
     if "database" in values and is_postgres_url(values["database"]):
         pass  # a server, not a file: no folder to resolve it against
     elif "database" in values:
@@ -363,6 +379,7 @@ def _source(entry: object, index: int, problems: _Problems) -> Source | None:
     for key in ("title", "owner", *SOURCE_OVERRIDES):
         if key in entry:
             value, reason = _typed(entry[key], _SETTING_TYPES.get(key, str))
+            reason = reason or _out_of_bounds(key, value)
             if reason:
                 problems.add(label, f"{key}: {reason}", sid)
             opt[key] = value

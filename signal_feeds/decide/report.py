@@ -134,9 +134,12 @@ class RunReport:
             http = f" [{r.http_status}]" if r.http_status else ""
             out.append(f"{r.source:<24} {r.status:<12}{http} {counts}{extra}")
         t = self.totals
-        out.append(f"{t['sources']} sources: {t['created']} created, {t['updated']} updated, "
-                   f"{t['unchanged']} unchanged, {t['skipped']} skipped; "
-                   + ", ".join(f"{t[s]} {s}" for s in sorted(t)
-                               if s not in ("sources", "created", "updated", "unchanged",
-                                            "skipped")))
+        by_status = ", ".join(f"{t[s]} {s}" for s in sorted(t)
+                              if s not in ("sources", "created", "updated", "unchanged",
+                                           "skipped"))
+        noun = "source" if t["sources"] == 1 else "sources"
+        out.append(f"{t['sources']} {noun}: {t['created']} created, {t['updated']} updated, "
+                   f"{t['unchanged']} unchanged, {t['skipped']} skipped"
+                   + (f"; {by_status}" if by_status else "; the source list names none"
+                      if not t["sources"] else ""))
         return out
