@@ -125,6 +125,7 @@ if TYPE_CHECKING:
         ConfigError,
         ContradictionError,
         CursorError,
+        DatabaseUnavailableError,
         FetchError,
         ParseError,
         QueryError,

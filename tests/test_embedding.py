@@ -54,7 +54,9 @@ def test_an_error_inside_reaches_the_caller_as_it_is(tmp_path: Path) -> None:
         return "no error"
 
     outcome = asyncio.run(cell())
-    assert outcome.startswith("StoreError: ") and "no such folder" in outcome, outcome
+    # A setup problem (exit 2 in the CLI), a StoreError to the library.
+    assert outcome.startswith("DatabaseUnavailableError: "), outcome
+    assert outcome.endswith(f"(the folder {missing.parent} does not exist)"), outcome
 
 
 def test_parse_files_works_inside_a_running_event_loop() -> None:

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Literal
 
 from signal_feeds.timeutil import format_time
@@ -77,7 +78,9 @@ class RunReport:
     started_at: dt.datetime
     duration: float = 0.0
     database: str = ""
-    totals: dict[str, int] = field(init=False)
+    #: Entries created, updated, unchanged and skipped, sources in all and per status
+    #: (read-only: the report is a record of what happened).
+    totals: Mapping[str, int] = field(init=False, compare=False, hash=False)
 
     def __post_init__(self) -> None:
         totals = {"sources": len(self.sources), "created": 0, "updated": 0, "unchanged": 0,
@@ -88,7 +91,7 @@ class RunReport:
             totals["unchanged"] += rep.unchanged
             totals["skipped"] += rep.skipped
             totals[rep.status] = totals.get(rep.status, 0) + 1
-        object.__setattr__(self, "totals", totals)
+        object.__setattr__(self, "totals", MappingProxyType(totals))
 
     @property
     def ok(self) -> bool:

@@ -67,6 +67,10 @@ def to_utf8(body: bytes, content_type: str | None, url: str | None) -> tuple[byt
     if url:
         headers["content-location"] = url
     data, encoding, note = _converted(headers, body)
+    if not content_type and note.startswith("content type:"):
+        # "no Content-type specified": feedparser's note whenever there are headers (a
+        # URL) and no type, a local file's case too; the bytes were read all the same.
+        note = ""
     if note and encoding not in _UTF8_LABELS:
         # feedparser fell back from UTF-8: maybe only a few bytes were not UTF-8. (Checked
         # here, after the fact, so that a document it reads as UTF-8 is not decoded twice.)

@@ -58,9 +58,14 @@ def _page_head(body: bytes) -> bytes:
     return head if end < 0 else head[:end]
 
 
+#: A relative reference a saved page may name its feed by (no scheme, no spaces).
+_RELATIVE = re.compile(r"^(?![A-Za-z][A-Za-z0-9+.-]*:)[^\s<>\"]{1,500}$")
+
+
 def feed_links(body: bytes, base: str | None) -> list[str]:
     """The absolute http(s) feed addresses an HTML page names in its head, in page order
-    and at most five (``[]`` when it names none, or is not HTML)."""
+    and at most five (``[]`` when it names none, or is not HTML). Without ``base`` (a
+    saved page) a relative address is given as written: it still names a feed."""
     parser = _FeedLinks()
     for count, match in enumerate(_LINK_TAG.finditer(_page_head(body))):
         if count == _MAX_TAGS:
@@ -70,6 +75,8 @@ def feed_links(body: bytes, base: str | None) -> list[str]:
     links: list[str] = []
     for href in parser.found:
         link, _ = check_link(href, base=base)
+        if link is None and not base and _RELATIVE.match(href.strip()):
+            link = href.strip()
         if link and link not in links:
             links.append(link)
     return links[:_MAX_LINKS]

@@ -363,6 +363,11 @@ def parse_feed(
     Raises :class:`ParseError` when the bytes are not an RSS, Atom or JSON feed at all;
     a feed with recoverable errors still yields its entries, with a warning.
     """
+    if not isinstance(body, bytes | bytearray | memoryview):
+        # The bytes as downloaded: text has lost what its encoding was.
+        raise TypeError(f"parse_feed takes the document's bytes (as downloaded or read "
+                        f"with open(..., 'rb')), not {type(body).__name__}")
+    body = bytes(body)
     if allow_http_links is not None:
         require_https_links = not allow_http_links
     if not body.removeprefix(b"\xef\xbb\xbf").strip():  # a byte-order mark alone is empty too
@@ -401,6 +406,8 @@ def parse_feed(
         if links:  # a site's address given for its feed's: say which one to use
             named, use = (("its feed at", "that address") if len(links) == 1
                           else ("feeds at", "one of those addresses"))
+            if not all("://" in link for link in links):  # a saved page: no address of its own
+                use += ", made absolute against the page's own address,"
             raise ParseError(f"not an RSS or Atom feed: a web page that names {named} "
                              f"{', '.join(links)} (use {use} as the source's url)",
                              source_id=source_id)

@@ -34,6 +34,12 @@ def run_blocking(coroutine: Coroutine[Any, Any, T]) -> T:
     try:
         asyncio.get_running_loop()
     except RuntimeError:
+        in_loop = False
+    else:
+        in_loop = True
+    if not in_loop:
+        # Outside the except block: an error of the run must not read as raised "during
+        # handling of" the RuntimeError that said no loop runs here.
         return asyncio.run(coroutine)
     return _Beside(coroutine).result(asyncio.current_task())
 

@@ -44,6 +44,8 @@ log = logging.getLogger("signal_feeds")
 def _select(config: Config, source_ids: Sequence[str] | None) -> list[Source]:
     if not source_ids:
         return list(config.sources)
+    if isinstance(source_ids, str):  # one id, not its letters ("unknown: d, a, t, e, s")
+        source_ids = [source_ids]
     known = {s.id for s in config.sources}
     unknown = [s for s in source_ids if s not in known]
     if unknown:
@@ -129,7 +131,7 @@ async def fetch_sources(
     report = RunReport(sources=tuple(reports), started_at=started_at,
                        duration=time.monotonic() - t0,
                        database=display_database(db_path))
-    log.info("run finished at %s: %s", format_time(clock()), report.totals)
+    log.info("run finished at %s: %s", format_time(clock()), dict(report.totals))
     return report
 
 
@@ -163,7 +165,7 @@ def run_fetch(
         client=client, ssl_context=ssl_context, worker=worker))
 
 
-def parse_files(paths: Sequence[Path], *, source_id: str = "local",
+def parse_files(paths: Sequence[str | Path], *, source_id: str = "local",
                 config: Config | None = None) -> Iterator[dict[str, Any]]:
     """Dry run over local files: parse and identify each in a worker process.
 
@@ -186,7 +188,7 @@ def parse_files(paths: Sequence[Path], *, source_id: str = "local",
         cap = effective.max_body_bytes
     pool = ParserPool()
     try:
-        for path in paths:
+        for path in map(Path, paths):
             try:
                 # A saved .xml.gz is read as a fetch of those bytes would read it.
                 body = gunzipped_again(path.read_bytes(), cap)

@@ -82,7 +82,16 @@ def _since_text(since: str | dt.date | dt.datetime | None) -> str | None:
         return format_time(since)
     if isinstance(since, dt.date):
         return since.isoformat()  # "2026-03-14" sorts before any time of that day
-    return since
+    # Text is read as the command line reads it, then compared in the stored form: as
+    # given, "yesterday" selected nothing and "+05:00" compared as text, not as a time.
+    try:
+        if len(since.strip()) == 10:
+            return dt.date.fromisoformat(since.strip()).isoformat()
+        moment = dt.datetime.fromisoformat(since.strip().replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise QueryError(f"since: {since!r} is not a date (YYYY-MM-DD) or an ISO 8601 "
+                         "time", query=since) from exc
+    return _since_text(moment)
 
 
 def _with_duplicates(store: FeedStore, views: list[EntryView]) -> list[EntryView]:
@@ -229,6 +238,8 @@ def lookup(store: FeedStore, url: str) -> LookupResult | None:
     """Do we know this link? Matches the link the way duplicate detection does (scheme,
     ``www.``, trailing slash and tracking parameters ignored) and answers with the
     canonical entry of the story, even when the matching row is a marked duplicate."""
+    if not url.strip():  # it matched every entry without a link
+        return None
     key = match_url(url)
     exact = normalize_link(url, allow_http=True) or url.strip()
     matches = store.entries_with_link(key, exact)
@@ -265,7 +276,10 @@ def _atom(views: Iterable[EntryView], *, title: str, feed_id: str,
     _sub(feed, "title", title)
     entries = list(views)
     stamps = [v.updated or v.published or v.first_seen_at for v in entries]
-    _sub(feed, "updated", max(stamps) if stamps else format_time(now))
+    # The feed changed no later than now: an entry dated 2106 (a typo) keeps its own
+    # date, but does not make the whole export claim it.
+    written = format_time(now)
+    _sub(feed, "updated", max(min(stamp, written) for stamp in stamps) if stamps else written)
     _sub(_sub(feed, "author"), "name", title)
     _sub(feed, "generator", "Signal", version=__version__,
          uri="https://github.com/signal-feeds/signal")

@@ -53,6 +53,10 @@ def _setup_hint(exc: sqlite3.Error, path: Path) -> str:
     if code == _SQLITE_READONLY:
         return "the file or its folder is read-only for this user"
     if code == _SQLITE_CANTOPEN:
+        if not path.parent.is_dir():
+            return f"the folder {path.parent} does not exist"
+        if path.is_dir():
+            return "that is a folder, not a database file"
         return (f"SQLite needs to read and write the file and to create {path.name}-wal "
                 "and -shm beside it in its folder")
     return ""

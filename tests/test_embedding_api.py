@@ -1,0 +1,131 @@
+"""What a program that imports signal_feeds gets from plain mistakes and edge cases:
+the obvious meaning or a clear error, never a stray built-in exception from deep
+inside (found by using the API as an embedding developer, 2026-12-06)."""
+
+from __future__ import annotations
+
+import ast
+import datetime as dt
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+from conftest import FIXTURES, make_config
+
+import signal_feeds
+from signal_feeds import QueryError, RunReport, SourceReport, parse_feed, parse_files
+from signal_feeds.errors import ConfigError
+from signal_feeds.records import FetchRecord, SourceState
+from signal_feeds.run import pipeline
+from signal_feeds.store import Store
+from signal_feeds.store.reading import export_entries, list_entries, lookup
+
+
+def test_every_public_name_is_typed_for_a_type_checker() -> None:
+    # __all__ is served lazily by __getattr__ (typed Any); the TYPE_CHECKING imports are
+    # what mypy sees. DatabaseUnavailableError was missing there, so it typed as Any.
+    tree = ast.parse(Path(signal_feeds.__file__).read_text(encoding="utf-8"))
+    checked: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and getattr(node.test, "id", "") == "TYPE_CHECKING":
+            for stmt in ast.walk(node):
+                if isinstance(stmt, ast.ImportFrom):
+                    checked.update(a.asname or a.name for a in stmt.names)
+    lazy = set(signal_feeds.__all__) - {"__version__"}
+    assert sorted(lazy - checked) == []
+
+
+def test_one_source_id_given_as_a_string_is_one_id(tmp_path: Path) -> None:
+    config = make_config(tmp_path / "signal.db", {"dates": "https://a.example/feed.xml",
+                                                  "other": "https://b.example/feed.xml"})
+    # It was "unknown source id(s): d, a, t, e, s".
+    assert [s.id for s in pipeline._select(config, "dates")] == ["dates"]
+    with pytest.raises(ConfigError, match=r"unknown source id\(s\): dats"):
+        pipeline._select(config, "dats")
+
+
+def test_parse_files_takes_paths_as_strings_too() -> None:
+    # It raised AttributeError: 'str' object has no attribute 'read_bytes'.
+    (result,) = parse_files([str(FIXTURES / "demo-rss.xml")], source_id="demo-rss")
+    assert result["ok"] is True and len(result["entries"]) == 3
+
+
+def test_parse_feed_given_text_says_it_wants_bytes() -> None:
+    # It was "TypeError: removeprefix() argument must be str, not bytes" from inside.
+    with pytest.raises(TypeError, match=r"^parse_feed takes the document's bytes .*not str$"):
+        parse_feed("<rss/>")  # type: ignore[arg-type]
+    assert parse_feed(bytearray(b'<rss version="2.0"><channel><title>t</title><item>'
+                                b"<guid>g</guid></item></channel></rss>")).entries
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Store:
+    db = Store(tmp_path / "signal.db")
+    state = SourceState(source_id="a", url="https://a.example/feed.xml")
+    record = FetchRecord(source_id="a", url=state.url, outcome="fetched",
+                         started_at=dt.datetime(2026, 12, 1, tzinfo=dt.UTC))
+    body = ('<rss version="2.0"><channel><title>t</title>'
+            "<item><guid>now</guid><title>On time</title><link>https://a.example/1</link>"
+            "<pubDate>Mon, 30 Nov 2026 10:00:00 GMT</pubDate></item>"
+            "<item><guid>typo</guid><title>Dated 2106</title><link>https://a.example/2</link>"
+            "<pubDate>Sun, 07 Feb 2106 06:28:15 GMT</pubDate></item>"
+            "<item><guid>note</guid><description>A note with no link</description></item>"
+            "</channel></rss>")
+    rows = signal_feeds.identify("a", parse_feed(body.encode()).entries).rows
+    db.apply_response(state, rows, record, dt.datetime(2026, 12, 1, tzinfo=dt.UTC))
+    return db
+
+
+def test_lookup_of_nothing_finds_nothing(store: Store) -> None:
+    # "" matched every entry without a link, and answered with one of them.
+    with store:
+        assert lookup(store, "") is None
+        assert lookup(store, "   ") is None
+
+
+def test_since_as_text_is_read_as_a_time_or_refused(store: Store) -> None:
+    with store:
+        everything = list_entries(store)
+        assert everything
+        # The same instant written two ways selects the same entries (it compared as
+        # text: "+05:00" and "Z" gave 42 and 44 entries).
+        assert list_entries(store, since="2000-01-01T05:00:00+05:00") == \
+            list_entries(store, since="2000-01-01T00:00:00Z") == everything
+        assert list_entries(store, since="2000-01-01") == everything
+        for bad in ("yesterday", "29/06/2005"):  # silently selected nothing
+            with pytest.raises(QueryError, match="is not a date"):
+                list_entries(store, since=bad)
+
+
+def test_the_export_claims_no_update_in_the_future(store: Store) -> None:
+    now = dt.datetime(2026, 12, 6, 12, 0, tzinfo=dt.UTC)
+    with store:
+        text = export_entries(store, format="atom", now=now)
+    # The entry keeps the date its feed gave; the export's own <updated> is no later
+    # than the export (it was 2106-02-07T06:28:15Z, taken from that entry).
+    assert "<updated>2106-02-07T06:28:15Z</updated>" in text
+    updated = ET.fromstring(text).findtext("{http://www.w3.org/2005/Atom}updated") or ""
+    assert updated == "2026-12-06T12:00:00.000000Z"
+
+
+def test_a_run_report_cannot_be_changed_after_the_fact() -> None:
+    report = RunReport(sources=(SourceReport(source="a", status="fetched", created=1),),
+                       started_at=dt.datetime(2026, 12, 6, tzinfo=dt.UTC))
+    with pytest.raises(TypeError):
+        report.totals["created"] = 999  # type: ignore[index]
+    assert report.lines()[-1].startswith("1 source: 1 created")
+    assert hash(report) == hash(report) and report.to_dict()["totals"]["created"] == 1
+
+
+def test_an_error_of_a_blocking_run_does_not_read_as_raised_inside_another(
+        tmp_path: Path) -> None:
+    config = make_config(tmp_path / "signal.db", {"a": "https://a.example/f"})
+    with pytest.raises(ConfigError) as raised:
+        signal_feeds.run_fetch(config, source_ids=["b"])
+    # Every error carried "RuntimeError: no running event loop" as its context.
+    chain: list[BaseException] = []
+    exc: BaseException | None = raised.value
+    while exc is not None and len(chain) < 20:
+        chain.append(exc)
+        exc = exc.__cause__ or exc.__context__
+    assert not [e for e in chain if "no running event loop" in str(e)], chain
