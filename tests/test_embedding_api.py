@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import datetime as dt
 import xml.etree.ElementTree as ET
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -129,3 +130,35 @@ def test_an_error_of_a_blocking_run_does_not_read_as_raised_inside_another(
         chain.append(exc)
         exc = exc.__cause__ or exc.__context__
     assert not [e for e in chain if "no running event loop" in str(e)], chain
+
+
+def test_a_write_from_another_thread_never_joins_a_batch_that_fails(tmp_path: Path) -> None:
+    # It became a savepoint of the open batch: reset_source returned True, then the
+    # batch failed and took the reset with it.
+    import threading
+
+    state = SourceState(source_id="a", url="https://a.example/feed.xml")
+    failed = FetchRecord(source_id="a", url=state.url, outcome="failed", error="x",
+                         started_at=dt.datetime(2026, 12, 1, tzinfo=dt.UTC))
+    with Store(tmp_path / "signal.db") as store:
+        store.save_attempt(replace(state, status="failed", error_count=3), failed)
+        in_batch, reset_done = threading.Event(), threading.Event()
+        answers: list[bool] = []
+
+        def other_thread() -> None:
+            in_batch.wait(10)
+            answers.append(store.reset_source("a"))
+            reset_done.set()
+
+        thread = threading.Thread(target=other_thread)
+        thread.start()
+        with pytest.raises(RuntimeError, match="the batch fails"), store.batch():
+            store.save_attempt(replace(state, status="failed", error_count=4), failed)
+            in_batch.set()
+            # The other thread's write waits for the batch, rather than joining it.
+            assert not reset_done.wait(0.5)
+            raise RuntimeError("the batch fails")
+        thread.join(10)
+        assert answers == [True]
+        (after,) = [s for s in store.source_states() if s.source_id == "a"]
+        assert after.error_count == 0  # the reset stands; the failed batch is undone

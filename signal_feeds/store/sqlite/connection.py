@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -71,6 +72,10 @@ class Connection:
         #: Set once a wait for the write lock has run out (see the module docstring).
         self.gave_up: str = ""
         self._batch_depth = 0
+        # One writer at a time: a write from another thread while a batch is open
+        # would become a savepoint of that batch and share its fate (a batch that
+        # failed took a write the other thread had seen succeed). It waits instead.
+        self._writing = threading.RLock()
         #: Work to run at the end of the open transaction, before it commits (see
         #: :meth:`before_commit`).
         self._deferred: list[Callable[[sqlite3.Connection], None]] = []
@@ -158,10 +163,15 @@ class Connection:
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
         """A ``BEGIN IMMEDIATE`` transaction committed on exit, or, inside
-        :meth:`batch`, a savepoint released on exit. Either is undone on an error."""
-        if self._batch_depth:
-            yield from self._savepoint()
-            return
+        :meth:`batch`, a savepoint released on exit. Either is undone on an error.
+        Another thread's write waits until this one (or the batch) has ended."""
+        with self._writing:
+            if self._batch_depth:
+                yield from self._savepoint()
+                return
+            yield from self._transaction()
+
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
         if self.gave_up:
             # Try once without waiting: free again, writing resumes; still held, this
             # write fails at once instead of waiting out the timeout again.
