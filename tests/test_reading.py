@@ -135,8 +135,14 @@ def test_history_lists_every_version_with_when_it_was_seen(fetch: Fetch,
                                                            database: Path | str) -> None:
     fetch("publisher", rss(PUB))
     fetch("publisher", rss({**PUB, "title": "The big story of the week (corrected)"}))
+    # A later response in which the entry is unchanged (another one is new).
+    fetch("publisher", rss({**PUB, "title": "The big story of the week (corrected)"},
+                           {"guid": "p-9", "title": "Something else entirely"}))
     key = digest(["publisher", "p-1"])
     found = as_json("history", key[:10], "--db", str(database))
+    # The current version was last seen when the entry was: it showed the time of the
+    # correction, as unchanged entries touch only their own row.
+    assert found["versions"][-1]["last_seen_at"] == found["entry"]["last_seen_at"]
     assert found["entry"]["id"] == key
     assert found["entry"]["title"] == "The big story of the week (corrected)"
     versions = found["versions"]

@@ -196,8 +196,15 @@ def entry_history(store: FeedStore, key: str) -> EntryHistory | None:
     view = store.entry_view(full)
     if view is None:
         return None
-    versions = tuple(store.versions(full))
-    return EntryHistory(entry=_with_duplicates(store, [view])[0], versions=versions)
+    versions = list(store.versions(full))
+    if versions:
+        # A response that finds the entry unchanged touches only the entry's row (one
+        # write fewer per entry and run): the current version, the one written last,
+        # was last seen when the entry was.
+        current = max(range(len(versions)), key=lambda i: versions[i].last_seen_at)
+        seen = max(versions[current].last_seen_at, view.last_seen_at)
+        versions[current] = dataclasses.replace(versions[current], last_seen_at=seen)
+    return EntryHistory(entry=_with_duplicates(store, [view])[0], versions=tuple(versions))
 
 
 #: Source ids named in the message about one that is not known.
