@@ -396,6 +396,18 @@ def test_a_broken_header_line_is_quoted_as_text(raw: Callable[..., RawServer],
                   "'This is not a header'")
 
 
+def test_headers_too_large_to_read_say_so(raw: Callable[..., RawServer],
+                                          db_path: Path) -> None:
+    long_line = b"X-Long: " + b"a" * 200_000
+    server = raw(lambda head: (b"HTTP/1.1 200 OK\r\n" + long_line
+                               + b"\r\nContent-Length: 0\r\n\r\n", True))
+    rep = run_fetch(make_config(db_path, {"odd": server.url("/feed.xml")}),
+                    force=True).get("odd")
+    # It was h11's "RemoteProtocolError: Receive buffer too long".
+    assert (rep.status, rep.error) == (
+        "failed", "the response's headers are too large (over 100 KiB): not read")
+
+
 def test_garbage_instead_of_http_is_a_clear_network_error(raw: Callable[..., RawServer],
                                                           db_path: Path) -> None:
     server = raw(lambda head: (b"SSH-2.0-OpenSSH_9.2\r\n\r\n", True))

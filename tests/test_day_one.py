@@ -381,6 +381,14 @@ def test_signal_parse_reads_a_saved_gzip_file_as_a_fetch_would(tmp_path: Path) -
     bomb.write_bytes(gzip.compress(b"<" * 100_000))
     result = CliRunner().invoke(cli, ["parse", str(bomb), "--config", str(config)])
     assert "larger than the cap of 1000 bytes" in result.output
+    # So is a plain file over the cap: a fetch of it would fail (it was read whole and
+    # parsed, however large).
+    big = tmp_path / "big.xml"
+    big.write_bytes(FEED + b" " * 1000)
+    result = CliRunner().invoke(cli, ["parse", str(big), "--config", str(config)])
+    assert json.loads(result.stdout) == {
+        "file": str(big), "ok": False,
+        "error": "body larger than the cap of 1000 bytes (the max_body_bytes setting)"}
 
 
 def test_signal_parse_without_a_config_uses_the_defaults(tmp_path: Path) -> None:

@@ -251,7 +251,7 @@ def lookup(url: str, config_path: str | None, db_path: str | None, as_json: bool
 @click.option("--format", "fmt", type=click.Choice(["json", "atom", "opml"]), default="json",
               show_default=True, help="Entries as JSON or Atom; the source list as OPML.")
 @click.option("--output", "-o", type=click.Path(dir_okay=False, allow_dash=True), default="-",
-              help="Write to PATH instead of standard output.")
+              help="Write to FILE instead of standard output.")
 @selection_options
 @click.option("--limit", default=None, type=click.IntRange(min=0), help="At most N entries.")
 def export(config_path: str | None, db_path: str | None, fmt: str, output: str,

@@ -373,6 +373,10 @@ def _translated(exc: httpx.TransportError, limits: FetchLimits,
             return FetchError(refused, source_id=source_id, reason="connect")
         return FetchError(f"cannot connect: {_in_words(text) or 'connection failed'}",
                           source_id=source_id, reason="connect")
+    if isinstance(exc, httpx.RemoteProtocolError) and "receive buffer too long" in text.lower():
+        # h11's words for a status line and headers past httpcore's limit (100 KiB).
+        return FetchError("the response's headers are too large (over 100 KiB): not read",
+                          source_id=source_id, reason="network")
     detail = _BYTES_SHOWN.sub(lambda m: m[1] or m[2], text) if text else _describe(exc)
     return FetchError(f"network error: {type(exc).__name__}: {detail}", source_id=source_id,
                       reason="network")

@@ -22,7 +22,7 @@ from signal_feeds.decide.report import RunReport
 from signal_feeds.dsn import as_database, display_database
 from signal_feeds.errors import ConfigError, FetchError, did_you_mean
 from signal_feeds.http.clients import Clients, DirectTransport, SharedClient, TransportPool
-from signal_feeds.http.decoding import gunzipped_again
+from signal_feeds.http.decoding import body_too_large, gunzipped_again
 from signal_feeds.http.fetch import Resolver
 from signal_feeds.identity.keys import Identified
 from signal_feeds.parse.processes import ParseJob, ParserPool
@@ -165,6 +165,15 @@ def run_fetch(
         client=client, ssl_context=ssl_context, worker=worker))
 
 
+def _read_capped(path: Path, cap: int) -> bytes:
+    """The file's bytes, refused as a fetch refuses a body over ``max_body_bytes``."""
+    with path.open("rb") as handle:
+        data = handle.read(cap + 1)
+    if len(data) > cap:
+        raise body_too_large(cap)
+    return data
+
+
 def parse_files(paths: Sequence[str | Path], *, source_id: str = "local",
                 config: Config | None = None) -> Iterator[dict[str, Any]]:
     """Dry run over local files: parse and identify each in a worker process.
@@ -191,7 +200,7 @@ def parse_files(paths: Sequence[str | Path], *, source_id: str = "local",
         for path in map(Path, paths):
             try:
                 # A saved .xml.gz is read as a fetch of those bytes would read it.
-                body = gunzipped_again(path.read_bytes(), cap)
+                body = gunzipped_again(_read_capped(path, cap), cap)
             except OSError as exc:
                 yield {"file": str(path), "ok": False, "error": f"cannot read: {exc.strerror}"}
                 continue
