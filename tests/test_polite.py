@@ -6,6 +6,7 @@ import json
 from email.utils import format_datetime
 from pathlib import Path
 
+from _hostile import rows
 from click.testing import CliRunner
 from conftest import Clock, make_config
 from scenario_server import ScenarioServer, ScriptedResponse
@@ -221,3 +222,13 @@ def test_a_304_to_a_request_without_validators_is_a_failure(server: ScenarioServ
     assert server.requests_for(path)[2].header("If-None-Match") == '"v1"'
     with Store(db_path) as store:
         assert store.source_state("s", server.url(path)).error_count == 0
+
+
+def test_a_fetch_row_times_the_request_not_the_wait_for_its_host(
+        server: ScenarioServer, db_path: Path) -> None:
+    # With one request at a time to the host, the second source waited for the first;
+    # its fetch row counted that wait (about 2 s for a 1 s answer).
+    sources = {f"s{i}": server.url(f"/scenario/slow?delay=1&n={i}") for i in range(2)}
+    run_fetch(make_config(db_path, sources, per_host=1), force=True)
+    durations = sorted(d for (d,) in rows(db_path, "SELECT duration_ms FROM fetches"))
+    assert len(durations) == 2 and durations[-1] < 1800, durations

@@ -271,7 +271,6 @@ class Run:
             self.unqueued -= 1
             return skip.report
         url = state.request_url
-        started = self.clock()
         limits = FetchLimits.from_settings(self.config.effective(src))
         # The host's slot is taken before a global one: a source waiting for its host
         # must not hold a slot other hosts could use. Redirects move the host slot to
@@ -282,6 +281,9 @@ class Run:
             # request goes out; later ones wait here while bodies wait for parsers.
             reservation = await self.parse_queue.reserve()
             self.in_flight[src.id] = time.monotonic()
+            # When the request goes out: the fetch row's time and duration are the
+            # request's, not the wait for a slot before it.
+            started = self.clock()
             try:
                 # A refresh asks unconditionally: a 304 would keep the old rows.
                 response = await fetch(
