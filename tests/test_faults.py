@@ -9,6 +9,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import time
 from collections.abc import Iterable, Iterator
 from contextlib import closing
 from pathlib import Path
@@ -484,3 +485,34 @@ def test_ctrl_c_during_a_fetch_ends_the_run_without_a_traceback(
                           {"demo": server.url("/feeds/demo-rss.xml")})
     assert _cli("fetch", "--config", str(config), "--force").returncode == 0
     assert rows(db, "SELECT count(*) FROM entries WHERE source_id = 'demo'") == [(3,)]
+
+
+def test_ctrl_c_while_waiting_for_a_locked_database_stops_at_once(tmp_path: Path) -> None:
+    # The open waited in asyncio's thread pool, which the event loop's end waits for:
+    # Ctrl-C took effect only when the other program let go (up to busy_timeout).
+    db = tmp_path / "signal.db"
+    with Store(db):
+        pass
+    config = write_config(tmp_path / "signal.toml", db, {"a": "http://127.0.0.1:9/feed.xml"},
+                          busy_timeout=60)
+    holder = sqlite3.connect(db, isolation_level=None)
+    try:
+        holder.execute("BEGIN IMMEDIATE")
+        proc = subprocess.Popen([sys.executable, "-m", "signal_feeds", "fetch", "--config",
+                                 str(config)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True)
+        try:
+            time.sleep(3)  # started, and waiting for the lock
+            assert proc.poll() is None
+            stopped = time.monotonic()
+            proc.send_signal(signal.SIGINT)
+            _out, err = proc.communicate(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+        assert time.monotonic() - stopped < 10
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert (proc.returncode, err) == (130, "signal: interrupted\n")

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import functools
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -37,6 +39,8 @@ if TYPE_CHECKING:
 
     import httpx
 
+    from signal_feeds.store.protocol import FeedStore
+
 __all__ = ["Progress", "fetch_sources", "parse_files", "run_fetch"]
 
 log = logging.getLogger("signal_feeds")
@@ -54,6 +58,40 @@ def _select(config: Config, source_ids: Sequence[str] | None) -> list[Source]:
                           path=str(config.path) if config.path else None)
     wanted = set(source_ids)
     return [s for s in config.sources if s.id in wanted]
+
+
+async def _opened_beside(open_it: Callable[[], FeedStore]) -> FeedStore:
+    """``open_it()`` on a thread of its own. Ctrl-C while it waits for a lock another
+    program holds (up to ``busy_timeout``) stops the run at once: the thread is left to
+    end its wait and close what it opened, where ``asyncio.to_thread``'s pool would be
+    waited for when the event loop ends."""
+    loop = asyncio.get_running_loop()
+    opened: asyncio.Future[FeedStore] = loop.create_future()
+
+    def deliver(store: FeedStore | None, error: BaseException | None) -> None:
+        if opened.cancelled():
+            if store is not None:
+                store.close()
+        elif error is not None:
+            opened.set_exception(error)
+        else:
+            opened.set_result(store)  # type: ignore[arg-type]
+
+    def work() -> None:
+        store: FeedStore | None = None
+        error: BaseException | None = None
+        try:
+            store = open_it()
+        except BaseException as exc:  # noqa: BLE001  # handed to the waiting task
+            error = exc
+        try:
+            loop.call_soon_threadsafe(deliver, store, error)
+        except RuntimeError:  # the loop has closed: nobody waits for it any more
+            if store is not None:
+                store.close()
+
+    threading.Thread(target=work, name="signal-open", daemon=True).start()
+    return await opened
 
 
 def _clients(config: Config, *, client: httpx.AsyncClient | None,
@@ -114,9 +152,9 @@ async def fetch_sources(
     try:
         # The write lock is taken once on opening, off the event loop: a database another
         # program holds fails here, after the busy timeout, before any source is fetched.
-        store = await asyncio.to_thread(
+        store = await _opened_beside(functools.partial(
             open_store, db_path, busy_timeout=config.settings.busy_timeout,
-            check_writable=True)
+            check_writable=True))
         with store:
             try:
                 run = Run(config, store, sources, force=force, refresh=refresh, clock=clock,
