@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scenario_server import ScenarioServer
 
-from signal_feeds import digest, run_fetch
+from signal_feeds import Store, digest, run_fetch
 from signal_feeds.cli.commands import cli
 from signal_feeds.errors import QueryError
 from signal_feeds.parse.processes import ParserPool
@@ -264,6 +264,18 @@ def test_bad_query_syntax_is_a_usage_error_naming_the_query(fetch: Fetch,
         store.search('"unbalanced')
     assert caught.value.query == '"unbalanced'
     assert invoke("search", "--db", str(database)).exit_code == 2  # no query, no --rebuild
+
+
+def test_a_search_box_minus_gets_a_hint_that_fits(tmp_path: Path) -> None:
+    # "-market" is a column filter to FTS5; the hint said to quote punctuated words.
+    with Store(tmp_path / "signal.db") as store:
+        with pytest.raises(QueryError) as caught:
+            store.search("harvest -market")
+        assert str(caught.value).endswith(
+            "no such column: market (to leave out entries with a word, write NOT market)")
+        with pytest.raises(QueryError) as other:
+            store.search("nosuchcolumn:word")
+        assert str(other.value).endswith("(put words that hold punctuation in double quotes)")
 
 
 def test_words_that_hold_punctuation_are_found_as_typed(fetch: Fetch,

@@ -18,6 +18,7 @@ stop after the hits it needs.
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -146,9 +147,17 @@ def checked_query(conn: sqlite3.Connection, query: str) -> str:
     except sqlite3.OperationalError as exc:
         detail = str(exc).removeprefix("fts5: ")
         raise QueryError(f"search query {query!r} is not valid FTS5 syntax: {detail} "
-                         '(put words that hold punctuation in double quotes)',
-                         query=query) from exc
+                         f"({_syntax_hint(query, detail)})", query=query) from exc
     return expression
+
+
+def _syntax_hint(query: str, detail: str) -> str:
+    """What to try instead: a search box's "-word" is FTS5's "NOT word" (FTS5 reads
+    "-word" as a column filter), else quotes around words that hold punctuation."""
+    column = detail.removeprefix("no such column: ") if "no such column" in detail else ""
+    if column and re.search(rf"(?:^|\s)-{re.escape(column)}\b", query):
+        return f"to leave out entries with a word, write NOT {column}"
+    return "put words that hold punctuation in double quotes"
 
 
 def search_keys(conn: sqlite3.Connection, query: str, *, where: Sequence[str],
