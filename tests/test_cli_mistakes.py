@@ -169,3 +169,17 @@ def test_the_summary_line_reads_right_for_none_and_one() -> None:
     one = RunReport(sources=(SourceReport(source="a", status="fetched", created=2),),
                     started_at=now)
     assert one.lines()[-1] == "1 source: 2 created, 0 updated, 0 unchanged, 0 skipped; 1 fetched"
+
+
+def test_a_dry_run_for_a_mistyped_source_says_which_settings_it_used(tmp_path: Path) -> None:
+    config = tmp_path / "signal.toml"
+    config.write_text(CONFIG, encoding="utf-8")
+    feed = tmp_path / "feed.xml"
+    feed.write_bytes(b'<rss version="2.0"><channel><title>t</title><item><guid>g</guid>'
+                     b"</item></channel></rss>")
+    result = CliRunner().invoke(cli, ["parse", str(feed), "--config", str(config),
+                                      "--source-id", "configurd"])
+    # It fell back to [settings] without a word, and keyed the rows by the typo.
+    assert result.exit_code == 0, result.output
+    assert result.stderr == (f"signal: note: {config} has no source 'configurd' (read with "
+                             "its [settings]); did you mean configured?\n")

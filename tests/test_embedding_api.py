@@ -162,3 +162,24 @@ def test_a_write_from_another_thread_never_joins_a_batch_that_fails(tmp_path: Pa
         assert answers == [True]
         (after,) = [s for s in store.source_states() if s.source_id == "a"]
         assert after.error_count == 0  # the reset stands; the failed batch is undone
+
+
+def test_an_injected_clock_is_read_in_utc_and_a_naive_one_refused(tmp_path: Path) -> None:
+    config = make_config(tmp_path / "signal.db", {"a": "https://a.example/feed.xml"})
+    plus_two = dt.timezone(dt.timedelta(hours=2))
+    report = signal_feeds.run_fetch(
+        config, source_ids=[], clock=lambda: dt.datetime(2026, 12, 6, 14, 0, tzinfo=plus_two),
+        transport=_unreachable())
+    # +02:00 times leaked into the report.
+    assert report.started_at == dt.datetime(2026, 12, 6, 12, 0, tzinfo=dt.UTC)
+    assert report.started_at.tzinfo is dt.UTC
+    # A naive clock failed every source with "unexpected error" tracebacks, then raised.
+    with pytest.raises(ValueError, match="the clock gave a naive datetime"):
+        signal_feeds.run_fetch(config, clock=lambda: dt.datetime(2026, 12, 6, 12, 0),
+                               transport=_unreachable())
+
+
+def _unreachable() -> object:
+    import httpx
+
+    return httpx.MockTransport(lambda request: httpx.Response(404))

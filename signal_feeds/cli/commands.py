@@ -26,7 +26,7 @@ from signal_feeds.cli.common import (
     say,
     say_json,
 )
-from signal_feeds.errors import SignalError
+from signal_feeds.errors import SignalError, did_you_mean
 
 if TYPE_CHECKING:
     from signal_feeds.decide.report import RunReport
@@ -195,6 +195,12 @@ def parse(files: tuple[str, ...], source_id: str, config_path: str | None) -> No
         config = load(config_path) if config_path is not None else None
     except SignalError as exc:
         fail(exc)
+    known = {s.id for s in config.sources} if config is not None else set()
+    if config is not None and known and source_id not in known and source_id != "local":
+        # Documented, but a typo would silently give other keys than a fetch stores.
+        say(f"signal: note: {config.path or 'the source list'} has no source "
+            f"{source_id!r} (read with its [settings]){did_you_mean(source_id, known)}",
+            err=True)
     failed = False
     for result in parse_files([Path(f) for f in files], source_id=source_id, config=config):
         failed = failed or not result["ok"]

@@ -60,6 +60,19 @@ def _select(config: Config, source_ids: Sequence[str] | None) -> list[Source]:
     return [s for s in config.sources if s.id in wanted]
 
 
+def _in_utc(clock: Callable[[], dt.datetime]) -> Callable[[], dt.datetime]:
+    """The caller's clock, its times in UTC; a naive time is refused at once (it failed
+    every source deep inside, each with a traceback)."""
+    def now() -> dt.datetime:
+        moment = clock()
+        if moment.tzinfo is None or moment.utcoffset() is None:
+            raise ValueError(f"the clock gave a naive datetime ({moment.isoformat()}); "
+                             "it must say its time zone (e.g. datetime.now(timezone.utc))")
+        return moment.astimezone(dt.UTC)
+
+    return clock if clock is utcnow else now
+
+
 async def _opened_beside(open_it: Callable[[], FeedStore]) -> FeedStore:
     """``open_it()`` on a thread of its own. Ctrl-C while it waits for a lock another
     program holds (up to ``busy_timeout``) stops the run at once: the thread is left to
@@ -143,6 +156,7 @@ async def fetch_sources(
     """
     sources = _select(config, source_ids)
     db_path = as_database(database) if database is not None else config.settings.database
+    clock = _in_utc(clock)
     started_at = clock()
     t0 = time.monotonic()
     clients = _clients(config, client=client, transport=transport, resolver=resolver,
