@@ -150,11 +150,11 @@ def test_a_worker_failure_reaches_the_log_with_its_traceback(
     finally:
         pool.close()
     assert outcome.kind == "parse" and outcome.message.startswith(
-        "parser failed: AttributeError"), outcome
+        "parser failed: TypeError: parse_feed takes the document's bytes"), outcome
     [record] = caplog.records
     text = record.getMessage()
     assert text.startswith("parser failed on source buggy:\nTraceback (most recent call last)")
-    assert "parse_feed" in text and "AttributeError" in text
+    assert "parse_feed" in text and "TypeError" in text
     assert ok.message == "" and ok.entries == 1
 
 
