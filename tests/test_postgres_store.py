@@ -155,6 +155,43 @@ def _bad_urls(cluster: PostgresCluster, postgres_url: str) -> dict[str, str]:
     }
 
 
+def test_a_database_the_run_may_not_write_is_one_line_and_exit_2_before_any_fetch(
+        postgres_url: str, postgres_cluster: PostgresCluster, tmp_path: Path) -> None:
+    # A read-only role, or a database read-only by default: every source "failed" with
+    # "cannot claim sources ... permission denied", a warning about leases, and exit 1.
+    import psycopg
+    from psycopg import sql
+
+    with open_store(postgres_url):
+        pass  # the schema, made by its owner
+    dbname = postgres_url.rsplit("/", 1)[1]
+    role = f"reader_{dbname}"[:60]
+    with psycopg.connect(postgres_url, autocommit=True) as admin:
+        admin.execute(sql.SQL("CREATE ROLE {} LOGIN PASSWORD 'ro'").format(
+            sql.Identifier(role)))
+        admin.execute(sql.SQL("GRANT SELECT ON ALL TABLES IN SCHEMA public TO {}").format(
+            sql.Identifier(role)))
+    port = postgres_url.rsplit(":", 1)[1].split("/", 1)[0]
+    read_only_role = f"postgresql://{role}:ro@127.0.0.1:{port}/{dbname}"
+    config = tmp_path / "signal.toml"
+    config.write_text('[[sources]]\nid = "a"\nurl = "http://127.0.0.1:9/feed.xml"\n')
+    result = invoke("fetch", "--config", str(config), "--db", read_only_role)
+    assert result.exit_code == 2, result.output
+    assert result.output.strip().splitlines() == [
+        f"signal: error: cannot write to {display_database(read_only_role)}: permission "
+        "denied for table sources (this role may not write here: grant it INSERT, UPDATE "
+        "and DELETE on Signal's tables)"]
+    with psycopg.connect(postgres_url, autocommit=True) as admin:
+        admin.execute(sql.SQL("ALTER DATABASE {} SET default_transaction_read_only = on")
+                      .format(sql.Identifier(dbname)))
+    result = invoke("fetch", "--config", str(config), "--db", postgres_url)
+    assert result.exit_code == 2, result.output
+    (line,) = result.output.strip().splitlines()
+    assert line.endswith("(the database or server is read-only)"), line
+    # Reading still works.
+    assert invoke("entries", "--db", postgres_url).exit_code == 0
+
+
 def test_unreachable_databases_are_one_clean_line_and_exit_2(
         postgres_url: str, postgres_cluster: PostgresCluster, tmp_path: Path) -> None:
     config = tmp_path / "signal.toml"

@@ -33,6 +33,15 @@ DEFAULT_CONNECT_TIMEOUT = 10
 INSTALL_HINT = "pip install 'signal-feeds[postgres]'"
 
 
+#: SQLSTATEs that are the setup's problem, not one write's: what to check.
+_SETUP_STATES = {"25006": "the database or server is read-only",
+                 "42501": "this role may not write here: grant it INSERT, UPDATE and "
+                          "DELETE on Signal's tables"}
+#: The tables a run writes to.
+_WRITTEN_TABLES = ("sources", "entries", "entry_versions", "fetches", "source_order",
+                   "dedupe_text", "changes", "change_log")
+
+
 def import_psycopg() -> Any:
     """The psycopg module, or a clear error saying how to install it."""
     try:
@@ -79,9 +88,25 @@ class Connection:
         unavailable = unavailable or self._is_unavailable(exc)
         if unavailable:
             self._discard()
-        cls = DatabaseUnavailableError if unavailable else StoreError
+        # A role that may not write, or a read-only database: every write of the run
+        # would fail the same, so it is the setup's problem (exit 2), not one source's.
+        hint = _SETUP_STATES.get(str(getattr(exc, "sqlstate", "") or ""), "")
+        if hint:
+            detail += f" ({hint})"
+        cls = DatabaseUnavailableError if unavailable or hint else StoreError
         raise cls(f"{what} {self.name}: {detail}" if what.endswith(" to")
                   else f"{what} in {self.name}: {detail}", source_id=source_id) from exc
+
+    def check_writable(self) -> None:
+        """Try every kind of write a run makes, on no rows: a role without the rights,
+        or a read-only database or server, fails here, before any source is fetched,
+        rather than every source failing after it."""
+        with self.errors("cannot write to"), self.transaction() as conn:
+            for table in _WRITTEN_TABLES:
+                conn.execute(f"INSERT INTO {table} SELECT * FROM {table} WHERE false")
+            conn.execute("UPDATE sources SET id = id WHERE false")
+            conn.execute("UPDATE entries SET id = id WHERE false")
+            conn.execute("DELETE FROM dedupe_text WHERE false")
 
     def _is_unavailable(self, exc: BaseException) -> bool:
         if self.gone:

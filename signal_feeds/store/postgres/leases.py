@@ -181,7 +181,7 @@ class AdvisoryHostGate:
                 return
             self._held.discard((host, slot))
             try:
-                with self._db.errors("cannot give back a host slot on"):
+                with self._db.errors("cannot give back a host slot"):
                     self._db.conn.execute("SELECT pg_advisory_unlock(%s, %s)",
                                           (host_key(host), slot))
             except StoreError as exc:
