@@ -516,3 +516,32 @@ def test_ctrl_c_while_waiting_for_a_locked_database_stops_at_once(tmp_path: Path
         holder.execute("ROLLBACK")
         holder.close()
     assert (proc.returncode, err) == (130, "signal: interrupted\n")
+
+
+def test_a_database_lost_mid_run_stops_the_run_with_one_line(
+        server: ScenarioServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Every source after the loss "failed" with the same connection error (160 lines
+    # of cron mail under -q), and the run exited 1 as if feeds had failed.
+    db = tmp_path / "signal.db"
+    config = write_config(tmp_path / "signal.toml", db, {
+        f"s{i}": server.url(f"/feeds/demo-rss.xml?n={i}") for i in range(6)}, concurrency=1)
+    real_claim = Store.claim_sources
+    calls = []
+
+    def claim_then_lose(self: Store, *args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        if len(calls) > 2:
+            raise DatabaseUnavailableError(f"cannot claim sources in {db}: the server is gone")
+        return real_claim(self, *args, **kwargs)
+
+    monkeypatch.setattr(Store, "claim_sources", claim_then_lose)
+    result = CliRunner().invoke(cli, ["fetch", "-q", "--config", str(config)])
+    assert result.exit_code == 2, result.output
+    assert result.output.splitlines() == [
+        f"signal: error: cannot claim sources in {db}: the server is gone"]
+    monkeypatch.undo()
+    assert rows(db, "PRAGMA integrity_check") == [("ok",)]
+    # What was fetched before the loss was stored whole; nothing is left leased.
+    fetched = rows(db, "SELECT count(*) FROM fetches")[0][0]
+    assert rows(db, "SELECT count(*) FROM entries")[0][0] == 3 * fetched
+    assert rows(db, "SELECT count(*) FROM sources WHERE lease_owner IS NOT NULL") == [(0,)]

@@ -38,7 +38,7 @@ from signal_feeds.decide.decider import (
     ResponseFacts,
 )
 from signal_feeds.decide.report import SourceReport
-from signal_feeds.errors import FetchError, SignalError, StoreError
+from signal_feeds.errors import DatabaseUnavailableError, FetchError, SignalError, StoreError
 from signal_feeds.http.clients import Clients
 from signal_feeds.http.fetch import FetchLimits, FetchResponse, fetch
 from signal_feeds.http.slots import HostSlots
@@ -154,7 +154,8 @@ class Run:
         claiming = asyncio.create_task(self.claims.run())
         parsing = [asyncio.create_task(self._parse_stage())
                    for _ in range(self.parser.workers)]
-        reports = asyncio.gather(*(self._source(s, states[s.id]) for s in self.sources))
+        sourcing = [asyncio.ensure_future(self._source(s, states[s.id])) for s in self.sources]
+        reports = asyncio.gather(*sourcing)
         try:
             # The stages run until the queues close; one that ends before every source
             # has its report has failed, and waiting on would hang the run.
@@ -169,14 +170,17 @@ class Run:
         except BaseException:
             # Stopped (Ctrl-C, a caller's timeout) or broken: a document being parsed is
             # abandoned, not parsed to the end and stored after the stop.
-            for task in parsing:
-                task.cancel()
+            for parse_task in parsing:
+                parse_task.cancel()
             raise
         finally:
             # Cancelled (Ctrl-C) or broken: the sources stop fetching now, and their
             # cancellation is collected here rather than reported as never retrieved.
-            reports.cancel()
-            await asyncio.gather(reports, return_exceptions=True)
+            # (Each task is cancelled itself: a gather that one task's error has ended
+            # no longer cancels the others.)
+            for source_task in sourcing:
+                source_task.cancel()
+            await asyncio.gather(reports, *sourcing, return_exceptions=True)
             claiming.cancel()
             await asyncio.gather(claiming, return_exceptions=True)
             self.parse_queue.close()
@@ -203,6 +207,11 @@ class Run:
         t0 = time.monotonic()
         try:
             rep = await self._fetch_stage(src, state)
+        except DatabaseUnavailableError:
+            # The database went away (or may not be written): not this source's failure,
+            # and every source after it would fail the same. The run stops with it; what
+            # was committed stays.
+            raise
         except SignalError as exc:  # a store failure outside apply_response
             rep = SourceReport(source=src.id, status="failed", error=exc.message)
         except Exception as exc:  # never let one source end the run
