@@ -35,7 +35,7 @@ _EXPORTS = {
     "decide.report": ["RunReport", "SourceReport"],
     "records": ["ApplyCounts", "Change", "FetchRecord", "SourceState", "StoredEntry",
                 "StoredVersion"],
-    "store": ["Store"],
+    "store": ["Store", "open_store"],
     "store.protocol": ["DedupeReport", "DuplicateLink", "FeedStore"],
     "store.change_feed": ["read_changes"],
     "store.leases": ["HostGate", "Lease"],
@@ -95,6 +95,7 @@ __all__ = [
     "load_config",
     "lookup",
     "metadata_fingerprint",
+    "open_store",
     "parse_config",
     "parse_feed",
     "parse_files",
@@ -152,7 +153,7 @@ if TYPE_CHECKING:
         StoredVersion,
     )
     from signal_feeds.run.pipeline import Progress, fetch_sources, parse_files, run_fetch
-    from signal_feeds.store import Store
+    from signal_feeds.store import Store, open_store
     from signal_feeds.store.change_feed import read_changes
     from signal_feeds.store.leases import HostGate, Lease
     from signal_feeds.store.protocol import DedupeReport, DuplicateLink, FeedStore

@@ -183,3 +183,13 @@ def _unreachable() -> object:
     import httpx
 
     return httpx.MockTransport(lambda request: httpx.Response(404))
+
+
+def test_store_given_a_postgresql_url_points_to_open_store_and_hides_the_password() -> None:
+    url = "postgresql://signal:secretpw@127.0.0.1:5/signal"
+    # It was read as a file path: "the folder postgresql:/signal:secretpw@... does not exist".
+    with pytest.raises(ConfigError) as raised:
+        signal_feeds.Store(url)
+    assert "secretpw" not in str(raised.value)
+    assert str(raised.value).endswith("with signal_feeds.open_store(url)")
+    assert signal_feeds.open_store is signal_feeds.store.open_store

@@ -16,7 +16,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from signal_feeds.errors import StoreError
+from signal_feeds.dsn import display_database, is_postgres_url
+from signal_feeds.errors import ConfigError, StoreError
 from signal_feeds.records import (
     ApplyCounts,
     Change,
@@ -59,6 +60,10 @@ class Store:
 
     def __init__(self, path: str | Path, *, busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
                  check_writable: bool = False) -> None:
+        if is_postgres_url(path):
+            # Read as a file path it named a folder "postgresql:" and showed the password.
+            raise ConfigError(f"Store is the SQLite store; open {display_database(str(path))}"
+                              " with signal_feeds.open_store(url)")
         self.path = Path(path)
         self.busy_timeout = busy_timeout
         self._common_keys = CommonKeys()
