@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sqlite3
 import sys
 from contextlib import ExitStack
 from dataclasses import replace
@@ -111,6 +112,15 @@ def on_teaching_server(config: Config, server: TeachingServer) -> Config:
     return replace(config, sources=sources)
 
 
+def open_store(path: str) -> Store:
+    """The store at ``path``. A file SQLite cannot open is the user's mistake, like a
+    broken source list: a SignalError (exit 2), not a traceback."""
+    try:
+        return Store(path)
+    except sqlite3.Error as exc:
+        raise SignalError(f"{path}: cannot open the database: {exc}") from exc
+
+
 def fetch_all(args: argparse.Namespace) -> int:
     """Run the pipeline for the sources, print the report, return the exit code."""
     config = load_config(args.config)
@@ -119,7 +129,7 @@ def fetch_all(args: argparse.Namespace) -> int:
         if args.teaching_server:
             server = stack.enter_context(TeachingServer())
             config, local = on_teaching_server(config, server), server.url("")
-        store = stack.enter_context(Store(args.db))
+        store = stack.enter_context(open_store(args.db))
         client = stack.enter_context(new_client())
         report = run(config, store, client, only=args.source)
     text = report.to_json() if args.json else report.to_text()

@@ -96,7 +96,8 @@ def test_source_selects_in_list_order(tmp_path, server, capsys) -> None:
 
 @pytest.mark.parametrize(
     "args",
-    [["--source", "nope"], ["--config", "missing.toml"], ["--config", "examples/broken.toml"]],
+    [["--source", "nope"], ["--config", "missing.toml"], ["--config", "examples/broken.toml"],
+     ["--db", "no/such/folder/s.db"]],  # a traceback and exit 1, though the README says 2
 )
 def test_config_and_usage_errors_exit_2_and_fetch_nothing(tmp_path, server, capsys,
                                                           monkeypatch, args) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sqlite3
 import sys
 from contextlib import ExitStack
 from dataclasses import replace
@@ -124,6 +125,16 @@ def on_teaching_server(config: Config, server: TeachingServer) -> Config:
     return replace(config, sources=sources)
 
 
+def open_store(path: str, now: datetime | None = None) -> Store:
+    """The store at ``path`` (its clock stopped at ``now``, if given). A file SQLite
+    cannot open is the user's mistake, like a broken source list: a SignalError
+    (exit 2), not a traceback."""
+    try:
+        return Store(path, clock=lambda: now) if now else Store(path)
+    except sqlite3.Error as exc:
+        raise SignalError(f"{path}: cannot open the database: {exc}") from exc
+
+
 def fetch_all(args: argparse.Namespace) -> int:
     """Run the pipeline for the sources, print the report, return the exit code."""
     config = load_config(args.config)
@@ -134,8 +145,7 @@ def fetch_all(args: argparse.Namespace) -> int:
             for file in sorted(LESSON_FEEDS.glob("*.xml")):  # this lesson's own feeds
                 server.publish(f"/lesson/{file.name}", file.read_bytes())
             config, local = on_teaching_server(config, server), server.url("")
-        now = args.now
-        store = stack.enter_context(Store(args.db, clock=lambda: now) if now else Store(args.db))
+        store = stack.enter_context(open_store(args.db, args.now))
         limits = Limits(read_timeout=args.read_timeout, deadline=args.deadline,
                         max_body_bytes=args.max_bytes)
         client = stack.enter_context(new_client(limits))
