@@ -432,7 +432,10 @@ class ParserPool:
                 done, _ = await asyncio.wait({waiting}, timeout=max(0.0, wait))
             except asyncio.CancelledError:
                 # Nobody waits for this document any more (Ctrl-C, a caller's timeout):
-                # a worker already parsing it is stopped rather than waited for.
+                # a worker already parsing it is stopped rather than waited for. The
+                # wrapper is cancelled too, or the worker's end (BrokenProcessPool)
+                # would reach it with nobody to retrieve it.
+                waiting.cancel()
                 if not future.cancel() and not future.done():
                     executor.kill()
                 raise
