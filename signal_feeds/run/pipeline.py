@@ -87,8 +87,8 @@ async def _opened_beside(open_it: Callable[[], FeedStore]) -> FeedStore:
                 store.close()
         elif error is not None:
             opened.set_exception(error)
-        else:
-            opened.set_result(store)  # type: ignore[arg-type]
+        elif store is not None:
+            opened.set_result(store)
 
     def work() -> None:
         store: FeedStore | None = None
