@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-__all__ = ["format_time", "parse_time", "utcnow"]
+__all__ = ["format_time", "parse_since", "parse_time", "utcnow"]
 
 
 def utcnow() -> dt.datetime:
@@ -24,3 +24,12 @@ def parse_time(text: str | None) -> dt.datetime | None:
     if not text:
         return None
     return dt.datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(dt.UTC)
+
+
+def parse_since(text: str) -> dt.date | dt.datetime:
+    """A "since" bound as typed: ``YYYY-MM-DD`` (a day), or an ISO 8601 time (UTC when
+    it names no zone). Raises ``ValueError`` for anything else."""
+    if len(text) == 10:
+        return dt.date.fromisoformat(text)
+    moment = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    return moment if moment.tzinfo else moment.replace(tzinfo=dt.UTC)

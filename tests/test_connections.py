@@ -282,6 +282,20 @@ def _gzip_without_its_end(data: bytes) -> bytes:
 _ETAG = 'ETag: "v1"\r\nLast-Modified: Mon, 02 Mar 2026 10:00:00 GMT'
 
 
+def _cut_then_whole(response: bytes, heads: list[bytes]) -> Answer:
+    """``response`` first; then the whole document, or a 304 if asked with the cut one's
+    ETag. Every request head goes to ``heads``."""
+    def answer(head: bytes) -> tuple[bytes, bool]:
+        heads.append(head)
+        if len(heads) == 1:
+            return response, True
+        if b'If-None-Match: "v1"' in head:
+            return b'HTTP/1.1 304 Not Modified\r\nETag: "v1"\r\n\r\n', False
+        return ok(FEED, 'ETag: "v1"'), False
+
+    return answer
+
+
 @pytest.mark.parametrize("response", [
     # A gzip stream that stops early (a cache kept part of it): the message is whole as
     # HTTP sees it, and httpx gives what the stream held.
@@ -301,17 +315,7 @@ _ETAG = 'ETag: "v1"\r\nLast-Modified: Mon, 02 Mar 2026 10:00:00 GMT'
 def test_a_body_cut_short_stores_only_whole_entries(raw: Callable[..., RawServer],
                                                     db_path: Path, response: bytes) -> None:
     heads: list[bytes] = []
-
-    def answer(head: bytes) -> tuple[bytes, bool]:
-        heads.append(head)
-        if len(heads) == 1:
-            return response, True
-        # The next run: the whole document, or a 304 if asked with the cut one's ETag.
-        if b'If-None-Match: "v1"' in head:
-            return b'HTTP/1.1 304 Not Modified\r\nETag: "v1"\r\n\r\n', False
-        return ok(FEED, 'ETag: "v1"'), False
-
-    server = raw(answer)
+    server = raw(_cut_then_whole(response, heads))
     config = make_config(db_path, {"cut": server.url("/feed.xml")})
     rep = run_fetch(config, force=True).get("cut")
     assert (rep.status, rep.created) == ("fetched", 2), rep
@@ -333,17 +337,9 @@ def test_a_body_cut_between_two_entries_keeps_no_validators(raw: Callable[..., R
     # included: every later run earned a 304 and the rest never came.
     between = FEED[:FEED.rindex(b"<item>")]
     heads: list[bytes] = []
-
-    def answer(head: bytes) -> tuple[bytes, bool]:
-        heads.append(head)
-        if len(heads) == 1:
-            return (b"HTTP/1.1 200 OK\r\nContent-Type: application/rss+xml\r\n"
-                    + f"Connection: close\r\n{_ETAG}\r\n\r\n".encode() + between), True
-        if b'If-None-Match: "v1"' in head:
-            return b'HTTP/1.1 304 Not Modified\r\nETag: "v1"\r\n\r\n', False
-        return ok(FEED, 'ETag: "v1"'), False
-
-    server = raw(answer)
+    server = raw(_cut_then_whole(
+        b"HTTP/1.1 200 OK\r\nContent-Type: application/rss+xml\r\n"
+        + f"Connection: close\r\n{_ETAG}\r\n\r\n".encode() + between, heads))
     config = make_config(db_path, {"cut": server.url("/feed.xml")})
     rep = run_fetch(config, force=True).get("cut")
     assert (rep.status, rep.created) == ("fetched", 2), rep

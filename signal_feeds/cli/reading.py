@@ -30,6 +30,7 @@ from signal_feeds.config.source_list import DEFAULT_CONFIG_PATH, Config, Setting
 from signal_feeds.dsn import Database
 from signal_feeds.errors import ConfigError, SignalError
 from signal_feeds.identity.search_text import searchable_text
+from signal_feeds.timeutil import parse_since as since_bound
 
 if TYPE_CHECKING:  # the store (and through it the parser) loads only when a command runs
     from signal_feeds.store import FeedStore
@@ -108,13 +109,10 @@ def parse_since(value: str | None) -> str | dt.date | dt.datetime | None:
     if value is None:
         return None
     try:
-        if len(value) == 10:
-            return dt.date.fromisoformat(value)
-        moment = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+        return since_bound(value)
     except ValueError as exc:
         raise click.BadParameter(f"{value!r} is not a date (YYYY-MM-DD) or ISO 8601 time",
                                  param_hint="--since") from exc
-    return moment if moment.tzinfo else moment.replace(tzinfo=dt.UTC)
 
 
 #: Characters of an untitled entry's text shown in its place.

@@ -239,10 +239,10 @@ class Decider:
 
     def _ok(self, state: SourceState, response: ResponseFacts,
             parsed: ParseFacts | None) -> Decision:
-        outcome: SourceStatus
+        moved = _moved(state, response)  # taken only by the outcomes that succeed
+        outcome: SourceStatus = "moved" if moved.moved_to else "fetched"
         if self._same_body(state, response):
-            state = _moved(state, response)
-            outcome = "moved" if state.moved_to else "fetched"
+            state = moved
             # Byte-identical to the stored body: nothing to parse, but keep the validators.
             new = replace(self._succeeded(state, response, state.ttl_seconds),
                           etag=response.etag, last_modified=response.last_modified)
@@ -252,8 +252,7 @@ class Decider:
             raise ValueError("a changed body needs its parse facts (see must_parse)")
         if parsed.error:
             return self._failed(state, response, response.url, parsed.error, "rejected")
-        state = _moved(state, response)
-        outcome = "moved" if state.moved_to else "fetched"
+        state = moved
         new = replace(self._succeeded(state, response, parsed.ttl_seconds),
                       etag=response.etag, last_modified=response.last_modified,
                       body_digest=response.body_digest,

@@ -141,8 +141,8 @@ class RunReport:
                               if s not in ("sources", "created", "updated", "unchanged",
                                            "skipped"))
         noun = "source" if t["sources"] == 1 else "sources"
+        # Every source has a status: none to count means the list named no source.
         out.append(f"{t['sources']} {noun}: {t['created']} created, {t['updated']} updated, "
-                   f"{t['unchanged']} unchanged, {t['skipped']} skipped"
-                   + (f"; {by_status}" if by_status else "; the source list names none"
-                      if not t["sources"] else ""))
+                   f"{t['unchanged']} unchanged, {t['skipped']} skipped; "
+                   + (by_status or "the source list names none"))
         return out

@@ -113,9 +113,7 @@ class CappedDecoder:
         if self.uncompressed:
             return body
         for coding in reversed(self._inner):
-            inner = CappedDecoder(coding, self.cap)
-            inner.feed(body)
-            body = bytes(inner.out)
+            body = _undone(coding, body, self.cap)
         return body
 
     def _append(self, piece: bytes) -> None:
@@ -146,6 +144,11 @@ def gunzipped_again(body: bytes, cap: int) -> bytes:
     same cap: no feed document starts with those two bytes. Any other body as it is."""
     if not body.startswith(_GZIP_MAGIC):
         return body
-    decoder = CappedDecoder("gzip", cap)
+    return _undone("gzip", body, cap)
+
+
+def _undone(coding: str, body: bytes, cap: int) -> bytes:
+    """``body`` with one ``coding`` undone, under ``cap``."""
+    decoder = CappedDecoder(coding, cap)
     decoder.feed(body)
     return bytes(decoder.out)

@@ -66,7 +66,7 @@ def _is_html(detail: Any) -> bool:
 #: A line break in plain text (a lone CR too, as old Mac text has them).
 _LINE_BREAK = re.compile("\r\n?|[\n\u2028\u2029]")
 #: One that the next line's indentation does not mark as the XML document's layout.
-_UNINDENTED_LINE_BREAK = re.compile("(?:\r\n?|[\n\u2028\u2029])(?![ \t])")
+_UNINDENTED_LINE_BREAK = re.compile(f"(?:{_LINE_BREAK.pattern})(?![ \t])")
 
 
 def as_html(value: str, detail: Any, base: str | None = None, *,

@@ -32,7 +32,7 @@ from signal_feeds.identity.matching import CHANNELS, match_url
 from signal_feeds.store.fulltext import DEFAULT_SEARCH_LIMIT
 from signal_feeds.store.protocol import FeedStore
 from signal_feeds.store.views import EntryHistory, EntryView, LookupResult, SearchHit
-from signal_feeds.timeutil import format_time, utcnow
+from signal_feeds.timeutil import format_time, parse_since, utcnow
 from signal_feeds.urls import normalize_link
 
 __all__ = [
@@ -85,13 +85,10 @@ def _since_text(since: str | dt.date | dt.datetime | None) -> str | None:
     # Text is read as the command line reads it, then compared in the stored form: as
     # given, "yesterday" selected nothing and "+05:00" compared as text, not as a time.
     try:
-        if len(since.strip()) == 10:
-            return dt.date.fromisoformat(since.strip()).isoformat()
-        moment = dt.datetime.fromisoformat(since.strip().replace("Z", "+00:00"))
+        return _since_text(parse_since(since.strip()))
     except ValueError as exc:
         raise QueryError(f"since: {since!r} is not a date (YYYY-MM-DD) or an ISO 8601 "
                          "time", query=since) from exc
-    return _since_text(moment)
 
 
 def _with_duplicates(store: FeedStore, views: list[EntryView]) -> list[EntryView]:

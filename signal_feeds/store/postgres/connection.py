@@ -97,11 +97,11 @@ class Connection:
         raise cls(f"{what} {self.name}: {detail}" if what.endswith(" to")
                   else f"{what} in {self.name}: {detail}", source_id=source_id) from exc
 
-    def check_writable(self) -> None:
-        """Try every kind of write a run makes, on no rows: a role without the rights,
-        or a read-only database or server, fails here, before any source is fetched,
-        rather than every source failing after it."""
-        with self.errors("cannot write to"), self.transaction() as conn:
+    def write_probe(self, conn: psycopg.Connection[Any]) -> None:
+        """Try every kind of write a run makes, on no rows, in the open transaction: a
+        role without the rights, or a read-only database or server, fails here, before
+        any source is fetched, rather than every source failing after it."""
+        with self.errors("cannot write to"):
             for table in _WRITTEN_TABLES:
                 conn.execute(f"INSERT INTO {table} SELECT * FROM {table} WHERE false")
             conn.execute("UPDATE sources SET id = id WHERE false")

@@ -74,8 +74,8 @@ class PostgresStore:
                 if check_writable or found < SCHEMA_VERSION:
                     with self._db.transaction() as conn:
                         create_schema(conn, self.path)
-                if check_writable:
-                    self._db.check_writable()
+                        if check_writable:
+                            self._db.write_probe(conn)
         except BaseException:
             self._db.close()
             raise

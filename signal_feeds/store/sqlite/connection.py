@@ -63,6 +63,14 @@ def _setup_hint(exc: sqlite3.Error, path: Path) -> str:
     return ""
 
 
+def write_probe(conn: sqlite3.Connection) -> None:
+    """Write once, in the open transaction (the header's own value, unchanged):
+    ``BEGIN IMMEDIATE`` succeeds on a file SQLite may only read, and every later write
+    would fail instead."""
+    version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+    conn.execute(f"PRAGMA user_version = {version}")
+
+
 class Connection:
     """The store's connection to one SQLite file (autocommit; transactions explicit)."""
 
@@ -152,13 +160,6 @@ class Connection:
         self.checkpointer.close()
         with self.errors("cannot close database"):
             self.conn.close()
-
-    def check_writable(self) -> None:
-        """Write once (the header's own value, unchanged): ``BEGIN IMMEDIATE`` succeeds
-        on a file SQLite may only read, and every later write would fail instead."""
-        with self.transaction() as conn:
-            version = int(conn.execute("PRAGMA user_version").fetchone()[0])
-            conn.execute(f"PRAGMA user_version = {version}")
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:

@@ -33,7 +33,7 @@ from signal_feeds.store.protocol import TABLES, DedupeReport, DuplicateLink, Tab
 from signal_feeds.store.sqlite import change_log, dedupe, queries, search, writing
 from signal_feeds.store.sqlite import leases as lease_rows
 from signal_feeds.store.sqlite.bulk import SqliteBulk
-from signal_feeds.store.sqlite.connection import DEFAULT_BUSY_TIMEOUT, Connection
+from signal_feeds.store.sqlite.connection import DEFAULT_BUSY_TIMEOUT, Connection, write_probe
 from signal_feeds.store.sqlite.host_locks import FileHostGate
 from signal_feeds.store.sqlite.schema import SCHEMA_VERSION, create_schema, schema_version
 from signal_feeds.timeutil import utcnow
@@ -82,8 +82,8 @@ class Store:
                     with self._db.transaction() as conn:
                         if schema_version(conn) < SCHEMA_VERSION:
                             create_schema(conn)
-                if check_writable:
-                    self._db.check_writable()
+                        if check_writable:
+                            write_probe(conn)
         except BaseException:
             self._db.close()
             raise
