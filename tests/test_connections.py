@@ -15,11 +15,14 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 from conftest import FIXTURES, make_config
 from scenario_server import ScenarioServer
 from threaded_socket import serve_connections
 
 from signal_feeds import Store, run_fetch
+from signal_feeds.cli.commands import cli
+from signal_feeds.errors import ConfigError
 
 FEED = (FIXTURES / "demo-rss.xml").read_bytes()
 
@@ -428,13 +431,43 @@ def test_https_with_a_trusted_certificate(raw: Callable[..., RawServer], db_path
     assert rep.error == (
         "TLS certificate refused: unable to get local issuer certificate (the server may "
         "leave out its intermediate certificate, which browsers fetch for themselves; a "
-        "private CA can be trusted through SSL_CERT_FILE)")
+        "private CA can be trusted through SSL_CERT_FILE naming certifi's bundle with the "
+        "CA added)")
 
     ca_file = tmp_path / "ca.pem"
     ca.cert_pem.write_to_path(str(ca_file))
     monkeypatch.setenv("SSL_CERT_FILE", str(ca_file))  # OpenSSL's own trust override
     rep = run_fetch(make_config(db_path, {"tls": url}), force=True).get("tls")
     assert (rep.status, rep.created) == ("fetched", 3), rep
+
+
+@pytest.mark.parametrize(("variable", "value", "said"), [
+    ("SSL_CERT_FILE", "missing.pem", "cannot load CA certificates from it: No such file"),
+    ("SSL_CERT_FILE", "garbage.pem", "cannot load CA certificates from it: "),
+    ("SSL_CERT_DIR", "missing-folder", "not a folder"),
+])
+def test_ca_certificates_that_cannot_be_loaded_stop_the_run(
+        raw: Callable[..., RawServer], db_path: Path, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch, variable: str, value: str, said: str) -> None:
+    # It was "internal error: FileNotFoundError" and a traceback for every https source,
+    # with no fetch row, and exit 1: a mistake of the machine's setup, not the source's.
+    (tmp_path / "garbage.pem").write_text("garbage\n")
+    monkeypatch.setenv(variable, str(tmp_path / value))
+    secure = raw(lambda head: (ok(FEED), False), tls=ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER))
+    config = make_config(db_path, {"tls": secure.url("/feed.xml", host="localhost")})
+    with pytest.raises(ConfigError) as caught:
+        run_fetch(config, force=True)
+    assert str(caught.value).startswith(f"{variable}={tmp_path / value}: ")
+    assert said in str(caught.value) and "certifi's bundle" in str(caught.value)
+    assert caught.value.__cause__ is not None or variable == "SSL_CERT_DIR"
+
+    # The command says it in one line, and exits 2 (a setup error), without a traceback.
+    toml = tmp_path / "signal.toml"
+    toml.write_text(f'[settings]\ndatabase = "{db_path}"\n[[sources]]\nid = "tls"\n'
+                    f'url = "{secure.url("/feed.xml", host="localhost")}"\n')
+    result = CliRunner().invoke(cli, ["fetch", "--config", str(toml), "--force"])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.strip() == f"signal: error: {caught.value}"
 
 
 @pytest.mark.parametrize(("issued", "host", "said"), [

@@ -125,7 +125,16 @@ CASES = [
          status="retry_later",
          # The server's floor, under the first failure's backoff (min_interval).
          state_fields={"retry_after": at(120), "next_due_at": at(HOUR), "error_count": 1},
-         report_fields={"retry_after": at(120)}, record_fields={"error": "HTTP 429"}),
+         report_fields={"retry_after": at(120), "error": None},
+         record_fields={"error": "HTTP 429 Too Many Requests"}),
+    Case("retry_later: 503 with a maintenance page says its title",
+         resp(503, page_title="Down for maintenance"), status="retry_later",
+         state_fields={"last_error": "HTTP 503 Service Unavailable: a web page titled "
+                                     "'Down for maintenance'"},
+         report_fields={"error": "HTTP 503 Service Unavailable: a web page titled "
+                                 "'Down for maintenance'"},
+         record_fields={"error": "HTTP 503 Service Unavailable: a web page titled "
+                                 "'Down for maintenance'"}),
     Case("retry_later: 503 with an HTTP date", resp(503, {"retry-after": HTTP_DATE}),
          status="retry_later",
          state_fields={"retry_after": STARTED + dt.timedelta(hours=3)},
@@ -159,6 +168,13 @@ CASES = [
          status="failed", report_fields={"error": "HTTP 404 Not Found"}),
     Case("failed: a page titled by the phrase alone", resp(403, page_title="forbidden"),
          status="failed", report_fields={"error": "HTTP 403 Forbidden"}),
+    Case("failed: a title with the status and filler only",
+         resp(404, page_title="Error 404 (Not Found)!!1"), status="failed",
+         report_fields={"error": "HTTP 404 Not Found"}),
+    Case("failed: a title that says more than its status",
+         resp(400, page_title="400 No required SSL certificate was sent"), status="failed",
+         report_fields={"error": "HTTP 400 Bad Request: a web page titled "
+                                 "'400 No required SSL certificate was sent'"}),
     Case("failed: a redirect without an address", resp(302), status="failed",
          report_fields={"error": "HTTP 302 Found without a Location header"}),
     Case("failed: a 300 is not followed, but says where it points",

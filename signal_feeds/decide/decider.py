@@ -18,6 +18,7 @@ Two questions, in order:
 from __future__ import annotations
 
 import datetime as dt
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from http import HTTPStatus
@@ -198,13 +199,16 @@ class Decider:
         if status in (429, 503):
             errors = state.error_count + 1
             poll = self._poll(status, response.headers, errors)
+            said = _status_text(status, response.page_title)
             new = replace(state, status="retry_later", http_status=status,
                           last_fetch_at=self.started, error_count=errors,
                           next_due_at=poll.next_due_at, retry_after=poll.retry_after,
-                          last_error=f"HTTP {status}")
+                          last_error=said)
+            # The report says more than its status only when a page came with it (a
+            # maintenance page, a bot check served as 503).
             return self._save(new, "retry_later", response, http_status=status,
-                              record_error=f"HTTP {status}", retry_after=poll.retry_after,
-                              moved_to=state.moved_to)
+                              error=said if response.page_title else "", record_error=said,
+                              retry_after=poll.retry_after, moved_to=state.moved_to)
         if status == 304 and (self.refresh or not (state.etag or state.last_modified)):
             # A 304 answers a conditional request only (RFC 9110 15.4.5). This request
             # named no stored copy, so there is nothing to keep: taken for "no change",
@@ -222,13 +226,8 @@ class Decider:
             return self._save(new, "moved" if new.moved_to else "not_modified", response,
                               http_status=304, moved_to=new.moved_to)
         if not 200 <= status < 300:
-            phrase = _reason_phrase(status)
-            error = f"HTTP {status} {phrase}".strip()
-            title = response.page_title
-            # A title that only repeats the status ("404 Not Found") adds nothing.
-            if title and str(status) not in title and title.casefold() != phrase.casefold():
-                error += f": a web page titled {title!r}"
-            elif 300 <= status < 400:
+            error = _status_text(status, response.page_title)
+            if 300 <= status < 400 and error == f"HTTP {status} {_reason_phrase(status)}".strip():
                 # Redirects that reach here are not followed: 300, 305, or any without
                 # an address to go to; the address a 300 suggests helps fix the url.
                 location = response.headers.get("location", "")
@@ -343,6 +342,22 @@ def _reason_phrase(status: int) -> str:
         return HTTPStatus(status).phrase
     except ValueError:
         return ""
+
+
+def _status_text(status: int, page_title: str) -> str:
+    """``HTTP 503 Service Unavailable``, with the title of the page that came with it
+    when the title says more than the status (``: a web page titled 'Just a moment...'``).
+    """
+    phrase = _reason_phrase(status)
+    said = f"HTTP {status} {phrase}".strip()
+    # What is left of the title without the status, its phrase and the usual filler
+    # ("Error 404 (Not Found)!!1", "404 - Not Found", "HTTP 503"): nothing, then it
+    # only repeats the status; "400 No required SSL certificate was sent" says more.
+    rest = page_title.casefold().replace(phrase.casefold(), " ") if phrase else page_title
+    rest = re.sub(rf"\b(?:{status}|http|error)\b", " ", rest.casefold())
+    if re.search(r"[^\W\d_]", rest):
+        said += f": a web page titled {page_title!r}"
+    return said
 
 
 def _moved(state: SourceState, response: ResponseFacts) -> SourceState:

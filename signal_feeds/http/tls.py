@@ -6,18 +6,37 @@ from __future__ import annotations
 import os
 import ssl
 
+from signal_feeds.errors import ConfigError
+
 __all__ = ["TlsContext", "certificate_problem", "default_tls_context"]
 
 
 def default_tls_context() -> ssl.SSLContext:
-    """certifi's CA bundle, or OpenSSL's ``SSL_CERT_FILE`` / ``SSL_CERT_DIR`` when set."""
-    if os.environ.get("SSL_CERT_FILE"):
-        return ssl.create_default_context(cafile=os.environ["SSL_CERT_FILE"])
-    if os.environ.get("SSL_CERT_DIR"):
-        return ssl.create_default_context(capath=os.environ["SSL_CERT_DIR"])
-    import certifi  # only when an https source exists
+    """certifi's CA bundle, or the CAs OpenSSL's ``SSL_CERT_FILE`` and ``SSL_CERT_DIR``
+    name when either is set (both, when both are).
 
-    return ssl.create_default_context(cafile=certifi.where())
+    :class:`ConfigError` naming the variable when the CAs it names cannot be loaded: a
+    problem of the machine's setup, not of the source that happened to need them first.
+    """
+    cafile = os.environ.get("SSL_CERT_FILE") or None
+    capath = os.environ.get("SSL_CERT_DIR") or None
+    if cafile is None and capath is None:
+        import certifi  # only when an https source exists
+
+        return ssl.create_default_context(cafile=certifi.where())
+    if capath is not None and not os.path.isdir(capath):  # OpenSSL would say nothing
+        raise ConfigError(f"SSL_CERT_DIR={capath}: not a folder ({_ENVIRONMENT_HINT})")
+    try:
+        return ssl.create_default_context(cafile=cafile, capath=capath)
+    except (OSError, ssl.SSLError) as exc:
+        reason = getattr(exc, "strerror", None) or getattr(exc, "reason", None) or exc
+        named = f"SSL_CERT_FILE={cafile}" if cafile else f"SSL_CERT_DIR={capath}"
+        raise ConfigError(f"{named}: cannot load CA certificates from it: {reason} "
+                          f"({_ENVIRONMENT_HINT})") from exc
+
+
+_ENVIRONMENT_HINT = ("it must name PEM certificates, and it replaces certifi's bundle: "
+                     "unset it to use that bundle")
 
 
 class TlsContext:
@@ -38,7 +57,7 @@ class TlsContext:
 # do about them. The OpenSSL text stays in the message: it is what a search finds.
 _UNTRUSTED_ISSUER = ("the server may leave out its intermediate certificate, which "
                      "browsers fetch for themselves; a private CA can be trusted through "
-                     "SSL_CERT_FILE")
+                     "SSL_CERT_FILE naming certifi's bundle with the CA added")
 _CERTIFICATE_HINTS = {
     2: _UNTRUSTED_ISSUER, 20: _UNTRUSTED_ISSUER, 21: _UNTRUSTED_ISSUER,
     9: "check this machine's clock",

@@ -38,7 +38,13 @@ from signal_feeds.decide.decider import (
     ResponseFacts,
 )
 from signal_feeds.decide.report import SourceReport
-from signal_feeds.errors import DatabaseUnavailableError, FetchError, SignalError, StoreError
+from signal_feeds.errors import (
+    ConfigError,
+    DatabaseUnavailableError,
+    FetchError,
+    SignalError,
+    StoreError,
+)
 from signal_feeds.http.clients import Clients
 from signal_feeds.http.fetch import FetchLimits, FetchResponse, fetch
 from signal_feeds.http.slots import HostSlots
@@ -207,8 +213,9 @@ class Run:
         t0 = time.monotonic()
         try:
             rep = await self._fetch_stage(src, state)
-        except DatabaseUnavailableError:
-            # The database went away (or may not be written): not this source's failure,
+        except (DatabaseUnavailableError, ConfigError):
+            # The database went away (or may not be written), or the machine's setup is
+            # wrong (CA certificates that cannot be loaded): not this source's failure,
             # and every source after it would fail the same. The run stops with it; what
             # was committed stays.
             raise
