@@ -175,6 +175,11 @@ CASES = [
          resp(400, page_title="400 No required SSL certificate was sent"), status="failed",
          report_fields={"error": "HTTP 400 Bad Request: a web page titled "
                                  "'400 No required SSL certificate was sent'"}),
+    Case("failed: 206 to a request that asked for no range",
+         resp(206, FRESH, body_digest="d2"), status="failed",
+         report_fields={"error": "HTTP 206 Partial Content to a request without Range: "
+                                 "only part of the document was sent", "http_status": 206},
+         state_fields={"error_count": 1, "body_digest": "d1", "etag": '"old"'}),
     Case("failed: a redirect without an address", resp(302), status="failed",
          report_fields={"error": "HTTP 302 Found without a Location header"}),
     Case("failed: a 300 is not followed, but says where it points",
@@ -230,6 +235,7 @@ def test_the_decider_asks_for_the_parse_only_for_a_changed_success() -> None:
     assert decider(normalizer_version=8).must_parse(STORED, resp(200, body_digest="d1"))
     assert not d.must_parse(STORED, resp(304))
     assert not d.must_parse(STORED, resp(500, body_digest="d2"))
+    assert not d.must_parse(STORED, resp(206, body_digest="d2"))
     with pytest.raises(ValueError, match="parse facts"):
         d.after_fetch(STORED, resp(200, body_digest="d2"))
 

@@ -195,3 +195,20 @@ def test_the_readme_mock_transport_example_runs_as_printed(tmp_path: Path) -> No
     proc = subprocess.run([sys.executable, "-X", "dev", "-c", found.group(1)], cwd=tmp_path,
                           capture_output=True, text=True, timeout=120)
     assert (proc.returncode, proc.stderr) == (0, ""), proc.stderr[-3000:]
+
+
+def test_a_permanent_redirect_to_plain_http_is_followed_but_not_adopted(db_path: Path) -> None:
+    # It was adopted silently: every later poll of the reviewed https source went out
+    # unencrypted. The https hops before the downgrade still count as a move.
+    hops = ["https://old.example/feed.xml", "https://new.example/feed.xml",
+            "http://new.example/feed.xml"]
+    transport, seen = table({hops[0]: moved(301, hops[1]), hops[1]: moved(301, hops[2]),
+                             hops[2]: httpx.Response(200, headers=RSS, content=FEED)})
+    config = make_config(db_path, {"s": hops[0]})
+    rep = run_fetch(config, force=True, transport=transport).get("s")
+    assert (rep.status, rep.created, rep.moved_to) == ("moved", 3, hops[1])
+    assert rep.warnings == (f"redirected from https to plain http ({hops[2]}): "
+                            "the feed came unencrypted",)
+    again = run_fetch(config, force=True, transport=transport).get("s")
+    assert again.moved_to == hops[1] and seen[3:] == hops[1:]  # from the https address
+    assert again.warnings == rep.warnings

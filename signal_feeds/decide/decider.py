@@ -65,6 +65,9 @@ class ResponseFacts:
     #: The title of the HTML page an error status came with (a bot check, a login wall),
     #: "" when there is none.
     page_title: str = ""
+    #: What the exchange got wrong that was worked around (a body cut in transit, a
+    #: redirect to plain http): reported whatever the outcome.
+    warnings: tuple[str, ...] = ()
 
     @property
     def etag(self) -> str:
@@ -181,7 +184,8 @@ class Decider:
     def must_parse(self, state: SourceState, response: ResponseFacts) -> bool:
         """True for a success whose body differs from the last one stored (or was parsed
         under other rules): :meth:`after_fetch` then needs the parse facts."""
-        return 200 <= response.status < 300 and not self._same_body(state, response)
+        return (200 <= response.status < 300 and response.status != 206
+                and not self._same_body(state, response))
 
     def after_fetch(self, state: SourceState, response: ResponseFacts | FetchFailure,
                     parsed: ParseFacts | None = None) -> Decision:
@@ -225,6 +229,12 @@ class Decider:
                           last_modified=response.last_modified or state.last_modified)
             return self._save(new, "moved" if new.moved_to else "not_modified", response,
                               http_status=304, moved_to=new.moved_to)
+        if status == 206:
+            # Part of a document answers a Range request (RFC 9110 15.3.7), which Signal
+            # never sends: parsed, the part would be stored and the source reported ok.
+            return self._failed(state, response, response.url,
+                                "HTTP 206 Partial Content to a request without Range: "
+                                "only part of the document was sent", "failed")
         if not 200 <= status < 300:
             error = _status_text(status, response.page_title)
             if 300 <= status < 400 and error == f"HTTP {status} {_reason_phrase(status)}".strip():
@@ -270,7 +280,7 @@ class Decider:
             SourceReport(source=self.source_id, status=outcome, http_status=response.status,
                          skipped=parsed.skipped, skip_reasons=parsed.skip_reasons,
                          moved_to=new.moved_to, next_due=new.next_due_at,
-                         warnings=parsed.warnings),
+                         warnings=response.warnings + parsed.warnings),
             "apply_response",
             replace(self._record(response.url, outcome, response, skipped=parsed.skipped),
                     skip_reasons=parsed.skip_reasons))
@@ -312,7 +322,8 @@ class Decider:
                       error_count=errors, last_error=error, next_due_at=poll.next_due_at)
         return Decision(new, SourceReport(source=self.source_id, status=status,
                                           http_status=http, error=error,
-                                          next_due=poll.next_due_at),
+                                          next_due=poll.next_due_at,
+                                          warnings=response.warnings if response else ()),
                         "save_attempt", self._record(url, status, response, error=error))
 
     def _save(self, new: SourceState, outcome: SourceStatus, response: ResponseFacts, *,
@@ -321,7 +332,8 @@ class Decider:
               moved_to: str = "") -> Decision:
         report = SourceReport(source=self.source_id, status=outcome, http_status=http_status,
                               unchanged=unchanged, error=error or None, retry_after=retry_after,
-                              next_due=new.next_due_at, moved_to=moved_to)
+                              next_due=new.next_due_at, moved_to=moved_to,
+                              warnings=response.warnings)
         record = self._record(response.url, outcome, response,
                               error=error if record_error is None else record_error,
                               unchanged=unchanged)

@@ -116,14 +116,22 @@ class FetchResponse:
 
         Only the unbroken run of 301/308 from the start counts: after a temporary
         redirect the old URL stays the right one to ask. A run that ends where it began
-        (a cookie check that answers 301) moved nothing.
+        (a cookie check that answers 301) moved nothing. Nor does a hop from https to
+        plain http: the reviewed https address stays the one asked, so that every poll
+        starts encrypted and the downgrade is seen (and warned of) each time.
         """
         moved = ""
+        previous = self.requested
         for status, target in self.redirects:
-            if status not in _PERMANENT:
+            if status not in _PERMANENT or _downgrades(previous, target):
                 break
-            moved = target
+            moved = previous = target
         return "" if moved == self.requested else moved
+
+
+def _downgrades(before: str, after: str) -> bool:
+    """True for a redirect from https to plain http."""
+    return before[:8].lower() == "https://" and after[:7].lower() == "http://"
 
 
 @functools.lru_cache(maxsize=4096)
@@ -328,6 +336,10 @@ async def fetch(
                                 current = following
                                 continue
                             body, wire, warnings = await _read_body(response, limits)
+                            if _downgrades(url, current):
+                                warnings = (f"redirected from https to plain http "
+                                            f"({current[:200]}): the feed came unencrypted",
+                                            *warnings)
                         finally:
                             await response.aclose()
                 return FetchResponse(

@@ -364,7 +364,7 @@ class Run:
         facts = ParseFacts(
             entries=len(rows), skipped=identified.skipped if identified else 0,
             skip_reasons=identified.skip_reasons if identified else (),
-            ttl_seconds=parsed.ttl_seconds, warnings=item.response.warnings + parsed.warnings,
+            ttl_seconds=parsed.ttl_seconds, warnings=parsed.warnings,
             error=parsed.message,
             feed_title=parsed.feed_title, incomplete=parsed.incomplete)
         decision = self._decider(item.source, item.started).after_fetch(
@@ -470,4 +470,5 @@ def _response_facts(response: FetchResponse, settings: ParseSettings) -> Respons
     return ResponseFacts(status=response.status, url=response.url, headers=response.headers,
                          permanent_url=response.permanent_url,
                          body_digest=settings.input_digest(response.body_digest),
-                         wire_bytes=response.wire_bytes, page_title=title)
+                         wire_bytes=response.wire_bytes, page_title=title,
+                         warnings=response.warnings)
