@@ -91,6 +91,10 @@ class ParsedEntry:
     content: str = ""
     #: Why the entry's link was refused by the URL policy (``""``: kept, or none given).
     link_refused: str = ""
+    #: For an entry without an id, what could tell it apart from others that link to
+    #: the same page: its link with the fragment (``https://app.example/changes#v2``),
+    #: else its media file; ``""`` when there is neither.
+    distinct: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -151,6 +151,42 @@ def test_an_entry_with_neither_id_nor_link_says_so() -> None:
     assert (found.skipped, found.skip_reasons) == (3, ("no id and no link (3 entries)",))
 
 
+@pytest.mark.parametrize("items", [
+    # A changelog: each release an anchor of one page.
+    b"<item><title>2.3: dark mode</title><link>https://app.example/changes#v2.3</link></item>"
+    b"<item><title>2.2: CSV export</title><link>https://app.example/changes#v2.2</link></item>",
+    # A podcast without guids, every episode linked to the show's home page.
+    b'<item><title>Ep 2</title><link>https://show.example/</link><enclosure '
+    b'url="https://cdn.example/2.mp3" type="audio/mpeg" length="1"/></item>'
+    b'<item><title>Ep 1</title><link>https://show.example/</link><enclosure '
+    b'url="https://cdn.example/1.mp3" type="audio/mpeg" length="1"/></item>',
+], ids=["changelog", "podcast"])
+def test_entries_without_ids_on_one_page_are_stored_apart(
+        httpserver: HTTPServer, tmp_path: Path, items: bytes) -> None:
+    # Both were rejected on every run: "two different entries without an id share the
+    # link ... so nothing tells them apart".
+    body = b'<rss version="2.0"><channel><title>t</title>' + items + b"</channel></rss>"
+    httpserver.expect_request("/feed.xml").respond_with_data(
+        body, content_type="application/rss+xml")
+    config = write_config(tmp_path, httpserver.url_for("/feed.xml"))
+    (first,) = fetch_json(config)["sources"]
+    assert (first["status"], first["created"]) == ("fetched", 2), first
+    result = CliRunner().invoke(cli, ["fetch", "--config", str(config), "--json", "--refresh"])
+    (again,) = json.loads(result.stdout)["sources"]
+    assert (again["created"], again["unchanged"]) == (0, 2), again
+    dry = CliRunner().invoke(cli, ["parse", "--config", str(config), "--source-id", "blog",
+                                   str(_saved(tmp_path, body))])
+    with closing(sqlite3.connect(tmp_path / "signal.db")) as conn:
+        stored = {key for (key,) in conn.execute("SELECT id FROM entries")}
+    assert {e["id"] for e in json.loads(dry.stdout)["entries"]} == stored, dry.output
+
+
+def _saved(tmp_path: Path, body: bytes) -> Path:
+    path = tmp_path / "saved.xml"
+    path.write_bytes(body)
+    return path
+
+
 def test_relative_references_in_stored_html_are_absolute(httpserver: HTTPServer,
                                                          tmp_path: Path) -> None:
     # Stored HTML is shown far from the page it came from: "pic.png" must name the

@@ -127,9 +127,32 @@ def test_identify_collapses_rejects_and_skips() -> None:
                                    updated="") for t in ("Notice one", "Notice two")])
     assert (f"two different entries without an id share the link '{page}' (key "
             in str(info.value))
-    assert "in one response, so nothing tells them apart; the response is rejected" in str(
-        info.value)
+    assert ("in one response, and neither a fragment of it nor a media file tells them "
+            "apart; the response is rejected") in str(info.value)
     assert info.value.remote_id == "" and info.value.key == digest(["s", page])
+
+
+def test_entries_without_an_id_sharing_a_page_are_told_apart_by_what_differs() -> None:
+    # A changelog linking each release to an anchor of one page, a podcast linking each
+    # episode to its home page: the whole response was rejected on every run.
+    page = "https://app.example/changelog"
+
+    def item(title: str, distinct: str) -> ParsedEntry:
+        return ParsedEntry(remote_id="", url=page, title=title, published="", updated="",
+                           distinct=distinct)
+
+    rows = identify("s", [item("2.3", f"{page}#v2.3"), item("2.2", f"{page}#v2.2"),
+                          item("2.2", f"{page}#v2.2")]).rows  # an identical repeat
+    assert [r.key for r in rows] == [digest(["s", f"{page}#v2.3"]),
+                                     digest(["s", f"{page}#v2.2"])]
+    assert {r.url for r in rows} == {page}  # the stored link keeps the policy
+    episodes = identify("s", [item("Ep 2", "https://cdn.example/2.mp3"),
+                              item("Ep 1", "https://cdn.example/1.mp3")]).rows
+    assert [r.key for r in episodes] == [digest(["s", "https://cdn.example/2.mp3"]),
+                                         digest(["s", "https://cdn.example/1.mp3"])]
+    # Alone on its page, an entry keeps the key its link has always given it.
+    (alone,) = identify("s", [item("2.3", f"{page}#v2.3")]).rows
+    assert alone.key == digest(["s", page])
 
 
 def test_classify_change() -> None:

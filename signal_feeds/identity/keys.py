@@ -119,11 +119,18 @@ def identify(source_id: str, entries: Iterable[ParsedEntry]) -> Identified:
     Raises :class:`ContradictionError` when one key carries two different versions in
     the same response: choosing the first or the last would let XML order decide.
     """
+    entries = tuple(entries)
+    shared = _shared_links(entries)
     by_key: dict[str, EntryRow] = {}
     skipped = 0
     reasons: dict[str, int] = {}  # insertion order: the order the feed gave them
     for entry in entries:
-        key = entry_key(source_id, entry.remote_id, entry.url)
+        # Entries without an id that link to one page (a changelog's #v2.3 and #v2.2, a
+        # podcast linking every episode to its home page) are known by what tells them
+        # apart. Only then: a lone entry keeps the key its link gives, as it always had.
+        ident = (entry.distinct if entry.distinct and entry.url in shared
+                 else entry.url)
+        key = entry_key(source_id, entry.remote_id, ident)
         if key is None:
             skipped += 1
             reason = skip_reason(entry)
@@ -149,12 +156,27 @@ def identify(source_id: str, entries: Iterable[ParsedEntry]) -> Identified:
                 # A feed without guids whose items all link to one page (a news or
                 # notices page): the operator should know that the feed is at fault.
                 message = (f"two different entries without an id share the link "
-                           f"{entry.url!r} (key {key[:16]}…) in one response, so nothing "
-                           "tells them apart; the response is rejected")
+                           f"{ident!r} (key {key[:16]}…) in one response, and neither a "
+                           "fragment of it nor a media file tells them apart; the "
+                           "response is rejected")
             raise ContradictionError(message, source_id=source_id, key=key,
                                      remote_id=entry.remote_id)
     return Identified(rows=tuple(by_key.values()), skipped=skipped,
                       skip_reasons=_reason_list(reasons))
+
+
+def _shared_links(entries: tuple[ParsedEntry, ...]) -> frozenset[str]:
+    """The links that two or more entries without an id give, with different versions
+    or different fragments or media files."""
+    first: dict[str, ParsedEntry] = {}
+    shared: set[str] = set()
+    for entry in entries:
+        if entry.remote_id or not entry.url or entry.url in shared:
+            continue
+        seen = first.setdefault(entry.url, entry)
+        if seen is not entry and seen != entry:
+            shared.add(entry.url)
+    return frozenset(shared)
 
 
 #: What an upsert did to one entry.

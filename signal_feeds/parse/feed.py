@@ -294,8 +294,8 @@ def _entry(raw: dict[str, Any], base: str | None, require_https: bool,
         # feedparser copies a lone Atom <content> or RSS <content:encoded> into the summary
         # without its type; read as plain text, the copy's markup came out escaped.
         summary_detail = content_detail
-    link, refused = check_link(_entry_link(raw, lenient), base=base,
-                               require_https=require_https)
+    written = _entry_link(raw, lenient)
+    link, refused = check_link(written, base=base, require_https=require_https)
     summary_base = (html_base(_detail_base(summary_detail), base, link) if summary
                     else None)
     content_base = html_base(_detail_base(content_detail), base, link) if content else None
@@ -311,7 +311,21 @@ def _entry(raw: dict[str, Any], base: str | None, require_https: bool,
         summary=limit("summary", as_html(summary, summary_detail, summary_base)),
         content=limit("content", as_html(content, content_detail, content_base)),
         link_refused=refused,
+        distinct=_distinct(raw, written, link, base, require_https),
     )
+
+
+def _distinct(raw: dict[str, Any], written: str, link: str | None, base: str | None,
+              require_https: bool) -> str:
+    """What tells an entry without an id apart from others linking to its page (see
+    :attr:`ParsedEntry.distinct`): a changelog's ``#v2.3``, a podcast's episode file."""
+    if not link or text_value(dict.get(raw, "id")):
+        return ""
+    _, hash_mark, fragment = written.partition("#")
+    if hash_mark and fragment.strip():
+        return f"{link}#{fragment.strip()[:2048]}"  # only digested, never stored
+    media, _ = check_link(_enclosure(raw), base=base, require_https=require_https)
+    return media if media and media != link else ""
 
 
 #: The longest ``<ttl>`` kept (a year, in minutes): the schedule caps the wait far below
