@@ -275,7 +275,9 @@ def test_a_search_box_minus_gets_a_hint_that_fits(tmp_path: Path) -> None:
             "no such column: market (to leave out entries with a word, write NOT market)")
         with pytest.raises(QueryError) as other:
             store.search("nosuchcolumn:word")
-        assert str(other.value).endswith("(put words that hold punctuation in double quotes)")
+        assert str(other.value).endswith(
+            "no such column: nosuchcolumn (the columns to search in are title:, summary: "
+            "and content:; a word with a colon inside can be put in double quotes)")
 
 
 def test_words_that_hold_punctuation_are_found_as_typed(fetch: Fetch,
@@ -283,14 +285,22 @@ def test_words_that_hold_punctuation_are_found_as_typed(fetch: Fetch,
     # covid-19 or node.js in a search box was refused as FTS5 syntax ("no such column:
     # 19", 'syntax error near "."'); each is now the phrase of its parts, on both backends.
     titles = {"1": "COVID-19 vaccine news", "2": "Node.js 22 is out", "3": "What's new in C++26",
-              "4": "AT&T and e-mail", "5": "Writing C++ and C# side by side"}
+              "4": "AT&T and e-mail", "5": "Writing C++ and C# side by side",
+              "6": "#rust meetup at 10:30 with @bob", "7": "std::vector or $x? See "
+              "https://github.com/foo/tinydb"}
     fetch("blog", rss(*({"guid": n, "title": t, "link": f"https://b.example/{n}"}
                         for n, t in titles.items())))
     for query, found in [("covid-19", {"1"}), ("node.js", {"2"}), ("what's", {"3"}),
                          ("e-mail", {"4"}), ("AT&T", {"4"}), ("title:node.js", {"2"}),
                          ("(node.js OR e-mail)", {"2", "4"}),
                          # The index holds words, not signs: both are the word "c".
-                         ("C++", {"3", "5"}), ("C#", {"3", "5"})]:
+                         ("C++", {"3", "5"}), ("C#", {"3", "5"}),
+                         # Hashtags, handles, times, signs and addresses were "syntax
+                         # error near #" or "no such column: https".
+                         ("#rust", {"6"}), ("@bob", {"6"}), ("10:30", {"6"}),
+                         ("meetup & bob", {"6"}), ("$x?", {"7"}), ("std::vector", {"7"}),
+                         ("https://github.com/foo/tinydb", {"7"}), ("title:10:30", {"6"}),
+                         ("tinydb*", {"7"}), ("node.js*", {"2"})]:
         hits = search_json(database, query)["hits"]
         assert {h["url"].rsplit("/", 1)[1] for h in hits} == found, query
     # The phrase is of the parts in order: "19-covid" is not "covid-19".

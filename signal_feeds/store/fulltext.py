@@ -11,6 +11,7 @@ import re
 from signal_feeds.identity.search_text import SearchText, searchable_text
 
 __all__ = [
+    "COLUMN_HINT",
     "DEFAULT_SEARCH_LIMIT",
     "SNIPPET_CLOSE",
     "SNIPPET_ELLIPSIS",
@@ -33,6 +34,11 @@ SNIPPET_ELLIPSIS = "…"
 SNIPPET_TOKENS = 16
 
 
+#: What a query naming no column of the index is told.
+COLUMN_HINT = ("the columns to search in are title:, summary: and content:; a word with a "
+               "colon inside can be put in double quotes")
+
+
 # A word with punctuation inside (covid-19, e-mail, node.js, what's, AT&T) or a sign after
 # it (C++, C#): what anyone types in a search box, and no valid FTS5 at all ("no such
 # column: 19", 'syntax error near "."'). Characters FTS5 gives a meaning to (: * ^ ( ) {
@@ -40,9 +46,16 @@ SNIPPET_TOKENS = 16
 # One trailing "+" is left alone: FTS5 reads "a+ b" as the phrase "a b".
 _PUNCTUATED_WORD = re.compile(
     r"[^\W_]\w*(?:(?:[-.'\u2019&@/][^\W_]\w*)+(?:\+\++|#+)?|\+\++|#+)")
-# What may stand before a column filter's colon: a column, "-column", or nothing (after
-# "{title summary}", whose brace ends the piece before it).
-_COLUMN = re.compile(r"(?:-?[^\W_]\w*)?")
+# A column filter at the start of a piece: a column of the index, "-column", or nothing
+# (after "{title summary}", whose brace ends the piece before it).
+_COLUMN_FILTER = re.compile(r"(?:-?(?:title|summary|content))?:", re.IGNORECASE)
+# ASCII that FTS5 gives no meaning to: a piece holding one (#rust, @bob, $x, 10?, a URL's
+# "/", "&" alone) is a syntax error as written. FTS5 reads anything past ASCII as part of
+# a word, and the tokenizer then splits it.
+_NOT_FTS5 = re.compile(r"[^A-Za-z0-9_\x1a\x80-\U0010ffff*^+\-:]")
+# What reads as a column filter with a mistyped column (titel:rust) is left to fail as
+# one; other colons are part of what was typed: 10:30, std::vector, a URL.
+_MISTYPED_FILTER = re.compile(r"-?[A-Za-z]+:[^\W_]\w*")
 # A double-quoted string (its "" is a quote inside it) or a run of text without white
 # space, quotes, parentheses, braces and commas (which stay as they are around it).
 _QUERY_PIECE = re.compile(r'"(?:[^"]|"")*"?|[^\s"(){},]+')
@@ -56,9 +69,17 @@ def quote_punctuated_words(query: str) -> str:
     meaning, and a query that is wrong in another way is still refused."""
     def piece(match: re.Match[str]) -> str:
         text = match.group()
-        column, colon, word = text.rpartition(":")  # a column filter: title:node.js
-        if _PUNCTUATED_WORD.fullmatch(word) and (not colon or _COLUMN.fullmatch(column)):
-            return f'{column}{colon}"{word}"'
+        if text.startswith('"'):
+            return text
+        column = _COLUMN_FILTER.match(text)  # title:node.js
+        prefix = column.group() if column else ""
+        word = text[len(prefix):]
+        # A prefix query keeps its star outside the quotes: "node.js"*.
+        star = "*" if word.endswith("*") and len(word) > 1 else ""
+        bare = word[:len(word) - len(star)]
+        if _PUNCTUATED_WORD.fullmatch(word) or _NOT_FTS5.search(bare) or (
+                ":" in bare and not _MISTYPED_FILTER.fullmatch(bare)):
+            return f'{prefix}"{bare}"{star}'
         return text
 
     return _QUERY_PIECE.sub(piece, query)

@@ -28,6 +28,7 @@ from typing import NoReturn
 
 from signal_feeds.errors import QueryError
 from signal_feeds.store.fulltext import (
+    COLUMN_HINT,
     SNIPPET_CLOSE,
     SNIPPET_ELLIPSIS,
     SNIPPET_OPEN,
@@ -158,10 +159,10 @@ class _Parser:
             pos = found.end()
         self.at = 0
 
-    def _error(self, detail: str) -> NoReturn:
+    def _error(self, detail: str,
+               hint: str = "put words that hold punctuation in double quotes") -> NoReturn:
         raise QueryError(f"search query {self.text!r} is not valid FTS5 syntax: {detail} "
-                         "(put words that hold punctuation in double quotes)",
-                         query=self.text)
+                         f"({hint})", query=self.text)
 
     def peek(self, offset: int = 0) -> tuple[str, str] | None:
         i = self.at + offset
@@ -202,14 +203,20 @@ class _Parser:
         return token[0] != "punct" or token[1] in "({-"
 
     def and_expr(self, weights: str | None) -> str | None:
-        parts = [self.not_expr(weights)]
+        # As FTS5 reads them: a phrase with no words ("&" once quoted) matches nothing,
+        # so an explicit AND with it matches nothing; among operands written side by
+        # side (an implicit AND: meetup "&" bob) it is left out.
+        groups: list[list[str | None]] = [[self.not_expr(weights)]]
         while self.is_op("AND") or self._starts_operand():
             if self.is_op("AND"):
                 self.take()
-            parts.append(self.not_expr(weights))
-        if any(p is None for p in parts):
-            return None  # a phrase with no words matches nothing, so neither does AND
-        return parts[0] if len(parts) == 1 else "(" + " & ".join(parts) + ")"  # type: ignore[arg-type]
+                groups.append([])
+            groups[-1].append(self.not_expr(weights))
+        parts = [[p for p in group if p is not None] for group in groups]
+        if not all(parts):
+            return None
+        flat = [p for group in parts for p in group]
+        return flat[0] if len(flat) == 1 else "(" + " & ".join(flat) + ")"
 
     def not_expr(self, weights: str | None) -> str | None:
         left = self.unary(weights)
@@ -257,7 +264,7 @@ class _Parser:
             self._error("syntax error: ':' expected after the column list")
         for name in names:
             if name.lower() not in COLUMNS:
-                self._error(f"no such column: {name}")
+                self._error(f"no such column: {name}", COLUMN_HINT)
         chosen = {COLUMNS[n.lower()] for n in names}
         if exclude:
             chosen = set(COLUMNS.values()) - chosen

@@ -26,6 +26,7 @@ from typing import Any
 
 from signal_feeds.errors import QueryError
 from signal_feeds.store.fulltext import (
+    COLUMN_HINT,
     SNIPPET_CLOSE,
     SNIPPET_ELLIPSIS,
     SNIPPET_OPEN,
@@ -157,6 +158,8 @@ def _syntax_hint(query: str, detail: str) -> str:
     column = detail.removeprefix("no such column: ") if "no such column" in detail else ""
     if column and re.search(rf"(?:^|\s)-{re.escape(column)}\b", query):
         return f"to leave out entries with a word, write NOT {column}"
+    if column:
+        return COLUMN_HINT
     return "put words that hold punctuation in double quotes"
 
 
