@@ -795,3 +795,21 @@ def test_fetch_and_reset_name_the_source_meant(feed_url: str, tmp_path: Path) ->
         assert result.exit_code == 2, result.output
         assert "blgo" in result.stderr
         assert "did you mean blog?" in result.stderr
+
+
+def test_of_several_alternate_links_the_page_itself_is_kept() -> None:
+    # feedparser keeps the last alternate as the link: here the French translation.
+    body = (b'<feed xmlns="http://www.w3.org/2005/Atom"><title>t</title><id>f</id>'
+            b"<entry><id>e1</id><title>a</title>"
+            b'<link rel="alternate" type="application/pdf" href="https://a.example/2.pdf"/>'
+            b'<link rel="alternate" type="text/html" href="https://a.example/2.html"/>'
+            b'<link rel="alternate" hreflang="fr" type="text/html" href="https://a.example/fr/2"/>'
+            b'<link rel="enclosure" href="https://a.example/2.mp3"/></entry>'
+            b"<entry><id>e2</id><title>b</title>"
+            b'<link rel="alternate" hreflang="fr" type="text/html" href="https://a.example/fr/3"/>'
+            b'<link rel="alternate" hreflang="de" href="https://a.example/de/3"/></entry>'
+            b"<entry><id>e3</id><title>c</title>"
+            b'<link rel="alternate" href="https://a.example/4"/></entry></feed>')
+    feed = signal_feeds.parse_feed(body)
+    assert [e.url for e in feed.entries] == [
+        "https://a.example/2.html", "https://a.example/fr/3", "https://a.example/4"]

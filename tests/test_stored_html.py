@@ -120,12 +120,26 @@ def test_media_elements_are_kept_only_in_summaries_and_content() -> None:
     ('<p><img src="data:image/gif;base64,R0lGOD==" data-src="/cat.jpg" alt="cat">'
      '<noscript><img src="/cat.jpg" alt="cat"></noscript></p>',
      '<p><img src="https://blog.example/cat.jpg" alt="cat"></p>'),
+    # Only the copies go: a fallback with more than images in it was deleted whole,
+    # its link and text with it, once any image of the post was lazily loaded.
+    ('<img data-src="/a.jpg" src="data:,"><noscript><p>Listen: <a href="/ep1.mp3">'
+     "episode 1</a></p></noscript><p>end</p>",
+     '<img src="https://blog.example/a.jpg"><p>Listen: <a href="https://blog.example/'
+     'ep1.mp3" rel="noopener noreferrer">episode 1</a></p><p>end</p>'),
 ])
 def test_a_lazily_loaded_image_is_stored_with_its_address(html: str, stored: str) -> None:
     assert _summary(html) == stored
 
 
+def test_the_direction_of_right_to_left_text_is_kept() -> None:
+    # nh3 drops dir: Arabic and Hebrew paragraphs were shown left to right.
+    assert _summary('<div dir="rtl" lang="ar"><p>مرحبا</p></div><p DIR=rtl>שלום</p>'
+                    '<p dir="rtl" onclick="x()">a</p>') == (
+        '<div dir="rtl" lang="ar"><p>مرحبا</p></div><p dir="rtl">שלום</p><p dir="rtl">a</p>')
+
+
 @pytest.mark.parametrize("unit", ["<img data-src=x a", '<img data-src="x', "<noscript a",
+                                  "<img data-src=x><noscript>a",
                                   "<iframe a", "<video src=x"])
 def test_many_unclosed_tags_are_read_in_one_pass(unit: str) -> None:
     # A tag without its end must not make every later "<img" read the rest of the value

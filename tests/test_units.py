@@ -523,6 +523,19 @@ def test_an_empty_body_is_called_empty(body: bytes) -> None:
         parse_feed(body, content_type="application/rss+xml")
 
 
+def _has_tz_database() -> bool:
+    import zoneinfo
+
+    try:
+        zoneinfo.ZoneInfo("America/New_York")
+    except zoneinfo.ZoneInfoNotFoundError:
+        return False
+    return True
+
+
+_NEEDS_TZ = pytest.mark.skipif(not _has_tz_database(), reason="no tz database here")
+
+
 @pytest.mark.parametrize(("date", "stored", "warned"), [
     ("Tue, 01 Dec 2026 10:00:00 CET", "2026-12-01T09:00:00Z", False),
     ("Tue, 01 Dec 2026 10:00:00 CEST", "2026-12-01T08:00:00Z", False),
@@ -539,6 +552,15 @@ def test_an_empty_body_is_called_empty(body: bytes) -> None:
     # After an ISO time too: it was UTC without a word, or (after a space) midnight.
     ("2026-12-01T10:00:00 IST", "2026-12-01T10:00:00Z", True),
     ("2026-12-01 10:00 IST", "2026-12-01T10:00:00Z", True),
+    # A name of the tz database, with its summer time on that date: it was read as UTC
+    # without a word.
+    pytest.param("Tue, 01 Dec 2026 10:00:00 America/New_York", "2026-12-01T15:00:00Z",
+                 False, marks=_NEEDS_TZ),
+    pytest.param("Wed, 01 Jul 2026 10:00:00 America/New_York", "2026-07-01T14:00:00Z",
+                 False, marks=_NEEDS_TZ),
+    pytest.param("Tue, 01 Dec 2026 10:00:00 PST8PDT", "2026-12-01T18:00:00Z", False,
+                 marks=_NEEDS_TZ),
+    ("Tue, 01 Dec 2026 10:00 Mars/Olympus", "2026-12-01T10:00:00Z", True),
 ])
 def test_a_zone_name_feedparser_reads_as_utc(date: str, stored: str, warned: bool) -> None:
     feed = one_item(f"<guid>g</guid><pubDate>{date}</pubDate>")

@@ -26,8 +26,10 @@ from __future__ import annotations
 
 import calendar
 import datetime as dt
+import functools
 import re
 import time
+import zoneinfo
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -52,7 +54,8 @@ _UTC_NAMES = frozenset({"z", "ut", "gmt"})
 # at the end.
 _RFC822_ZONE = re.compile(
     r"^(?:[A-Za-z]{2,9},?\s+)?(?:\d{1,2}\s+[A-Za-z]{3,9}\.?|[A-Za-z]{3,9}\.?\s+\d{1,2},?)"
-    r"\s+\d{2,4}\s+(\d{1,2}):(\d{2})(?::\d{2})?\s+([A-Za-z]{2,5})$")
+    r"\s+\d{2,4}\s+(\d{1,2}):(\d{2})(?::\d{2})?\s+([A-Za-z]{2,5}|"
+    r"[A-Za-z]+(?:/[A-Za-z0-9_+-]+)+|[A-Z]{3}\d[A-Z]{3})$")  # or America/New_York, PST8PDT
 # An ISO 8601 date and time, then maybe a zone: "2026-12-01 10:00", "2026-12-03T10:00:00
 # +0530", "2026-12-01T10:00 CET". feedparser drops the time after a space when no offset
 # follows, applies only the hours of an offset without its colon, and drops a zone name.
@@ -288,10 +291,35 @@ def _read_as_utc(text: str, parsed: Any) -> str | None:
     match = _RFC822_ZONE.match(text)
     if match is None or not isinstance(parsed, time.struct_time):
         return None
-    hour, minute, zone = int(match[1]), int(match[2]), match[3].lower()
-    if (parsed.tm_hour, parsed.tm_min) != (hour, minute) or zone in _UTC_NAMES:
+    hour, minute, zone = int(match[1]), int(match[2]), match[3]
+    if (parsed.tm_hour, parsed.tm_min) != (hour, minute) or zone.lower() in _UTC_NAMES:
         return None
     return zone
+
+
+def _in_zone(zone: str, parsed: Any) -> str | None:
+    """ISO 8601 UTC of the clock time ``parsed`` in ``zone``: a name of
+    :data:`ZONE_OFFSETS`, or of the tz database (``America/New_York``, ``PST8PDT``, read
+    with its summer time on that date); ``None`` when the zone is not known."""
+    offset = ZONE_OFFSETS.get(zone.lower())
+    if offset is not None:
+        return time.strftime(_ISO, time.gmtime(calendar.timegm(parsed) - offset * 60))
+    region = _region(zone) if "/" in zone or zone[3:4].isdigit() else None
+    if region is None:
+        return None
+    try:
+        local = dt.datetime(*parsed[:6], tzinfo=region)
+    except ValueError:  # a leap second
+        return None
+    return local.astimezone(dt.UTC).strftime(_ISO)
+
+
+@functools.lru_cache(maxsize=64)
+def _region(name: str) -> zoneinfo.ZoneInfo | None:
+    try:
+        return zoneinfo.ZoneInfo(name)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError, OSError):
+        return None  # not a zone, or no tz database on this machine: warned of
 
 
 def text_date(text: str) -> str:
@@ -341,9 +369,8 @@ def _read(text: str, parsed: Any) -> str:
     if _TWELVE_HOUR.search(text) and (read := named_month_date(text)):
         return read
     zone = _read_as_utc(text, parsed)
-    if zone is not None and zone in ZONE_OFFSETS:
-        moment = calendar.timegm(parsed) - ZONE_OFFSETS[zone] * 60
-        return time.strftime(_ISO, time.gmtime(moment))
+    if zone is not None and (moment := _in_zone(zone, parsed)) is not None:
+        return moment
     return _iso(parsed)
 
 
@@ -377,7 +404,7 @@ def _zone_unknown(text: str, parsed: Any) -> bool:
     clock's PM, which the numeric reader reads)."""
     zone = _read_as_utc(text, parsed)
     if zone is not None:
-        return zone not in ZONE_OFFSETS
+        return _in_zone(zone, parsed) is None
     return unknown_iso_zone(text) and _numeric_date(text) is None
 
 

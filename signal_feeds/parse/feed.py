@@ -240,7 +240,28 @@ def _entry_link(raw: dict[str, Any], lenient: bool) -> str:
         # A podcast episode with neither guid nor link: its media file is all it links
         # to, and what identifies it (it used to be skipped).
         return _enclosure(raw)
-    return link or _content_source(raw, lenient)
+    return _preferred_alternate(raw) or link or _content_source(raw, lenient)
+
+
+_PAGE_TYPES = ("text/html", "application/xhtml+xml")
+
+
+def _preferred_alternate(raw: dict[str, Any]) -> str:
+    """Of an Atom entry's several alternate links (feedparser keeps the last as its
+    ``link``: a translation, say), the first web page in no other language than the
+    entry's, else the first web page, else the first; ``""`` for fewer than two."""
+    links = dict.get(raw, "links")
+    alternates = [link for link in links if isinstance(link, Mapping)
+                  and link.get("rel", "alternate") == "alternate"
+                  and text_value(link.get("href"))] if isinstance(links, list) else []
+    if len(alternates) < 2:
+        return ""
+    pages = [link for link in alternates if text_value(link.get("type") or "text/html")
+             .split(";")[0].strip().lower() in _PAGE_TYPES]
+    for group in ([link for link in pages if not link.get("hreflang")], pages, alternates):
+        if group:
+            return text_value(group[0].get("href"))
+    return ""
 
 
 def _content_source(raw: dict[str, Any], lenient: bool) -> str:
