@@ -73,8 +73,13 @@ __all__ = ["NORMALIZER_VERSION", "ParsedEntry", "ParsedFeed"]
 #: video descriptions and JSON Feed's ``content_text`` ran their lines together), but
 #: not those before an indented line in XML, which are the document's pretty-printing; a
 #: lazily loaded image's address is found whatever the case of its attribute's name
-#: (``DATA-SRC``).
-NORMALIZER_VERSION = 11
+#: (``DATA-SRC``). 12: ``dir`` is kept on any element (right-to-left text lost its
+#: direction); a ``<noscript>`` beside a lazily loaded image is removed only when it is
+#: that image's copy (it went whatever it held); of an Atom entry's several alternate
+#: links the first web page not in another language is the link (it was the last); a
+#: zone of the tz database after an RFC 822 time (``America/New_York``) is applied (it
+#: was read as UTC).
+NORMALIZER_VERSION = 12
 
 
 @dataclass(frozen=True, slots=True)
