@@ -203,6 +203,28 @@ def test_exported_atom_round_trips_through_feedparser(aggregate: dict[str, str],
                                                "https://news.example/2026/big-story"}
 
 
+def test_every_exported_atom_entry_has_a_link_or_a_content(fetch: Fetch,
+                                                            database: Path | str) -> None:
+    # RFC 4287 4.1.1: an entry with neither an alternate link nor a content made the
+    # whole export invalid. Without a link, the summary stands as the content.
+    fetch("notes", rss({"guid": "n-1", "title": "No link, a summary",
+                        "description": "<p>What happened</p>"},
+                       {"guid": "n-2", "title": "No link, nothing else"},
+                       {"guid": "n-3", "title": "Linked", "link": "https://n.example/3",
+                        "description": "kept as the summary"}))
+    feed = ET.fromstring(invoke("export", "--db", str(database), "--format", "atom").output)
+    ns = {"a": "http://www.w3.org/2005/Atom"}
+    by_title = {e.findtext("a:title", namespaces=ns): e for e in feed.findall("a:entry", ns)}
+    for entry in by_title.values():
+        assert (entry.find("a:content", ns) is not None
+                or entry.find("a:link[@rel='alternate']", ns) is not None)
+    first = by_title["No link, a summary"]
+    assert first.findtext("a:content", namespaces=ns) == "<p>What happened</p>"
+    assert first.find("a:summary", ns) is None
+    assert by_title["Linked"].findtext("a:summary", namespaces=ns) == "kept as the summary"
+    assert by_title["Linked"].find("a:content", ns) is None
+
+
 def test_export_json_is_the_collapsed_selection(aggregate: dict[str, str],
                                                 database: Path | str) -> None:
     data = json.loads(invoke("export", "--db", str(database)).output)

@@ -298,10 +298,12 @@ def _atom(views: Iterable[EntryView], *, title: str, feed_id: str,
             _sub(entry, "link", rel="alternate", href=_clean(view.url))
         if view.author:
             _sub(_sub(entry, "author"), "name", view.author)
-        if view.summary:
+        if view.summary and (view.url or view.content):
             _sub(entry, "summary", view.summary, type="html")
-        if view.content:
-            _sub(entry, "content", view.content, type="html")
+        if view.content or not view.url:
+            # RFC 4287 4.1.1: an entry without an alternate link must have a content, or
+            # validators refuse the whole export: the summary stands as it (or nothing).
+            _sub(entry, "content", view.content or view.summary, type="html")
         source = _sub(entry, "source")
         _sub(source, "id", f"urn:signal-feeds:source:{view.source_id}")
         # atom:source may omit its title: better none than the id posing as one.
