@@ -330,6 +330,11 @@ _OVERRULED = "the server said charset="
      False),
     # Any other header charset is not a server default: it is obeyed.
     (_one_title("utf-8", "Crème brûlée"), "application/xml; charset=utf-8", False),
+    # A UTF-16 or UTF-32 charset on a document whose "<" is one byte cannot be right (it
+    # was "not an RSS or Atom feed (SAXParseException ...)"); on UTF-16, it stands.
+    (_one_title("utf-8", "Crème brûlée"), "application/xml; charset=utf-16", True),
+    (_one_title("utf-8", "Crème brûlée", declare=False), "text/xml; charset=UTF-32", True),
+    (_one_title("utf-16", "Crème brûlée"), "application/xml; charset=utf-16", False),
 ])
 def test_a_utf8_feed_behind_a_default_latin_charset_is_read_as_utf8(
         body: bytes, content_type: str, overruled: bool) -> None:

@@ -122,6 +122,13 @@ def _overrule_latin_charset(content_type: str, body: bytes) -> tuple[str, str]:
     """
     media, _, params = content_type.partition(";")
     charset, kept = _charset_and_others(params)
+    if charset is not None and charset.startswith(_WIDE) and _single_byte(body):
+        # charset=utf-16 on a document whose "<" is one byte: decoded as the header
+        # says, every character came out wrong and the feed was "not well-formed".
+        return ("; ".join([media.strip(), *kept]),
+                f"character encoding: the server said charset={charset}, but the document "
+                "is not in it (its first character is one byte): read by its own "
+                "declaration")
     if charset not in _DEFAULT_CHARSETS or body.isascii():
         return content_type, ""
     head = body[:512].lstrip()
@@ -134,6 +141,17 @@ def _overrule_latin_charset(content_type: str, body: bytes) -> tuple[str, str]:
     return ("; ".join([media.strip(), *kept]),
             f"character encoding: the server said charset={charset}, but the document is "
             "valid UTF-8 and does not declare another encoding: read as UTF-8")
+
+
+_WIDE = ("utf-16", "utf16", "utf-32", "utf32", "ucs-2", "ucs-4", "iso-10646-ucs")
+_WIDE_BOMS = (b"\xff\xfe", b"\xfe\xff", b"\x00\x00\xfe\xff")
+
+
+def _single_byte(body: bytes) -> bool:
+    """The document starts with a one-byte character and no UTF-16 or UTF-32 mark."""
+    head = body[:4]
+    return (not head.startswith(_WIDE_BOMS) and len(head) >= 2 and b"\x00" not in head[:2]
+            and head[:1] in (b"<", b"\xef", b" ", b"\t", b"\r", b"\n"))
 
 
 _UTF8_LABELS = frozenset({"utf-8", "utf8"})
