@@ -308,7 +308,8 @@ def _in_zone(zone: str, parsed: Any) -> str | None:
     if region is None:
         return None
     try:
-        local = dt.datetime(*parsed[:6], tzinfo=region)
+        year, month, day, hour, minute, second = parsed[:6]
+        local = dt.datetime(year, month, day, hour, minute, second, tzinfo=region)
     except ValueError:  # a leap second
         return None
     return local.astimezone(dt.UTC).strftime(_ISO)
