@@ -279,3 +279,30 @@ def test_a_parse_nobody_waits_for_any_more_is_stopped_not_finished(
         pool.close()
     assert fine.message == "" and fine.entries == 1
     assert time.monotonic() - started < 30
+
+
+def test_an_outcome_crosses_the_executors_pipe_as_a_file_name() -> None:
+    # A worker killed while writing a large outcome to the executor's result pipe left
+    # half a message there; the executor's manager thread waited for the rest for ever
+    # and `signal fetch` hung, still renewing its leases (2 runs in 25 with a parser
+    # process SIGKILLed mid-run; 1 in 38 rounds of a stress script, none in 150 after).
+    # The pipe now carries only the name of the file holding the outcome: one short
+    # write, which a kill cannot cut.
+    from signal_feeds.parse.processes import _Executor, _taken
+
+    items = "".join(f"<item><guid>g{i}</guid><description>{'words ' * 200}</description>"
+                    "</item>" for i in range(300))
+    body = f'<rss version="2.0"><channel><title>t</title>{items}</channel></rss>'.encode()
+    executor = _Executor(1, 1024 * 1024 * 1024, True)
+    try:
+        path = executor.submit(ParseJob(source_id="big", body=body, url="", content_type="",
+                                        settings=ParseSettings()), 60).result(timeout=60)
+        assert isinstance(path, str) and len(path.encode()) < 512
+        assert os.path.dirname(path) == executor.handover
+        assert os.path.getsize(path) > 100_000  # the rows themselves
+        outcome = _taken(path)
+        assert outcome.message == "" and outcome.entries == 300
+        assert not os.path.exists(path)
+    finally:
+        executor.close()
+    assert not os.path.exists(executor.handover)

@@ -19,7 +19,8 @@ internals changed parses with stock feedparser, and the parent logs why. A worke
 unexpected error reaches the parent's log with its traceback; a worker that dies (a
 crash, the kernel's OOM killer) breaks the executor: the documents it held are parsed
 again one by one in executors of their own, so that only the culprit fails, and its
-stderr (where :mod:`faulthandler` writes) is logged.
+stderr (where :mod:`faulthandler` writes) is logged. Outcomes come back through files,
+not the executor's pipe (see :func:`_parse_in_worker`).
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ import gc
 import logging
 import multiprocessing
 import os
+import pickle
+import shutil
 import signal
 import sys
 import tempfile
@@ -262,8 +265,38 @@ def _prepare(tuned: bool) -> None:
     _prepared = True
 
 
-def _parse_in_worker(job: ParseJob, timeout: float, tuned: bool) -> ParseOutcome:
-    """One document, under the time limit (in a worker)."""
+def _parse_in_worker(job: ParseJob, timeout: float, tuned: bool, handover: str) -> str:
+    """One document, under the time limit (in a worker): the file in ``handover`` that
+    holds its pickled outcome.
+
+    The outcome (rows of a whole feed, often hundreds of kilobytes) does not travel
+    through the executor's result pipe: a worker killed while writing to it (the OOM
+    killer, a kill after an overrun) leaves half a message there, which the executor's
+    manager thread then waits for without end, and the run hangs. Only the file's name
+    goes through the pipe, in one write too short to be cut.
+    """
+    data = pickle.dumps(_outcome_in_worker(job, timeout, tuned),
+                        protocol=pickle.HIGHEST_PROTOCOL)
+    fd, path = tempfile.mkstemp(dir=handover)
+    with os.fdopen(fd, "wb") as out:
+        out.write(data)
+    return path
+
+
+def _taken(path: str) -> ParseOutcome:
+    """The outcome a worker left in ``path`` (in the parent), the file removed."""
+    try:
+        with open(path, "rb") as handed:
+            outcome = pickle.load(handed)
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+    if not isinstance(outcome, ParseOutcome):
+        raise TypeError(f"a parser process handed over {type(outcome).__name__}")
+    return outcome
+
+
+def _outcome_in_worker(job: ParseJob, timeout: float, tuned: bool) -> ParseOutcome:
     global _overran
     _prepare(tuned)
     _overran = False
@@ -304,6 +337,8 @@ class _Executor:
         context = _context()
         self.tuned = tuned
         self.stderr = tempfile.TemporaryFile()  # noqa: SIM115  # closed by close()
+        #: Where workers leave their outcomes (see :func:`_parse_in_worker`).
+        self.handover = tempfile.mkdtemp(prefix="signal-parse-")
         self._pids_queue = context.SimpleQueue()
         self._pids: set[int] = set()
         self.broken = False
@@ -319,8 +354,9 @@ class _Executor:
                                     category=DeprecationWarning)
             self.executor.submit(_ready)  # a forking executor starts every worker now
 
-    def submit(self, job: ParseJob, timeout: float) -> Future[ParseOutcome]:
-        return self.executor.submit(_parse_in_worker, job, timeout, self.tuned)
+    def submit(self, job: ParseJob, timeout: float) -> Future[str]:
+        return self.executor.submit(_parse_in_worker, job, timeout, self.tuned,
+                                    self.handover)
 
     def kill(self) -> None:
         """Kill every worker (the executor then reports itself broken)."""
@@ -344,6 +380,8 @@ class _Executor:
         self.executor.shutdown(wait=True, cancel_futures=True)
         self._pids_queue.close()
         self.stderr.close()
+        # Outcomes nobody took: a parse stopped after its worker had finished.
+        shutil.rmtree(self.handover, ignore_errors=True)
 
 
 _noted: set[str] = set()
@@ -440,7 +478,7 @@ class ParserPool:
                     executor.kill()
                 raise
             if done:
-                return waiting.result()
+                return await asyncio.to_thread(_taken, waiting.result())
             if deadline is None:
                 # The limit counts from when a worker takes the job, not while it waits
                 # behind other documents (several runs may share the pool).
