@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from urllib.parse import quote, unquote
 
@@ -19,7 +20,7 @@ import pytest
 from click.testing import CliRunner, Result
 from conftest import FIXTURES, make_config
 from postgres_cluster import PostgresCluster, free_port
-from scenario_server import ScenarioServer
+from scenario_server import ScenarioServer, ScriptedResponse
 
 from signal_feeds import run_fetch
 from signal_feeds.cli.commands import cli
@@ -328,6 +329,39 @@ def test_a_fetch_whose_server_went_away_stops_with_exit_2(
         # (The test server commits asynchronously: a kill may lose the first run too.)
         counts = store.table_counts()
         assert counts["entries"] == counts["entry_versions"] == len(store.changes(limit=99))
+
+
+def test_a_server_gone_mid_run_stops_the_run_with_one_line(
+        server: ScenarioServer, postgres_url: str, postgres_cluster: PostgresCluster,
+        tmp_path: Path) -> None:
+    # The server shut down in the middle of a run: exit 2, but 49 lines on stderr, among
+    # them 13 asyncio "Future exception was never retrieved" tracebacks and a warning
+    # per lease and host slot that could not be given back.
+    body = (FIXTURES / "demo-rss.xml").read_bytes()
+    lines = ["[settings]", "concurrency = 2", "min_interval = 0"]
+    for i in range(40):
+        server.script(f"/slow/{i}.xml", [ScriptedResponse(
+            body=body, headers=(("Content-Type", "application/rss+xml"),), delay=0.2)])
+        lines += ["[[sources]]", f'id = "s{i}"', f'url = "{server.url(f"/slow/{i}.xml")}"']
+    config = tmp_path / "signal.toml"
+    config.write_text("\n".join(lines) + "\n")
+    proc = subprocess.Popen([sys.executable, "-m", "signal_feeds", "fetch", "-q", "--config",
+                             str(config), "--db", postgres_url],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and len(server.requests) < 6:
+            time.sleep(0.05)
+        postgres_cluster.kill()
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+        postgres_cluster.ensure_running()
+    assert proc.returncode == 2, (out, err)
+    (line,) = err.splitlines()
+    assert line.startswith("signal: error: ") and _password(postgres_url) not in line
 
 
 def test_contradictory_duplicates_are_rejected_whole(server: ScenarioServer,

@@ -24,10 +24,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from signal_feeds.errors import DatabaseUnavailableError
 from signal_feeds.records import SourceState
 from signal_feeds.store.protocol import FeedStore
 
-__all__ = ["WINDOW_CHUNKS", "Claims"]
+__all__ = ["WINDOW_CHUNKS", "Claims", "lease_trouble"]
 
 log = logging.getLogger("signal_feeds")
 
@@ -150,7 +151,7 @@ class Claims:
             try:
                 await self.call(lambda: store.renew_leases(owner=owner, lease_seconds=seconds))
             except Exception as exc:  # the leases may run out; the run goes on
-                log.warning("could not renew the leases of %s: %s", owner, exc)
+                lease_trouble(exc, "could not renew the leases of %s", owner)
 
     async def release(self, source_id: str) -> None:
         """Give back one lease now (a claimed source that ended without a write)."""
@@ -158,5 +159,13 @@ class Claims:
         try:
             await self.call(lambda: store.release_sources([source_id], owner=owner))
         except Exception as exc:  # it expires instead
-            log.warning("could not release the lease on %s: %s", source_id, exc)
+            lease_trouble(exc, "could not release the lease on %s", source_id)
         self.finished(source_id)
+
+
+def lease_trouble(exc: BaseException, what: str, name: str) -> None:
+    """Log a lease that could not be renewed or given back (it runs out instead). Not a
+    warning when the database is gone: the run stops with one line that says so, and a
+    warning per source would bury it."""
+    level = logging.DEBUG if isinstance(exc, DatabaseUnavailableError) else logging.WARNING
+    log.log(level, f"{what}: %s", name, exc)

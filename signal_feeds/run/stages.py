@@ -53,7 +53,7 @@ from signal_feeds.parse.processes import ParseJob, ParseOutcome, ParserPool
 from signal_feeds.parse.rows import NORMALIZER_VERSION
 from signal_feeds.parse.settings import ParseSettings
 from signal_feeds.records import SourceState
-from signal_feeds.run.claims import Claims
+from signal_feeds.run.claims import Claims, lease_trouble
 from signal_feeds.run.queues import StageQueue
 from signal_feeds.run.writer import Write, WriteStage
 from signal_feeds.store.leases import worker_id
@@ -203,7 +203,7 @@ class Run:
         try:
             self.store.release_sources(None, owner=self.owner)
         except StoreError as exc:  # they expire instead
-            log.warning("could not release the leases of %s: %s", self.owner, exc)
+            lease_trouble(exc, "could not release the leases of %s", self.owner)
         finally:
             self.gate.close()
 
@@ -434,7 +434,7 @@ def _releasing(write: Callable[[], Any], store: FeedStore, source_id: str,
             try:
                 store.release_sources([source_id], owner=owner)
             except StoreError as exc:  # it expires instead; the response is stored
-                log.warning("could not release the lease on %s: %s", source_id, exc)
+                lease_trouble(exc, "could not release the lease on %s", source_id)
 
     return apply
 
@@ -447,13 +447,14 @@ def _report(report: asyncio.Future[SourceReport], decision: Decision,
     exc = written.exception() if not written.cancelled() else None
     if written.cancelled():
         report.cancel()
-    elif isinstance(exc, StoreError):
-        if decision.write == "apply_response":
-            report.set_result(decision.store_failed(exc.message))
-        else:
-            report.set_exception(exc)
+    elif (isinstance(exc, StoreError) and not isinstance(exc, DatabaseUnavailableError)
+          and decision.write == "apply_response"):
+        report.set_result(decision.store_failed(exc.message))
     elif exc is not None:
         report.set_exception(exc)
+        # Its source's task re-raises it; after a stop (the database gone) nobody waits
+        # for it any more, and asyncio would print it as "never retrieved".
+        report.exception()
     elif decision.write == "apply_response":
         report.set_result(decision.with_counts(written.result()))
     else:

@@ -157,9 +157,10 @@ class Connection:
             if self._batch_depth:  # the batch's transaction went with the connection
                 raise DatabaseUnavailableError(f"the connection to {self.name} was lost")
             # Between transactions nothing is lost with the old connection: a server
-            # back after a restart takes the next response (one attempt; else an error).
-            log.warning("the connection to %s was lost; connecting again", self.name)
+            # back after a restart takes the next response (one attempt; else an error,
+            # which says all there is to say).
             self._connect()
+            log.warning("the connection to %s was lost; connected again", self.name)
         with self.conn.transaction():
             yield self.conn
 
