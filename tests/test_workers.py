@@ -434,3 +434,38 @@ def test_the_advisory_gate_connects_again_after_losing_its_session(postgres_url:
             assert gate.take("example.org", 1) == 0
         finally:
             gate.close()
+
+
+def test_the_host_slot_file_is_made_as_sqlite_makes_its_own(tmp_path: Path) -> None:
+    # It was made 0644 for whoever ran first: after one run as root, every later cron
+    # run as the database's user failed each source ("cannot open the host slot file:
+    # Permission denied"). It takes the database's permissions (and owner, for root),
+    # as -wal and -shm do, and sits beside the real file whatever path reached it.
+    from signal_feeds.errors import DatabaseUnavailableError
+    from signal_feeds.store.sqlite.host_locks import FileHostGate
+
+    real = tmp_path / "data" / "signal.db"
+    real.parent.mkdir()
+    real.write_bytes(b"")
+    os.chmod(real, 0o660)
+    (tmp_path / "link.db").symlink_to(real)
+    old_mask = os.umask(0o077)
+    try:
+        gate = FileHostGate(tmp_path / "link.db")
+        assert gate.take("example.org", 1) == 0
+    finally:
+        os.umask(old_mask)
+    try:
+        assert gate.path == Path(f"{real}-hosts")
+        made = os.stat(gate.path)
+        assert made.st_mode & 0o777 == 0o660
+        assert (made.st_uid, made.st_gid) == (os.stat(real).st_uid, os.stat(real).st_gid)
+        other = FileHostGate(real)  # the same file: the slot is taken (by this process
+        assert other.path == gate.path  # here, so only the path is comparable)
+    finally:
+        gate.close()
+    # A file that cannot be opened stops the run with one line (exit 2), not a failure
+    # per source.
+    (tmp_path / "dir.db-hosts").mkdir()
+    with pytest.raises(DatabaseUnavailableError, match="cannot open the host slot file"):
+        FileHostGate(tmp_path / "dir.db").take("example.org", 1)

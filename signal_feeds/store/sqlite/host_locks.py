@@ -20,7 +20,7 @@ import os
 import threading
 from pathlib import Path
 
-from signal_feeds.errors import StoreError
+from signal_feeds.errors import DatabaseUnavailableError
 from signal_feeds.store.leases import MAX_SLOTS_PER_HOST, host_key
 
 __all__ = ["FileHostGate"]
@@ -33,7 +33,10 @@ class FileHostGate:
     instant = True
 
     def __init__(self, database: Path) -> None:
-        self.path = Path(f"{database}-hosts")
+        # Beside the file itself: workers that reach one database through a symbolic
+        # link and through its real path share one gate.
+        self.database = Path(os.path.realpath(database))
+        self.path = Path(f"{self.database}-hosts")
         self._fd: int | None = None
         self._held: set[tuple[str, int]] = set()
         self._lock = threading.Lock()
@@ -41,11 +44,35 @@ class FileHostGate:
     def _file(self) -> int:
         if self._fd is None:
             try:
-                self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+                self._fd = self._open()
             except OSError as exc:
-                raise StoreError(f"cannot open the host slot file {self.path}: "
-                                 f"{exc.strerror}") from exc
+                # Every request of the run needs it: the run stops (exit 2), one line.
+                raise DatabaseUnavailableError(
+                    f"cannot open the host slot file {self.path}: {exc.strerror} (it must "
+                    "be writable by every user that runs signal fetch on this database, "
+                    "as the database is; remove it and it is made again)") from exc
         return self._fd
+
+    def _open(self) -> int:
+        """Open the file, made as SQLite makes ``-wal`` and ``-shm``: with the database's
+        permissions, and (when made by root) its owner, so that a run by hand as root
+        does not lock out the user cron runs as."""
+        try:
+            made = os.stat(self.database)
+        except OSError:
+            made = None
+        mode = made.st_mode & 0o666 if made is not None else 0o644
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, mode)
+        except FileExistsError:
+            return os.open(self.path, os.O_RDWR)
+        try:
+            os.fchmod(fd, mode)  # not narrowed by the umask
+            if made is not None and os.geteuid() == 0:
+                os.fchown(fd, made.st_uid, made.st_gid)
+        except OSError:
+            pass  # the file works for this user all the same
+        return fd
 
     @staticmethod
     def _offset(host: str, slot: int) -> int:
