@@ -404,6 +404,17 @@ def test_a_dead_process_on_this_host_is_seen_at_once(tmp_path: Path) -> None:
     assert not owner_is_gone(f"{here}:{os.getpid()}")  # alive (this process)
     assert not owner_is_gone(f"elsewhere.example:{dead.pid}")  # another host: unknown
     assert not owner_is_gone("host-a")  # a given name: unknown
+    # Exited but not reaped yet (a zombie): signal 0 still reaches it. It kept its
+    # leases until reaped, so a rerun right after a kill -9 left its sources "leased".
+    if Path("/proc/self/stat").exists():
+        zombie = subprocess.Popen([sys.executable, "-c", "pass"])
+        try:
+            deadline = time.monotonic() + 30
+            while not owner_is_gone(f"{here}:{zombie.pid}") and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert owner_is_gone(f"{here}:{zombie.pid}")
+        finally:
+            zombie.wait()
     urls = {"a": URL}
     with Store(tmp_path / "dead.db") as store:
         assert store.claim_sources(urls, owner=f"{here}:{dead.pid}", now=NOW, limit=1)

@@ -77,7 +77,18 @@ def owner_is_gone(owner: str) -> bool:
         return True
     except OSError:  # another user's live process
         return False
-    return False
+    return _zombie(int(pid))
+
+
+def _zombie(pid: int) -> bool:
+    """A process that has exited but not been reaped yet (its parent has not waited
+    for it): signal 0 still reaches it, and its leases are as dead as its work."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            # "pid (name) S ...": the state follows the last ")" (a name may hold one).
+            return stat.read().rpartition(b")")[2].split()[0] in (b"Z", b"X")
+    except (OSError, IndexError):  # no /proc here, or it went meanwhile
+        return False
 
 
 @dataclass(frozen=True)
