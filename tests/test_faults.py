@@ -3,6 +3,7 @@ its memory costs one source, and a broken database or config gives one clean lin
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -545,3 +546,25 @@ def test_a_database_lost_mid_run_stops_the_run_with_one_line(
     fetched = rows(db, "SELECT count(*) FROM fetches")[0][0]
     assert rows(db, "SELECT count(*) FROM entries")[0][0] == 3 * fetched
     assert rows(db, "SELECT count(*) FROM sources WHERE lease_owner IS NOT NULL") == [(0,)]
+
+
+def test_a_full_disk_is_called_full(tmp_path: Path) -> None:
+    # SQLite says "disk I/O error" when it cannot grow -shm on a full disk: every
+    # command exited 1 with that, and an operator would look at the hardware.
+    full = tmp_path / "full"
+    full.mkdir()
+    if os.geteuid() != 0 or subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=1M", "tmpfs", str(full)],
+            capture_output=True).returncode != 0:
+        pytest.skip("needs root to mount a small file system")
+    try:
+        with Store(full / "f.db"):
+            pass
+        with open(full / "fill", "wb") as fill, contextlib.suppress(OSError):
+            while True:
+                fill.write(b"\0" * 65536)
+        result = CliRunner().invoke(cli, ["entries", "--db", str(full / "f.db")])
+        assert result.exit_code == 2, result.output
+        assert result.output.strip().endswith(f"(the disk that holds {full} is full)")
+    finally:
+        subprocess.run(["umount", str(full)], check=True)

@@ -13,6 +13,7 @@ the whole timeout again for each of them while another program holds the lock.
 from __future__ import annotations
 
 import logging
+import os
 import sqlite3
 import threading
 import time
@@ -45,7 +46,9 @@ def _is_busy(exc: sqlite3.Error) -> bool:
         word in str(exc) for word in _BUSY_WORDS)
 
 
-_SQLITE_READONLY, _SQLITE_CANTOPEN = 8, 14
+_SQLITE_READONLY, _SQLITE_IOERR, _SQLITE_CANTOPEN = 8, 10, 14
+#: Less free space than this where the file is, and an I/O error is the disk being full.
+_NEARLY_FULL = 64 * 1024
 
 
 def _setup_hint(exc: sqlite3.Error, path: Path) -> str:
@@ -60,7 +63,19 @@ def _setup_hint(exc: sqlite3.Error, path: Path) -> str:
             return "that is a folder, not a database file"
         return (f"SQLite needs to read and write the file and to create {path.name}-wal "
                 "and -shm beside it in its folder")
+    if code == _SQLITE_IOERR and _free_space(path.parent) < _NEARLY_FULL:
+        # SQLite says "disk I/O error" when it cannot grow -shm on a full disk: an
+        # operator would look at the hardware.
+        return f"the disk that holds {path.parent} is full"
     return ""
+
+
+def _free_space(folder: Path) -> int:
+    try:
+        found = os.statvfs(folder)
+    except (OSError, AttributeError):  # no statvfs on this platform: not known
+        return _NEARLY_FULL
+    return found.f_bavail * found.f_frsize
 
 
 def write_probe(conn: sqlite3.Connection) -> None:
