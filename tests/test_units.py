@@ -1125,3 +1125,17 @@ def test_a_date_is_stored_right_or_not_at_all() -> None:
             wrong.append((text, stored))
     assert wrong == [], wrong
     assert unread == {"%m/%d/%Y %I:%M %p", "%d/%m/%Y %H:%M"}
+
+
+def test_an_encoding_warning_names_who_declared_the_encoding() -> None:
+    # feedparser says "document declared as utf-8" when the server's charset did, and
+    # the document itself declared windows-1252, the encoding it was read in.
+    body = _one_title("windows-1252", "Café “quoted”")
+    feed = parse_feed(body, content_type="application/xml; charset=utf-8")
+    assert feed.entries[0].title == "Café “quoted”"
+    assert feed.warnings == ("character encoding: the server said charset=utf-8, but the "
+                             "document is not in it: parsed as windows-1252",)
+    # The document's own (wrong) declaration is still the document's.
+    mislabelled = _one_title("windows-1252", "Café").replace(b"windows-1252", b"utf-8")
+    assert parse_feed(mislabelled).warnings == (
+        "character encoding: document declared as utf-8, but parsed as windows-1252",)

@@ -71,6 +71,7 @@ def to_utf8(body: bytes, content_type: str | None, url: str | None) -> tuple[byt
         # "no Content-type specified": feedparser's note whenever there are headers (a
         # URL) and no type, a local file's case too; the bytes were read all the same.
         note = ""
+    note = _who_declared(note, content_type or "", body)
     if note and encoding not in _UTF8_LABELS:
         # feedparser fell back from UTF-8: maybe only a few bytes were not UTF-8. (Checked
         # here, after the fact, so that a document it reads as UTF-8 is not decoded twice.)
@@ -79,6 +80,25 @@ def to_utf8(body: bytes, content_type: str | None, url: str | None) -> tuple[byt
             data, encoding, note = _converted(headers, repaired)
             overruled = "; ".join(filter(None, (mixed, overruled)))
     return data, "; ".join(filter(None, (overruled, note)))
+
+
+_DECLARED = re.compile(r"character encoding: document declared as (\S+), but parsed as (\S+)")
+
+
+def _who_declared(note: str, content_type: str, body: bytes) -> str:
+    """feedparser's "document declared as utf-8, but parsed as windows-1252" when the
+    server's charset said so and the document's own declaration did not: the server
+    is named, not the document (which may have declared what it was read as)."""
+    found = _DECLARED.fullmatch(note)
+    if found is None:
+        return note
+    charset, _ = _charset_and_others(content_type.partition(";")[2])
+    declaration = _DECLARATION_ENCODING.match(body[:512].lstrip())
+    declared = declaration[1].decode("ascii", "replace").lower() if declaration else None
+    if charset is None or charset != found[1].lower() or declared == charset:
+        return note
+    return (f"character encoding: the server said charset={charset}, but the document is "
+            f"not in it: parsed as {found[2]}")
 
 
 def _converted(headers: dict[str, str], body: bytes) -> tuple[bytes, str, str]:
@@ -108,6 +128,8 @@ _DEFAULT_CHARSETS = frozenset({"iso-8859-1", "iso8859-1", "latin-1", "latin1", "
 _UTF8_DECLARATION = re.compile(rb"""^<\?xml[^>]*\bencoding\s*=\s*["']utf-?8["']""",
                                re.IGNORECASE)
 _ANY_DECLARATION = re.compile(rb"^<\?xml[^>]*\bencoding\s*=", re.IGNORECASE)
+_DECLARATION_ENCODING = re.compile(rb"""^<\?xml[^>]*\bencoding\s*=\s*["']([^"']*)["']""",
+                                   re.IGNORECASE)
 
 
 def _overrule_latin_charset(content_type: str, body: bytes) -> tuple[str, str]:
