@@ -78,7 +78,9 @@ __all__ = ["NORMALIZER_VERSION", "ParsedEntry", "ParsedFeed"]
 #: that image's copy (it went whatever it held); of an Atom entry's several alternate
 #: links the first web page not in another language is the link (it was the last); a
 #: zone of the tz database after an RFC 822 time (``America/New_York``) is applied (it
-#: was read as UTC).
+#: was read as UTC); a summary or content cut at its limit is sanitized again, so that it
+#: ends as whole HTML (it could end inside a tag); a remote id cut at its limit ends in
+#: the digest of the whole id (two ids alike in their first 2,048 characters were one).
 NORMALIZER_VERSION = 12
 
 

@@ -11,12 +11,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from xml.sax.saxutils import escape
 
 import pytest
 from _hostile import RSS_LIMIT, CliRun, item, rows, rss, run_cli_fetch, write_config
 from scenario_server import ScenarioServer
 
-from signal_feeds import parse_feed
+from signal_feeds import identify, parse_feed
 from signal_feeds.parse.feed import DEFAULT_MAX_ENTRIES, defuse
 
 SECRET = "signal-secret-marker-7f3a"
@@ -283,3 +284,37 @@ def test_entries_never_closed_are_capped_too() -> None:
     assert len(feed.entries) == 50
     assert "the feed has 200 entries; only the first 50 were read (the max_entries setting)" \
         in feed.warnings
+
+
+def test_a_summary_cut_at_its_limit_is_whole_html() -> None:
+    # Cut after sanitizing, a summary ended inside `alt="`: shown before the next
+    # entry's summary (`<p>z" onerror="alert(1)" x=y</p>`), a browser read that text as
+    # the image's attributes, onerror included.
+    from html.parser import HTMLParser
+
+    from signal_feeds.parse.fields import DEFAULT_FIELD_LIMITS
+
+    limit = DEFAULT_FIELD_LIMITS["summary"]
+    tail = '<img src="https://e.example/a.png" alt="photo">'
+    for inside in (3, 20, 40):  # the cut lands this far into the image's tag
+        words = "word " * limit
+        pad = "<p>" + words[:limit - inside - len("<p></p>")] + "</p>"
+        summary = pad + tail
+        feed = parse_feed(rss(item("g", "t", f"<description>{escape(summary)}</description>")))
+        stored = feed.entries[0].summary
+        assert len(stored) <= limit and "summary cut to" in " ".join(feed.warnings)
+        parser = HTMLParser()
+        parser.feed(stored)
+        assert parser.rawdata == ""  # nothing left unread: no tag or attribute open
+        assert not stored.rstrip().endswith(('alt="', "alt=", "<img"))
+
+
+def test_two_long_ids_that_differ_past_the_limit_are_two_entries() -> None:
+    # They shared their first 2,048 characters, so one key: the feed was rejected on
+    # every fetch as holding "two different versions" of one entry.
+    shared = "https://news.example/rss/articles/CBMi" + "x" * 2100
+    feed = parse_feed(rss(item(f"{shared}A", "first") + item(f"{shared}B", "second")))
+    first, second = (e.remote_id for e in feed.entries)
+    assert len(first) == len(second) == 2048 and first != second
+    assert first.startswith(shared[:1900])
+    assert len(identify("s", feed.entries).rows) == 2

@@ -44,7 +44,13 @@ def gone_message(source_id: str) -> str:
 def contradiction_message(error: str, *, key: str, remote_id: str) -> str:
     """A rejected response's text when two versions of one entry key disagree: the one
     place this message is formatted (the run and ``signal parse`` both use it)."""
-    return f"{error} (key {key}, remote id {remote_id!r})"
+    shown = remote_id if len(remote_id) <= _ID_SHOWN else remote_id[:_ID_SHOWN] + "…"
+    return f"{error} (key {key}, remote id {shown!r})"
+
+
+#: Characters of a remote id a message shows (ids may be 2,048 long, and a report line
+#: quotes one twice).
+_ID_SHOWN = 200
 
 
 @dataclass(frozen=True)

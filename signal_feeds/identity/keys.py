@@ -150,7 +150,8 @@ def identify(source_id: str, entries: Iterable[ParsedEntry]) -> Identified:
             row.fingerprint, row.content_fingerprint
         ):
             if entry.remote_id:
-                message = (f"two different versions of entry {entry.remote_id!r} (key "
+                shown = entry.remote_id[:200] + ("…" if len(entry.remote_id) > 200 else "")
+                message = (f"two different versions of entry {shown!r} (key "
                            f"{key[:16]}…) in one response; the response is rejected")
             else:
                 # A feed without guids whose items all link to one page (a news or

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
 import html
 import re
 from collections.abc import Mapping
@@ -243,6 +244,31 @@ class FieldLimiter:
         if limit is None or len(value) <= limit:
             return value
         self.cut[field] = self.cut.get(field, 0) + 1
+        if field == "remote_id":
+            # Two ids that differ past the limit are two entries: the digest of the
+            # whole id ends the kept part, so their keys still differ.
+            whole = hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()
+            return f"{value[:max(0, limit - len(whole) - 2)]}…#{whole}"
+        if field in _HTML_FIELDS:
+            return _html_cut(value, limit)
         return value[:limit]
+
+
+#: Fields stored as sanitized HTML: a cut must leave whole HTML.
+_HTML_FIELDS = frozenset({"summary", "content"})
+
+
+def _html_cut(value: str, limit: int) -> str:
+    """Sanitized HTML cut to at most ``limit`` characters and sanitized again: a tag the
+    cut went through is dropped and open elements are closed. (A value cut inside
+    ``alt="`` would otherwise take in the markup of whatever is shown after it, the
+    next entry's included, as the attribute's text, and its quotes could open a new
+    attribute there: an ``onerror``.)"""
+    kept = value[:limit]
+    while True:
+        whole = sanitize(kept, body=True)
+        if len(whole) <= limit:
+            return whole
+        kept = kept[:max(0, len(kept) - (len(whole) - limit) - 64)]
 
 
