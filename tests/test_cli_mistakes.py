@@ -183,3 +183,35 @@ def test_a_dry_run_for_a_mistyped_source_says_which_settings_it_used(tmp_path: P
     assert result.exit_code == 0, result.output
     assert result.stderr == (f"signal: note: {config} has no source 'configurd' (read with "
                              "its [settings]); did you mean configured?\n")
+
+
+@pytest.mark.parametrize("command", [["entries"], ["search", "x"], ["changes"],
+                                     ["sources"], ["fetch", "--config", "signal.toml"]])
+def test_signal_never_writes_its_tables_into_another_programs_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: list[str]) -> None:
+    # `signal entries --db other.db` added Signal's 20 tables to another program's
+    # database (exit 0, nothing printed), and a file that was no database at all said
+    # "file is not a database" with exit 1.
+    import sqlite3
+    from contextlib import closing
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "signal.toml").write_text('[[sources]]\nid = "a"\nurl = "https://a.example/"\n')
+    with closing(sqlite3.connect(tmp_path / "other.db")) as conn:
+        conn.execute("CREATE TABLE notes (x)")
+        conn.commit()
+    (tmp_path / "notes.txt").write_text("not a database\n")
+    for name, said in [("other.db", "another program's SQLite database (its tables: notes)"),
+                       ("notes.txt", "not a SQLite database")]:
+        result = CliRunner().invoke(cli, [*command, "--db", name])
+        assert result.exit_code == 2, result.output
+        assert result.output == (f"signal: error: --db {name}: {name} is {said}; Signal "
+                                 "makes its tables only in a new file or its own database\n")
+    with closing(sqlite3.connect(tmp_path / "other.db")) as conn:
+        assert conn.execute("SELECT name FROM sqlite_master").fetchall() == [("notes",)]
+    # A file of no bytes is no database to read yet (a fetch would make one there).
+    (tmp_path / "empty.db").touch()
+    if command[0] != "fetch":
+        result = CliRunner().invoke(cli, [*command, "--db", "empty.db"])
+        assert result.exit_code == 2 and "empty: it holds no Signal database yet" in (
+            result.output)

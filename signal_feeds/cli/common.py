@@ -123,6 +123,11 @@ def checked_file(path: Path, origin: str, config_file: str | None = None) -> Pat
     if path.is_dir():
         raise ConfigError(f"{origin}: {path} is a folder, not a database file; name a "
                           f"file in it (e.g. {path / 'signal.db'})", path=config_file)
+    from signal_feeds.store.sqlite.schema import not_signals
+
+    if reason := not_signals(path):
+        raise ConfigError(f"{origin}: {path} is {reason}; Signal makes its tables only in "
+                          "a new file or its own database", path=config_file)
     return path
 
 

@@ -45,6 +45,10 @@ def existing_database(config_path: str | None, db_path: str | None) -> Database:
     path = reading_database(config_path, db_path)
     if isinstance(path, Path) and not path.exists():
         raise ConfigError(f"no database at {path}; run 'signal fetch' first")
+    from signal_feeds.store.sqlite.schema import not_signals
+
+    if isinstance(path, Path) and (reason := not_signals(path, empty_ok=False)):
+        raise ConfigError(f"{path} is {reason}; run 'signal fetch' first")
     return path
 
 

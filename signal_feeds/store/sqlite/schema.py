@@ -15,7 +15,7 @@ from signal_feeds.store.sqlite.dedupe import refresh_match_keys
 from signal_feeds.store.sqlite.search import create_search_index
 
 __all__ = ["ENTRY_ORDER", "ENTRY_ORDER_EXPR", "SCHEMA_VERSION", "create_schema",
-           "is_signal_database", "schema_version"]
+           "is_signal_database", "not_signals", "schema_version"]
 
 SCHEMA_VERSION = 11
 
@@ -29,6 +29,40 @@ def is_signal_database(path: Path) -> bool:
     except sqlite3.Error:
         return False
     return {"sources", "entries"} <= tables
+
+
+#: The first 16 bytes of every SQLite database file.
+_SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+def not_signals(path: Path, *, empty_ok: bool = True) -> str:
+    """Why the file at ``path`` is not a database Signal may use, or ``""`` when it is:
+    missing (it would be made), Signal's own, or empty (a file of no bytes, or a SQLite
+    database without tables; ``empty_ok=False`` refuses that too, for a read). Opening a
+    store would write Signal's tables into another program's database. Reads the file
+    and changes nothing."""
+    try:
+        with open(path, "rb") as file:
+            head = file.read(len(_SQLITE_HEADER))
+    except OSError:  # missing, or unreadable: opening it says why
+        return ""
+    if head and head != _SQLITE_HEADER:
+        return "not a SQLite database"
+    tables: set[str] = set()
+    if head:
+        try:
+            with contextlib.closing(sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro",
+                                                    uri=True)) as conn:
+                tables = {r[0] for r in conn.execute(
+                    "SELECT name FROM sqlite_master WHERE type = 'table'")}
+        except sqlite3.Error:  # locked, or needs -shm made: opening it says why
+            return ""
+    if not tables:
+        return "" if empty_ok else "empty: it holds no Signal database yet"
+    if {"sources", "entries"} <= tables:
+        return ""
+    shown = ", ".join(sorted(tables)[:5]) + (", …" if len(tables) > 5 else "")
+    return f"another program's SQLite database (its tables: {shown})"
 
 
 def schema_version(conn: sqlite3.Connection) -> int:
