@@ -16,7 +16,9 @@ def format_time(moment: dt.datetime) -> str:
     """``2026-12-02T13:04:44.123456Z``: sortable as text, always UTC."""
     if moment.tzinfo is None:
         raise ValueError("naive datetime: Signal only stores timezone-aware times")
-    return moment.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    # isoformat, not strftime: "%Y" writes the year 999 as "999", which sorts as text
+    # after every four-digit year.
+    return moment.astimezone(dt.UTC).isoformat(timespec="microseconds")[:-6] + "Z"
 
 
 def parse_time(text: str | None) -> dt.datetime | None:
@@ -32,4 +34,9 @@ def parse_since(text: str) -> dt.date | dt.datetime:
     if len(text) == 10:
         return dt.date.fromisoformat(text)
     moment = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    return moment if moment.tzinfo else moment.replace(tzinfo=dt.UTC)
+    moment = moment if moment.tzinfo else moment.replace(tzinfo=dt.UTC)
+    try:
+        moment.astimezone(dt.UTC)
+    except OverflowError as exc:  # 0001-01-01T00:00+05:00 is before the year 1 in UTC
+        raise ValueError(f"{text!r} is out of range in UTC") from exc
+    return moment

@@ -32,6 +32,7 @@ from signal_feeds.store.reading import (
     list_entries,
     lookup,
     resolve_key,
+    search_entries,
 )
 
 STORY = ("Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor "
@@ -129,6 +130,26 @@ def test_entries_newest_first_collapsed_filtered_and_limited(aggregate: dict[str
     text = invoke("entries", *db)
     assert text.exit_code == 0 and "(+2: mirror, planet)" in text.output
     assert invoke("entries", *db, "--since", "March").exit_code == 2
+    # The ends of the calendar: a traceback (OverflowError) where a zone moves the time
+    # past year 1 or 9999; "0999-01-01T00:00" was written "999-..." and selected nothing.
+    for edge in ("0001-01-01T00:00:00+05:00", "9999-12-31T23:00:00-05:00"):
+        result = invoke("entries", *db, "--since", edge)
+        assert result.exit_code == 2 and "is out of range in UTC" in result.output, (
+            result.output)
+        with open_store(database) as store, pytest.raises(QueryError, match="out of range"):
+            list_entries(store, since=edge)
+    assert len(as_json("entries", *db, "--since", "0999-01-01T00:00")["entries"]) == 3
+    # The store's own methods read a since bound as the reading functions do: "+05:00"
+    # was compared as text, "yesterday" selected nothing.
+    with open_store(database) as store:
+        offset = "2026-03-02T05:00:00+05:00"
+        assert ([v.key for v in store.entry_views(source_id=None, since=offset, limit=None,
+                                                  include_duplicates=True)]
+                == [v.key for v in list_entries(store, since=offset, include_duplicates=True)])
+        assert len(store.search("story", since=offset)) == len(
+            search_entries(store, "story", since=offset))
+        with pytest.raises(QueryError):
+            store.search("story", since="yesterday")
 
 
 def test_history_lists_every_version_with_when_it_was_seen(fetch: Fetch,

@@ -115,8 +115,9 @@ def parse_since(value: str | None) -> str | dt.date | dt.datetime | None:
     try:
         return since_bound(value)
     except ValueError as exc:
-        raise click.BadParameter(f"{value!r} is not a date (YYYY-MM-DD) or ISO 8601 time",
-                                 param_hint="--since") from exc
+        reason = (str(exc) if "out of range" in str(exc)
+                  else f"{value!r} is not a date (YYYY-MM-DD) or ISO 8601 time")
+        raise click.BadParameter(reason, param_hint="--since") from exc
 
 
 #: Characters of an untitled entry's text shown in its place.

@@ -31,8 +31,14 @@ from signal_feeds.errors import QueryError, did_you_mean
 from signal_feeds.identity.matching import CHANNELS, match_url
 from signal_feeds.store.fulltext import DEFAULT_SEARCH_LIMIT
 from signal_feeds.store.protocol import FeedStore
-from signal_feeds.store.views import EntryHistory, EntryView, LookupResult, SearchHit
-from signal_feeds.timeutil import format_time, parse_since, utcnow
+from signal_feeds.store.views import (
+    EntryHistory,
+    EntryView,
+    LookupResult,
+    SearchHit,
+    stored_since,
+)
+from signal_feeds.timeutil import format_time, utcnow
 from signal_feeds.urls import normalize_link
 
 __all__ = [
@@ -71,24 +77,6 @@ ExportFormat = Literal["json", "atom"]
 _HEX = re.compile(r"^[0-9a-f]+$")
 # Characters XML 1.0 cannot carry at all; feeds read leniently sometimes contain them.
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
-
-
-def _since_text(since: str | dt.date | dt.datetime | None) -> str | None:
-    if since is None:
-        return None
-    if isinstance(since, dt.datetime):
-        if since.tzinfo is None:
-            since = since.replace(tzinfo=dt.UTC)
-        return format_time(since)
-    if isinstance(since, dt.date):
-        return since.isoformat()  # "2026-03-14" sorts before any time of that day
-    # Text is read as the command line reads it, then compared in the stored form: as
-    # given, "yesterday" selected nothing and "+05:00" compared as text, not as a time.
-    try:
-        return _since_text(parse_since(since.strip()))
-    except ValueError as exc:
-        raise QueryError(f"since: {since!r} is not a date (YYYY-MM-DD) or an ISO 8601 "
-                         "time", query=since) from exc
 
 
 def _with_duplicates(store: FeedStore, views: list[EntryView]) -> list[EntryView]:
@@ -130,7 +118,7 @@ def list_entries(
     the source published); only duplicates within the source are collapsed.
     ``since`` is a date or time (UTC); ``limit=None`` means no limit.
     """
-    views = store.entry_views(source_id=source_id, since=_since_text(since), limit=limit,
+    views = store.entry_views(source_id=source_id, since=stored_since(since), limit=limit,
                               include_duplicates=include_duplicates)
     return views if include_duplicates else _with_duplicates(store, views)
 
@@ -176,7 +164,7 @@ def search_entries(
     ``source_id`` and ``since`` select the same way. Raises
     :class:`~signal_feeds.errors.QueryError` for an empty or invalid query.
     """
-    hits = store.search(query, source_id=source_id, since=_since_text(since), limit=limit,
+    hits = store.search(query, source_id=source_id, since=stored_since(since), limit=limit,
                         include_duplicates=include_duplicates)
     if include_duplicates or not hits:
         return hits

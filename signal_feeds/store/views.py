@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any
 
+from signal_feeds.errors import QueryError
 from signal_feeds.records import StoredVersion
+from signal_feeds.timeutil import format_time, parse_since
 
-__all__ = ["VIEW_FIELDS", "EntryHistory", "EntryView", "LookupResult", "SearchHit"]
+__all__ = ["VIEW_FIELDS", "EntryHistory", "EntryView", "LookupResult", "SearchHit",
+           "stored_since"]
 
 
 @dataclass(frozen=True)
@@ -107,3 +111,28 @@ class SearchHit:
 #: filled by the reading functions).
 VIEW_FIELDS = tuple(f.name for f in dataclasses.fields(EntryView)
                     if f.name not in ("duplicates", "also_in"))
+
+
+def stored_since(since: str | dt.date | dt.datetime | None) -> str | None:
+    """A "since" bound in the form rows store times, to compare as text: a day as
+    ``YYYY-MM-DD`` (before any time of that day), a time as :func:`format_time` (a naive
+    one read as UTC). Text is read as :func:`parse_since` reads it (so "+05:00" is a
+    time, not text); :class:`~signal_feeds.errors.QueryError` when it is not a date or
+    a time. The same for the reading functions and the stores' own methods."""
+    if since is None:
+        return None
+    if isinstance(since, dt.datetime):
+        moment = since if since.tzinfo else since.replace(tzinfo=dt.UTC)
+        try:
+            return format_time(moment)
+        except OverflowError as exc:
+            raise QueryError(f"since: {since.isoformat()} is out of range in UTC",
+                             query=since.isoformat()) from exc
+    if isinstance(since, dt.date):
+        return since.isoformat()
+    try:
+        return stored_since(parse_since(since.strip()))
+    except ValueError as exc:
+        reason = (str(exc) if "out of range" in str(exc)
+                  else f"{since!r} is not a date (YYYY-MM-DD) or an ISO 8601 time")
+        raise QueryError(f"since: {reason}", query=since) from exc

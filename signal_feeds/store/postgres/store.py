@@ -39,6 +39,7 @@ from signal_feeds.store.postgres.schema import (
 from signal_feeds.store.protocol import TABLES, DedupeReport, DuplicateLink, Table
 from signal_feeds.store.sqlite.connection import DEFAULT_BUSY_TIMEOUT
 from signal_feeds.store.sqlite.queries import state_for_url
+from signal_feeds.store.views import stored_since
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -211,7 +212,8 @@ class PostgresStore:
                     limit: int | None, include_duplicates: bool) -> list[EntryView]:
         """Entries newest first, as readers see them (see the protocol)."""
         with self._db.errors("cannot read entries", source_id):
-            return queries.entry_views(self._db.conn, source_id=source_id, since=since,
+            return queries.entry_views(self._db.conn, source_id=source_id,
+                                       since=stored_since(since),
                                        limit=limit, include_duplicates=include_duplicates)
 
     def search(self, query: str, *, source_id: str | None = None,
@@ -219,7 +221,8 @@ class PostgresStore:
                include_duplicates: bool = False) -> list[SearchHit]:
         """Entries matching an FTS5-syntax ``query``, best first (see the protocol)."""
         with self._db.errors("cannot search entries", source_id):
-            return queries.search(self._db.conn, query, source_id=source_id, since=since,
+            return queries.search(self._db.conn, query, source_id=source_id,
+                                  since=stored_since(since),
                                   limit=limit, include_duplicates=include_duplicates)
 
     def rebuild_search_index(self) -> int:

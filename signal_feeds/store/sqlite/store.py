@@ -36,6 +36,7 @@ from signal_feeds.store.sqlite.bulk import SqliteBulk
 from signal_feeds.store.sqlite.connection import DEFAULT_BUSY_TIMEOUT, Connection, write_probe
 from signal_feeds.store.sqlite.host_locks import FileHostGate
 from signal_feeds.store.sqlite.schema import SCHEMA_VERSION, create_schema, schema_version
+from signal_feeds.store.views import stored_since
 from signal_feeds.timeutil import utcnow
 
 if TYPE_CHECKING:
@@ -248,7 +249,8 @@ class Store:
                     limit: int | None, include_duplicates: bool) -> list[EntryView]:
         """Entries newest first, as readers see them (see the protocol)."""
         with self._db.errors("cannot read entries", source_id):
-            return queries.entry_views(self._db.conn, source_id=source_id, since=since,
+            return queries.entry_views(self._db.conn, source_id=source_id,
+                                       since=stored_since(since),
                                        limit=limit, include_duplicates=include_duplicates)
 
     def search(self, query: str, *, source_id: str | None = None,
@@ -258,7 +260,8 @@ class Store:
         snippet; :class:`~signal_feeds.errors.QueryError` for bad syntax (see the
         protocol)."""
         with self._db.errors("cannot search entries", source_id):
-            return queries.search(self._db.conn, query, source_id=source_id, since=since,
+            return queries.search(self._db.conn, query, source_id=source_id,
+                                  since=stored_since(since),
                                   limit=limit, include_duplicates=include_duplicates)
 
     def rebuild_search_index(self) -> int:
