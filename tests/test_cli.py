@@ -201,3 +201,13 @@ def test_an_untitled_entry_is_listed_by_the_start_of_its_text(httpserver: HTTPSe
     assert names == ["https://social.example/@ana/3",
                      "“Hello #rss & friends”",
                      "“" + ("word " * 16).strip() + "…”"]
+
+
+def test_bidi_overrides_do_not_reverse_the_rest_of_a_line() -> None:
+    # A title holding U+202E (right-to-left override) reversed how the rest of its line
+    # showed, a duplicate's "[duplicate of ...]" and the next column included.
+    from signal_feeds.cli.common import printable
+
+    assert printable("evil \u202etxt.exe [duplicate of x]") == "evil \ufffdtxt.exe [duplicate of x]"
+    assert printable("a\u2066b\u2069c \u202ax\u202c") == "a\ufffdb\ufffdc \ufffdx\ufffd"
+    assert printable("שלום עולם مرحبا") == "שלום עולם مرحبا"  # right-to-left text itself stays

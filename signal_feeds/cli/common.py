@@ -36,13 +36,16 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON."
 
 # C0 and C1 control characters: ESC and CSI start the sequences that move a terminal's
 # cursor, recolour it, clear it or retitle its window. Feeds are untrusted text.
-_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# Bidirectional embeddings, overrides and isolates too: a title holding U+202E shows
+# the rest of the line (a duplicate's note, the next column) reversed.
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 _BREAKS = re.compile("[\t\n\r]")
 _C1 = re.compile("[\x7f-\x9f]")
 
 
 def printable(text: str, *, lines: bool = False) -> str:
-    """``text`` safe to show on a terminal: each control character becomes U+FFFD, and
+    """``text`` safe to show on a terminal: each control character (and each bidi
+    embedding, override or isolate) becomes U+FFFD, and
     tabs and line breaks a space (kept, with ``lines``, where the text is several lines)."""
     if not lines:
         text = _BREAKS.sub(" ", text)
