@@ -80,7 +80,8 @@ __all__ = ["NORMALIZER_VERSION", "ParsedEntry", "ParsedFeed"]
 #: zone of the tz database after an RFC 822 time (``America/New_York``) is applied (it
 #: was read as UTC); a summary or content cut at its limit is sanitized again, so that it
 #: ends as whole HTML (it could end inside a tag); a remote id cut at its limit ends in
-#: the digest of the whole id (two ids alike in their first 2,048 characters were one).
+#: the digest of the whole id (two ids alike in their first 2,048 characters were one);
+#: titles and authors lose soft hyphens, zero-width spaces and word joiners.
 NORMALIZER_VERSION = 12
 
 

@@ -1139,3 +1139,22 @@ def test_an_encoding_warning_names_who_declared_the_encoding() -> None:
     mislabelled = _one_title("windows-1252", "Café").replace(b"windows-1252", b"utf-8")
     assert parse_feed(mislabelled).warnings == (
         "character encoding: document declared as utf-8, but parsed as windows-1252",)
+
+
+def test_characters_shown_as_nothing_do_not_split_words() -> None:
+    # German sites write "Bundes&shy;verfassungs&shy;gericht": searched for, and compared
+    # with another source's title without them, it was three words.
+    from signal_feeds.identity.matching import normalize_title
+    from signal_feeds.identity.search_text import searchable_text
+
+    feed = one_item("<guid>g</guid><title>Bundes&#173;verfassungs&#173;gericht kippt "
+                    "Wahlrechts&#173;reform</title><description>Donau&#8203;dampfschiff "
+                    "&amp; Wort&#8288;verbinder</description>")
+    (entry,) = feed.entries
+    assert entry.title == "Bundesverfassungsgericht kippt Wahlrechtsreform"
+    assert searchable_text(entry.summary) == "Donaudampfschiff & Wortverbinder"
+    assert normalize_title("Bundes\xadverfassungs\xadgericht kippt") == normalize_title(
+        "Bundesverfassungsgericht kippt") == "bundesverfassungsgericht kippt"
+    # A zero-width joiner draws an emoji or a Persian word: it stays.
+    assert one_item("<guid>g</guid><title>Family \U0001F468\u200d\U0001F469 day"
+                    "</title>").entries[0].title == "Family \U0001F468\u200d\U0001F469 day"

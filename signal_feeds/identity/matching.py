@@ -159,8 +159,10 @@ def _ascii_host(host: str) -> str:
 # Characters common in feed text that are not NFKC-normalized, with their NFKC forms.
 # NFKC decomposes character by character, so putting the decomposition in first gives
 # the same result, and most texts (a WordPress excerpt's "[…]", a "&nbsp;") then pass
-# the quick check instead of a full normalization.
-_COMPATIBILITY = (("\u2026", "..."), ("\xa0", " "))
+# the quick check instead of a full normalization. Characters shown as nothing inside a
+# word (a soft hyphen, a zero-width space: see search_text.WITHOUT_INVISIBLE) go too.
+_COMPATIBILITY = (("\u2026", "..."), ("\xa0", " "), ("\u00ad", ""), ("\u200b", ""),
+                  ("\u2060", ""), ("\ufeff", ""))
 
 
 def _words(text: str) -> list[str]:

@@ -20,7 +20,15 @@ from typing import NamedTuple
 
 from signal_feeds.identity.keys import EntryRow
 
-__all__ = ["SearchText", "search_texts", "searchable_text"]
+__all__ = ["WITHOUT_INVISIBLE", "SearchText", "search_texts", "searchable_text"]
+
+#: Characters a browser shows as nothing inside a word (a soft hyphen, the zero-width
+#: space, the word joiner, a stray byte-order mark), removed: German sites write
+#: "Bundes&shy;verfassungs&shy;gericht", which the index and the title comparison
+#: otherwise read as three words. (Zero-width joiners and non-joiners stay: they change
+#: how a Persian word or an emoji is drawn.)
+WITHOUT_INVISIBLE = dict.fromkeys(map(ord, "\u00ad\u200b\u2060\ufeff"))
+_INVISIBLE = re.compile("[\u00ad\u200b\u2060\ufeff]")
 
 _TAG = re.compile(r"<[^>]*>")
 #: Elements a browser lays out inside a line of text: their tags separate no words.
@@ -43,6 +51,8 @@ def searchable_text(markup: str) -> str:
         markup = _TAG.sub(" ", _INLINE_TAG.sub("", markup))
     if "&" in markup:
         markup = html.unescape(markup)
+    if not markup.isascii() and _INVISIBLE.search(markup):
+        markup = markup.translate(WITHOUT_INVISIBLE)
     return " ".join(markup.split())
 
 

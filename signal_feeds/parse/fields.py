@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urljoin, urlsplit
 
+from signal_feeds.identity.search_text import WITHOUT_INVISIBLE
 from signal_feeds.parse.repairs import WITHOUT_C0
 from signal_feeds.parse.sanitize import sanitize
 
@@ -56,6 +57,8 @@ def plain_text(value: str) -> str:
     none at either end), without control characters."""
     # (ESC in a title is a terminal escape sequence; a JSON Feed or a leniently read
     # document can still bring one in.)
+    if not value.isascii():  # a soft hyphen, a zero-width space: shown as nothing
+        value = value.translate(WITHOUT_INVISIBLE)
     return _SPACE_RUN.sub(" ", value).translate(WITHOUT_C0).strip()
 
 
