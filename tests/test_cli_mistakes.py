@@ -215,3 +215,14 @@ def test_signal_never_writes_its_tables_into_another_programs_file(
         result = CliRunner().invoke(cli, [*command, "--db", "empty.db"])
         assert result.exit_code == 2 and "empty: it holds no Signal database yet" in (
             result.output)
+
+
+@pytest.mark.parametrize("command", [["entries"], ["search", "x"], ["export"], ["changes"]])
+def test_a_repeated_source_is_refused_not_narrowed_to_the_last(tmp_path: Path,
+                                                               command: list[str]) -> None:
+    # `signal entries --source a --source b` showed b's entries alone, without a word.
+    Store(tmp_path / "s.db").close()
+    result = CliRunner().invoke(cli, [*command, "--db", str(tmp_path / "s.db"),
+                                      "--source", "a", "--source", "b"])
+    assert result.exit_code == 2
+    assert "one source at a time (given 2: a, b)" in result.output

@@ -25,6 +25,7 @@ from signal_feeds.cli.common import (
     json_option,
     say,
     say_json,
+    source_option,
 )
 from signal_feeds.cli.reading import known_source, open_store
 from signal_feeds.errors import CursorError, SignalError
@@ -46,8 +47,7 @@ def change_line(change: Change) -> str:
 @click.option("--after", "after", metavar="CURSOR", default=None,
               help="Start after this cursor (as printed by an earlier run); "
                    "default: the beginning.")
-@click.option("--source", "source_id", metavar="ID", default=None,
-              help="Only this source's changes.")
+@source_option("Only this source's changes.")
 @click.option("--limit", default=100, show_default=True, type=click.IntRange(min=1),
               help="At most N changes.")
 @json_option

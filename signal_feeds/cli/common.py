@@ -4,8 +4,9 @@ finding the database (checked here, at the command line, before any store opens 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
@@ -32,6 +33,22 @@ db_option = click.option("--db", "db_path", default=None, metavar="PATH|URL",
                          help="Database file, or a postgresql:// URL (default: the config's "
                               "[settings] database).")
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+
+
+def _one_source(_ctx: click.Context, _param: click.Parameter,
+                given: tuple[str, ...]) -> str | None:
+    # Given twice, click would keep the last without a word: the reader then sees one
+    # source's entries and believes it sees both.
+    if len(given) > 1:
+        raise click.BadParameter(f"one source at a time (given {len(given)}: "
+                                 f"{', '.join(given)}); leave it out to read them all")
+    return given[0] if given else None
+
+
+def source_option(help_text: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """``--source ID`` of a reading command: one source, refused when repeated."""
+    return click.option("--source", "source_id", metavar="ID", multiple=True,
+                        callback=_one_source, help=help_text)
 
 
 # C0 and C1 control characters: ESC and CSI start the sequences that move a terminal's

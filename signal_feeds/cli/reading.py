@@ -24,6 +24,7 @@ from signal_feeds.cli.common import (
     reading_database,
     say,
     say_json,
+    source_option,
     xml_without_c1,
 )
 from signal_feeds.config.source_list import DEFAULT_CONFIG_PATH, Config, Settings
@@ -148,8 +149,7 @@ def entry_line(e: Any) -> str:
 def selection_options(func: Any) -> Any:
     """``--source``, ``--since`` and ``--all``, as every reading command takes them."""
     for option in reversed([
-        click.option("--source", "source_id", metavar="ID", default=None,
-                     help="Only this source's entries."),
+        source_option("Only this source's entries."),
         click.option("--since", default=None, metavar="DATE",
                      help="Only entries dated (published, else updated, else first "
                           "seen) on or after DATE (YYYY-MM-DD, or an ISO 8601 time; "
