@@ -164,6 +164,57 @@ def test_a_write_from_another_thread_never_joins_a_batch_that_fails(tmp_path: Pa
         assert after.error_count == 0  # the reset stands; the failed batch is undone
 
 
+def test_a_read_from_another_thread_waits_for_an_open_batch(tmp_path: Path) -> None:
+    # It ran on the shared connection inside the other thread's batch: it saw writes
+    # that the batch then rolled back (a change-feed cursor could pass changes that were
+    # taken back and handed out again), and reads at once failed with "cannot start a
+    # transaction within a transaction" or "no transaction is active".
+    import threading
+
+    from signal_feeds.store.change_feed import read_changes
+    from signal_feeds.store.reading import search_entries
+
+    state = SourceState(source_id="a", url="https://a.example/feed.xml")
+    failed = FetchRecord(source_id="a", url=state.url, outcome="failed", error="x",
+                         started_at=dt.datetime(2026, 12, 1, tzinfo=dt.UTC))
+    with Store(tmp_path / "signal.db") as store:
+        store.save_attempt(replace(state, status="failed", error_count=3), failed)
+        in_batch = threading.Event()
+        seen: list[int] = []
+
+        def reader() -> None:
+            in_batch.wait(10)
+            seen.extend(s.error_count for s in store.source_states())
+
+        thread = threading.Thread(target=reader)
+        thread.start()
+        with pytest.raises(RuntimeError, match="the batch fails"), store.batch():
+            store.reset_source("a")
+            in_batch.set()
+            thread.join(0.5)
+            raise RuntimeError("the batch fails")
+        thread.join(10)
+        assert seen == [3]  # what was committed, never the reset rolled back
+
+        errors: list[BaseException] = []
+
+        def busy(read: object) -> None:
+            try:
+                for _ in range(150):
+                    read()  # type: ignore[operator]
+            except BaseException as exc:  # noqa: BLE001  (collected for the assert)
+                errors.append(exc)
+
+        reads = [lambda: read_changes(store, limit=50), lambda: list_entries(store),
+                 lambda: search_entries(store, "x")] * 2
+        threads = [threading.Thread(target=busy, args=(read,)) for read in reads]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert errors == []
+
+
 def test_an_injected_clock_is_read_in_utc_and_a_naive_one_refused(tmp_path: Path) -> None:
     config = make_config(tmp_path / "signal.db", {"a": "https://a.example/feed.xml"})
     plus_two = dt.timezone(dt.timedelta(hours=2))

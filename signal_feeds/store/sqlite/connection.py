@@ -95,9 +95,11 @@ class Connection:
         #: Set once a wait for the write lock has run out (see the module docstring).
         self.gave_up: str = ""
         self._batch_depth = 0
-        # One writer at a time: a write from another thread while a batch is open
-        # would become a savepoint of that batch and share its fate (a batch that
-        # failed took a write the other thread had seen succeed). It waits instead.
+        # One thread at a time on the connection: a write from another thread while a
+        # batch is open would become a savepoint of that batch and share its fate (a
+        # batch that failed took a write the other thread had seen succeed), and a read
+        # would see the batch's writes before they are committed (a change-feed cursor
+        # past changes a rollback then takes back). Either waits instead.
         self._writing = threading.RLock()
         #: Work to run at the end of the open transaction, before it commits (see
         #: :meth:`before_commit`).
@@ -150,9 +152,11 @@ class Connection:
     @contextmanager
     def errors(self, what: str, source_id: str | None = None) -> Iterator[None]:
         """Translate ``sqlite3`` errors raised inside into :class:`StoreError`
-        ("<what> in <path>: <SQLite's message>")."""
+        ("<what> in <path>: <SQLite's message>"). Holds the connection for the
+        thread (see ``_writing``)."""
         try:
-            yield
+            with self._writing:
+                yield
         except sqlite3.Error as exc:
             detail = str(exc) or type(exc).__name__
             if _is_busy(exc):
