@@ -81,7 +81,8 @@ __all__ = ["NORMALIZER_VERSION", "ParsedEntry", "ParsedFeed"]
 #: was read as UTC); a summary or content cut at its limit is sanitized again, so that it
 #: ends as whole HTML (it could end inside a tag); a remote id cut at its limit ends in
 #: the digest of the whole id (two ids alike in their first 2,048 characters were one);
-#: titles and authors lose soft hyphens, zero-width spaces and word joiners.
+#: titles and authors lose soft hyphens, zero-width spaces and word joiners; a MathML
+#: formula or an SVG drawing in stored HTML is kept as its text (it was removed whole).
 NORMALIZER_VERSION = 12
 
 

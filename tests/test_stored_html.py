@@ -131,6 +131,21 @@ def test_a_lazily_loaded_image_is_stored_with_its_address(html: str, stored: str
     assert _summary(html) == stored
 
 
+def test_a_formula_and_a_drawing_keep_their_text() -> None:
+    # nh3 removes MathML and SVG whole: "Einsteins Gleichung  gilt", and neither the
+    # formula nor the chart's labels could be searched.
+    assert _summary(
+        '<p>Einsteins Gleichung <math display="inline"><semantics><mrow><mi>E</mi><mo>=</mo>'
+        "<mi>m</mi><msup><mi>c</mi><mn>2</mn></msup></mrow><annotation encoding="
+        '"application/x-tex">E = mc^2</annotation></semantics></math> gilt. Ein Diagramm: '
+        '<svg viewBox="0 0 10 10"><title>Umsatzkurve</title><style>.a{fill:red}</style>'
+        '<path d="M0 0"/><text x="1">Umsatz 2026</text><script>alert(1)</script></svg></p>'
+    ) == "<p>Einsteins Gleichung E=mc2 gilt. Ein Diagramm: Umsatzkurve Umsatz 2026</p>"
+    # Nothing inside either reaches the stored HTML as markup.
+    assert _summary('<svg><foreignObject><img src="x" onerror="alert(1)"></foreignObject>'
+                    '</svg><math><mi href="javascript:alert(1)">x</mi></math>') == "x"
+
+
 def test_the_direction_of_right_to_left_text_is_kept() -> None:
     # nh3 drops dir: Arabic and Hebrew paragraphs were shown left to right.
     assert _summary('<div dir="rtl" lang="ar"><p>مرحبا</p></div><p DIR=rtl>שלום</p>'
@@ -139,7 +154,8 @@ def test_the_direction_of_right_to_left_text_is_kept() -> None:
 
 
 @pytest.mark.parametrize("unit", ["<img data-src=x a", '<img data-src="x', "<noscript a",
-                                  "<img data-src=x><noscript>a",
+                                  "<img data-src=x><noscript>a", "<svg a",
+                                  "<math><annotation a", "<svg><style>a",
                                   "<iframe a", "<video src=x"])
 def test_many_unclosed_tags_are_read_in_one_pass(unit: str) -> None:
     # A tag without its end must not make every later "<img" read the rest of the value

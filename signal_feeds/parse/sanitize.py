@@ -23,6 +23,30 @@ __all__ = ["sanitize"]
 # still sees all of it.
 _FRAMES = ("noembed", "noframes", "iframe")
 _UNWRAPPED = ("noscript", *_FRAMES)
+# nh3 removes MathML and SVG whole, text and all ("Einstein's E=mc2 holds" was stored as
+# "Einstein's  holds"), and the text of their elements' names elsewhere too: a formula
+# is kept as the text of its symbols, a drawing as the text of its title and labels.
+# A formula's source annotation (TeX) would repeat it; a drawing's style and scripts
+# are no text. (The block's end is the first end tag of its kind: a nested drawing's
+# rest is left to nh3, which removes it.)
+_FOREIGN = ("math", "svg")
+# (Each scan stops at the next start or end of its kind, so many unclosed ones are not
+# read to the end of the value again from every start.)
+_FOREIGN_BLOCK = re.compile(r"<(math|svg)\b[^<>]*>((?:[^<]++|<(?!/?(?:math|svg)\b))*+)"
+                            r"</(?:math|svg)\s*>", re.IGNORECASE)
+_NOT_TEXT = re.compile(r"<(annotation(?:-xml)?|style|script)\b[^<>]*>"
+                       r"(?:[^<]++|<(?!/?(?:annotation|style|script)\b))*+"
+                       r"</(?:annotation(?:-xml)?|style|script)\s*>", re.IGNORECASE)
+
+
+def _text_of_foreign(block: re.Match[str]) -> str:
+    inner = _NOT_TEXT.sub(" ", block.group(2))
+    # A formula's symbols run together (E, =, m, c, 2); a drawing's labels do not.
+    gap = "" if block.group(1).lower() == "math" else " "
+    return " ".join(_TAG_ANYWHERE.sub(gap, inner).split())
+
+
+_TAG_ANYWHERE = re.compile(r"<[^<>]*>")
 # A video or a sound in a post (WordPress's video and audio blocks) is kept, playable:
 # the sanitizer checks and absolutizes ``src`` and ``poster`` as it does an image's, and
 # gives every player its controls (no script will). Not autoplay, not ``srcset`` (whose
@@ -56,7 +80,8 @@ _UNWRAPPED_TAG = _tags(_UNWRAPPED)
 # and passing the media options costs the sanitizer about 50 µs a call, twice what it
 # spends on a summary. (A case-insensitive expression took 29 µs for 3 KB against 12;
 # nh3 takes 160.)
-_SPECIAL_TAG = re.compile(rf"<(?:/?(?:{'|'.join(_UNWRAPPED)})|{'|'.join(_MEDIA)})\b")
+_SPECIAL_TAG = re.compile(
+    rf"<(?:/?(?:{'|'.join(_UNWRAPPED)})|{'|'.join(_MEDIA)}|{'|'.join(_FOREIGN)})\b")
 _MEDIA_TAG = re.compile(rf"<(?:{'|'.join(_MEDIA)})\b")
 
 
@@ -136,6 +161,8 @@ def sanitize(value: str, *, body: bool = False, **options: Any) -> str:
     if _SPECIAL_TAG.search(lowered) is not None:
         if lazy:
             value = _NOSCRIPT.sub(_image_copy_removed, value)
+        if "<math" in lowered or "<svg" in lowered:
+            value = _FOREIGN_BLOCK.sub(_text_of_foreign, value)
         value = _UNWRAPPED_TAG.sub("", value)
         if body and _MEDIA_TAG.search(lowered):
             options.update(_MEDIA_OPTIONS)
