@@ -100,9 +100,9 @@ class ParsedEntry:
     content: str = ""
     #: Why the entry's link was refused by the URL policy (``""``: kept, or none given).
     link_refused: str = ""
-    #: For an entry without an id, what could tell it apart from others that link to
-    #: the same page: its link with the fragment (``https://app.example/changes#v2``),
-    #: else its media file; ``""`` when there is neither.
+    #: For an entry without an id, what it is known by instead of its link: the link
+    #: with its fragment (``https://app.example/changes#v2``), or, when it links to the
+    #: feed's own home page, its media file; ``""`` otherwise.
     distinct: str = ""
 
 

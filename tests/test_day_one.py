@@ -165,7 +165,8 @@ def test_entries_without_ids_on_one_page_are_stored_apart(
         httpserver: HTTPServer, tmp_path: Path, items: bytes) -> None:
     # Both were rejected on every run: "two different entries without an id share the
     # link ... so nothing tells them apart".
-    body = b'<rss version="2.0"><channel><title>t</title>' + items + b"</channel></rss>"
+    body = (b"<rss version=\"2.0\"><channel><title>t</title><link>https://show.example/</link>"
+            + items + b"</channel></rss>")
     httpserver.expect_request("/feed.xml").respond_with_data(
         body, content_type="application/rss+xml")
     config = write_config(tmp_path, httpserver.url_for("/feed.xml"))

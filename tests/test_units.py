@@ -132,27 +132,39 @@ def test_identify_collapses_rejects_and_skips() -> None:
     assert info.value.remote_id == "" and info.value.key == digest(["s", page])
 
 
-def test_entries_without_an_id_sharing_a_page_are_told_apart_by_what_differs() -> None:
+def test_entries_without_an_id_on_one_page_are_known_by_what_tells_them_apart() -> None:
     # A changelog linking each release to an anchor of one page, a podcast linking each
-    # episode to its home page: the whole response was rejected on every run.
-    page = "https://app.example/changelog"
+    # episode to its home page: the whole response was rejected on every run. What an
+    # entry is known by depends on the entry and the feed alone: a key never changes
+    # when a second entry on the page appears (the first build of this keyed by the
+    # link until then, and stored the first release again beside itself).
+    def items(*parts: str) -> bytes:
+        return ('<rss version="2.0"><channel><title>t</title><link>https://show.example/'
+                "</link>" + "".join(parts) + "</channel></rss>").encode()
 
-    def item(title: str, distinct: str) -> ParsedEntry:
-        return ParsedEntry(remote_id="", url=page, title=title, published="", updated="",
-                           distinct=distinct)
+    def release(n: str) -> str:
+        return f"<item><title>{n}</title><link>https://app.example/changes#v{n}</link></item>"
 
-    rows = identify("s", [item("2.3", f"{page}#v2.3"), item("2.2", f"{page}#v2.2"),
-                          item("2.2", f"{page}#v2.2")]).rows  # an identical repeat
-    assert [r.key for r in rows] == [digest(["s", f"{page}#v2.3"]),
-                                     digest(["s", f"{page}#v2.2"])]
-    assert {r.url for r in rows} == {page}  # the stored link keeps the policy
-    episodes = identify("s", [item("Ep 2", "https://cdn.example/2.mp3"),
-                              item("Ep 1", "https://cdn.example/1.mp3")]).rows
-    assert [r.key for r in episodes] == [digest(["s", "https://cdn.example/2.mp3"]),
-                                         digest(["s", "https://cdn.example/1.mp3"])]
-    # Alone on its page, an entry keeps the key its link has always given it.
-    (alone,) = identify("s", [item("2.3", f"{page}#v2.3")]).rows
-    assert alone.key == digest(["s", page])
+    def episode(n: str) -> str:
+        return (f"<item><title>Ep {n}</title><link>https://show.example/</link><enclosure "
+                f'url="https://cdn.example/{n}.mp3" type="audio/mpeg" length="1"/></item>')
+
+    def keys(body: bytes) -> dict[str, str]:
+        found = identify("s", parse_feed(body).entries)
+        return {r.title: r.key for r in found.rows}
+
+    alone, two = keys(items(release("1"))), keys(items(release("2"), release("1")))
+    assert alone["1"] == two["1"] == digest(["s", "https://app.example/changes#v1"])
+    assert two["2"] == digest(["s", "https://app.example/changes#v2"])
+    one, both = keys(items(episode("1"))), keys(items(episode("2"), episode("1")))
+    assert one["Ep 1"] == both["Ep 1"] == digest(["s", "https://cdn.example/1.mp3"])
+    # Stored links keep the policy: no fragment.
+    assert {e.url for e in parse_feed(items(release("1"))).entries} == {
+        "https://app.example/changes"}
+    # An episode with a page of its own is known by that page, as ever.
+    own = ('<item><title>Ep 3</title><link>https://show.example/3</link><enclosure '
+           'url="https://cdn.example/3.mp3" type="audio/mpeg" length="1"/></item>')
+    assert keys(items(own))["Ep 3"] == digest(["s", "https://show.example/3"])
 
 
 def test_classify_change() -> None:

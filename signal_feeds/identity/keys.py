@@ -119,17 +119,14 @@ def identify(source_id: str, entries: Iterable[ParsedEntry]) -> Identified:
     Raises :class:`ContradictionError` when one key carries two different versions in
     the same response: choosing the first or the last would let XML order decide.
     """
-    entries = tuple(entries)
-    shared = _shared_links(entries)
     by_key: dict[str, EntryRow] = {}
     skipped = 0
     reasons: dict[str, int] = {}  # insertion order: the order the feed gave them
     for entry in entries:
-        # Entries without an id that link to one page (a changelog's #v2.3 and #v2.2, a
-        # podcast linking every episode to its home page) are known by what tells them
-        # apart. Only then: a lone entry keeps the key its link gives, as it always had.
-        ident = (entry.distinct if entry.distinct and entry.url in shared
-                 else entry.url)
+        # An entry without an id is known by its link, or by what the parse found tells
+        # it apart from others on that page (a changelog's #v2.3, a podcast episode's
+        # file): see ParsedEntry.distinct.
+        ident = entry.distinct or entry.url
         key = entry_key(source_id, entry.remote_id, ident)
         if key is None:
             skipped += 1
@@ -164,20 +161,6 @@ def identify(source_id: str, entries: Iterable[ParsedEntry]) -> Identified:
                                      remote_id=entry.remote_id)
     return Identified(rows=tuple(by_key.values()), skipped=skipped,
                       skip_reasons=_reason_list(reasons))
-
-
-def _shared_links(entries: tuple[ParsedEntry, ...]) -> frozenset[str]:
-    """The links that two or more entries without an id give, with different versions
-    or different fragments or media files."""
-    first: dict[str, ParsedEntry] = {}
-    shared: set[str] = set()
-    for entry in entries:
-        if entry.remote_id or not entry.url or entry.url in shared:
-            continue
-        seen = first.setdefault(entry.url, entry)
-        if seen is not entry and seen != entry:
-            shared.add(entry.url)
-    return frozenset(shared)
 
 
 #: What an upsert did to one entry.

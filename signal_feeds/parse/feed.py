@@ -293,7 +293,8 @@ def _inherited_author(raw: dict[str, Any], feed_author: str | None, lenient: boo
 
 
 def _entry(raw: dict[str, Any], base: str | None, require_https: bool,
-           limit: FieldLimiter, feed_author: str | None, lenient: bool) -> ParsedEntry:
+           limit: FieldLimiter, feed_author: str | None, lenient: bool,
+           home: str = "") -> ParsedEntry:
     """One entry. ``feed_author`` is an Atom feed's own authors (``None`` for other
     formats): an Atom entry without authors has its source's, else the feed's (RFC 4287,
     4.2.1), which feedparser does not apply. ``lenient``: read by feedparser's lenient
@@ -332,19 +333,24 @@ def _entry(raw: dict[str, Any], base: str | None, require_https: bool,
         summary=limit("summary", as_html(summary, summary_detail, summary_base)),
         content=limit("content", as_html(content, content_detail, content_base)),
         link_refused=refused,
-        distinct=_distinct(raw, written, link, base, require_https),
+        distinct=_distinct(raw, written, link, base, require_https, home),
     )
 
 
 def _distinct(raw: dict[str, Any], written: str, link: str | None, base: str | None,
-              require_https: bool) -> str:
-    """What tells an entry without an id apart from others linking to its page (see
-    :attr:`ParsedEntry.distinct`): a changelog's ``#v2.3``, a podcast's episode file."""
+              require_https: bool, home: str) -> str:
+    """What an entry without an id is known by instead of its link (see
+    :attr:`ParsedEntry.distinct`): the link with its fragment (a changelog's ``#v2.3``),
+    or, for an entry that links to the feed's own home page (a podcast's episodes), its
+    media file. Decided by the entry and the feed alone, never by the other entries, so
+    that a key does not change when a second entry on the page appears."""
     if not link or text_value(dict.get(raw, "id")):
         return ""
     _, hash_mark, fragment = written.partition("#")
     if hash_mark and fragment.strip():
         return f"{link}#{fragment.strip()[:2048]}"  # only digested, never stored
+    if not home or link != home:
+        return ""
     media, _ = check_link(_enclosure(raw), base=base, require_https=require_https)
     return media if media and media != link else ""
 
@@ -478,7 +484,8 @@ def parse_feed(
     lenient = bozo is not None  # the strict parser failed: feedparser's lenient one read it
     feed_author = (entry_author(feed, lenient=lenient, structured=True)
                    if version.startswith("atom") else None)
-    entries = tuple(_entry(raw, base, require_https_links, limit, feed_author, lenient)
+    home = normalize_link(text_value(dict.get(feed, "link")), base=base) or ""
+    entries = tuple(_entry(raw, base, require_https_links, limit, feed_author, lenient, home)
                     for raw in raw_entries)
     for field, count in sorted(limit.cut.items()):
         warnings.append(f"{field} cut to {field_limits[field]} characters in {count} entries")
@@ -486,7 +493,7 @@ def parse_feed(
     return ParsedFeed(
         title=plain_text(plain_title(text_value(dict.get(feed, "title")),
                                       dict.get(feed, "title_detail"))),
-        link=normalize_link(text_value(dict.get(feed, "link")), base=base) or "",
+        link=home,
         version=version,
         ttl_seconds=_ttl(feed),
         entries=entries,
