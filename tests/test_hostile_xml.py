@@ -318,3 +318,20 @@ def test_two_long_ids_that_differ_past_the_limit_are_two_entries() -> None:
     assert len(first) == len(second) == 2048 and first != second
     assert first.startswith(shared[:1900])
     assert len(identify("s", feed.entries).rows) == 2
+
+
+def test_a_cut_that_closing_cannot_fit_keeps_the_text() -> None:
+    # Closing 65,000 open elements adds more than the cut takes off: shrinking to fit
+    # emptied the field. The cut's text is kept instead, escaped.
+    from signal_feeds.parse.fields import FieldLimiter
+
+    limiter = FieldLimiter({"summary": 65536})
+    kept = limiter("summary", "<b>x" * 100_000 + "&lt;tail")
+    assert 65536 // 4 <= len(kept) <= 65536 and set(kept) == {"x"}, len(kept)
+
+
+def test_a_tz_database_zone_at_the_end_of_the_calendar_costs_only_that_date() -> None:
+    # past 9999 in UTC: an OverflowError failed the whole feed ("parser failed").
+    feed = parse_feed(rss(item("a", "t", "<pubDate>Fri, 31 Dec 9999 23:00:00 America/New_York"
+                                        "</pubDate>") + item("b")))
+    assert [e.remote_id for e in feed.entries] == ["a", "b"]

@@ -310,9 +310,9 @@ def _in_zone(zone: str, parsed: Any) -> str | None:
     try:
         year, month, day, hour, minute, second = parsed[:6]
         local = dt.datetime(year, month, day, hour, minute, second, tzinfo=region)
-    except ValueError:  # a leap second
+        return local.astimezone(dt.UTC).strftime(_ISO)
+    except (ValueError, OverflowError):  # a leap second; past 9999 in UTC
         return None
-    return local.astimezone(dt.UTC).strftime(_ISO)
 
 
 @functools.lru_cache(maxsize=64)

@@ -268,10 +268,21 @@ def _html_cut(value: str, limit: int) -> str:
     next entry's included, as the attribute's text, and its quotes could open a new
     attribute there: an ``onerror``.)"""
     kept = value[:limit]
-    while True:
+    for _ in range(2):  # each pass costs a sanitizer's run: hostile nesting is slow
         whole = sanitize(kept, body=True)
         if len(whole) <= limit:
             return whole
-        kept = kept[:max(0, len(kept) - (len(whole) - limit) - 64)]
+        kept = kept[:len(kept) - (len(whole) - limit) - 64]
+        if len(kept) < limit // 2:
+            break
+    # Closing what the cut left open keeps adding more than it takes (thousands of
+    # nested elements, a hostile value): the cut's text, escaped, is whole HTML too.
+    text = html.escape(" ".join(_text_of_html(value[:limit]).split()), quote=False)
+    if len(text) > limit:
+        text = text[:limit]
+        amp = text.rfind("&")
+        if amp != -1 and ";" not in text[amp:]:  # not in the middle of a reference
+            text = text[:amp]
+    return text
 
 

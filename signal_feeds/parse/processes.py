@@ -41,6 +41,7 @@ import threading
 import time
 import traceback
 import warnings
+import weakref
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import replace
@@ -247,8 +248,10 @@ class _Executor:
         context = _context()
         self.tuned = tuned
         self.stderr = tempfile.TemporaryFile()  # noqa: SIM115  # closed by close()
-        #: Where workers leave their outcomes (see :func:`_parse_in_worker`).
+        #: Where workers leave their outcomes (see :func:`_parse_in_worker`); removed
+        #: by :meth:`close`, or when the executor is collected or the program ends.
         self.handover = tempfile.mkdtemp(prefix="signal-parse-")
+        self._remove_handover = weakref.finalize(self, shutil.rmtree, self.handover, True)
         self._pids_queue = context.SimpleQueue()
         self._pids: set[int] = set()
         self.broken = False
@@ -291,7 +294,7 @@ class _Executor:
         self._pids_queue.close()
         self.stderr.close()
         # Outcomes nobody took: a parse stopped after its worker had finished.
-        shutil.rmtree(self.handover, ignore_errors=True)
+        self._remove_handover()
 
 
 _noted: set[str] = set()
@@ -388,7 +391,12 @@ class ParserPool:
                     executor.kill()
                 raise
             if done:
-                return await asyncio.to_thread(_taken, waiting.result())
+                try:
+                    return await asyncio.to_thread(_taken, waiting.result())
+                except FileNotFoundError as exc:
+                    # The executor was closed meanwhile (another document's worker died,
+                    # or the pool closed) and its folder went: parsed again alone.
+                    raise BrokenProcessPool("the outcome's file is gone") from exc
             if deadline is None:
                 # The limit counts from when a worker takes the job, not while it waits
                 # behind other documents (several runs may share the pool).
