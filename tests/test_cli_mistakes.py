@@ -201,12 +201,15 @@ def test_signal_never_writes_its_tables_into_another_programs_file(
         conn.execute("CREATE TABLE notes (x)")
         conn.commit()
     (tmp_path / "notes.txt").write_text("not a database\n")
-    for name, said in [("other.db", "another program's SQLite database (its tables: notes)"),
-                       ("notes.txt", "not a SQLite database")]:
+    for name, said in [("other.db", "another program's SQLite database (its tables: notes); "
+                                    "Signal makes its tables only in a new file or its own "
+                                    "database"),
+                       ("notes.txt", "not a SQLite database (another kind of file, or a "
+                                     "damaged one)")]:
         result = CliRunner().invoke(cli, [*command, "--db", name])
         assert result.exit_code == 2, result.output
-        assert result.output == (f"signal: error: --db {name}: {name} is {said}; Signal "
-                                 "makes its tables only in a new file or its own database\n")
+        assert result.output == (f"signal: error: --db {name}: {name} is {said}; it is left "
+                                 "as it is\n")
     with closing(sqlite3.connect(tmp_path / "other.db")) as conn:
         assert conn.execute("SELECT name FROM sqlite_master").fetchall() == [("notes",)]
     # A file of no bytes is no database to read yet (a fetch would make one there).

@@ -182,7 +182,8 @@ def test_identify_keys_depend_on_the_source(source_id: str) -> None:
 _WORDISH = st.text(alphabet=st.sampled_from(
     list("ab Z_9.,;-\t\n") + ["\u2026", "\xa0", "\u0301", "\uff21", "\ufb01", "\u00bd",
                               "\u2160", "\u0663", "\u3000", "\u200b", "\u00e9", "\u1e9b",
-                              "\u0323", "\u00df", "\u0130"]), max_size=40)
+                              "\u0323", "\u00df", "\u0130", "\u00ad", "\u2060",
+                              "\ufeff"]), max_size=40)
 
 
 @settings(max_examples=500, deadline=None, database=None)
@@ -192,8 +193,12 @@ def test_the_fast_paths_of_word_splitting_change_nothing(text: str) -> None:
     import unicodedata
 
     from signal_feeds.identity.matching import _words
+    from signal_feeds.identity.search_text import WITHOUT_INVISIBLE
 
-    slow = re.findall(r"\w+", unicodedata.normalize("NFKC", text).casefold())
+    # (Characters shown as nothing inside a word are left out first: a soft hyphen does
+    # not split "Bundes\xadverfassungs\xadgericht".)
+    slow = re.findall(r"\w+", unicodedata.normalize(
+        "NFKC", text.translate(WITHOUT_INVISIBLE)).casefold())
     assert _words(text) == slow
     assert _words(text.encode("ascii", "ignore").decode()) == re.findall(
         r"\w+", text.encode("ascii", "ignore").decode().lower())

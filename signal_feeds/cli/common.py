@@ -146,8 +146,8 @@ def checked_file(path: Path, origin: str, config_file: str | None = None) -> Pat
     from signal_feeds.store.sqlite.schema import not_signals
 
     if reason := not_signals(path):
-        raise ConfigError(f"{origin}: {path} is {reason}; Signal makes its tables only in "
-                          "a new file or its own database", path=config_file)
+        raise ConfigError(f"{origin}: {path} is {reason}; it is left as it is",
+                          path=config_file)
     return path
 
 

@@ -53,9 +53,10 @@ _COLUMN_FILTER = re.compile(r"(?:-?(?:title|summary|content))?:", re.IGNORECASE)
 # "/", "&" alone) is a syntax error as written. FTS5 reads anything past ASCII as part of
 # a word, and the tokenizer then splits it.
 _NOT_FTS5 = re.compile(r"[^A-Za-z0-9_\x1a\x80-\U0010ffff*^+\-:]")
-# What reads as a column filter with a mistyped column (titel:rust) is left to fail as
-# one; other colons are part of what was typed: 10:30, std::vector, a URL.
-_MISTYPED_FILTER = re.compile(r"-?[A-Za-z]+:[^\W_]\w*")
+# A colon that no FTS5 column filter has: a time (10:30), "::" (std::vector), ":/" (a
+# URL), or one at the end. A filter with a mistyped column (titel:rust) is left to fail
+# as one, with the columns named.
+_COLON_IN_WORD = re.compile(r"(?:^|[-+])\d[^:]*:|::|:/|:$")
 # A double-quoted string (its "" is a quote inside it) or a run of text without white
 # space, quotes, parentheses, braces and commas (which stay as they are around it).
 _QUERY_PIECE = re.compile(r'"(?:[^"]|"")*"?|[^\s"(){},]+')
@@ -78,7 +79,7 @@ def quote_punctuated_words(query: str) -> str:
         star = "*" if word.endswith("*") and len(word) > 1 else ""
         bare = word[:len(word) - len(star)]
         if _PUNCTUATED_WORD.fullmatch(word) or _NOT_FTS5.search(bare) or (
-                ":" in bare and not _MISTYPED_FILTER.fullmatch(bare)):
+                ":" in bare and _COLON_IN_WORD.search(bare)):
             return f'{prefix}"{bare}"{star}'
         return text
 

@@ -47,7 +47,7 @@ def not_signals(path: Path, *, empty_ok: bool = True) -> str:
     except OSError:  # missing, or unreadable: opening it says why
         return ""
     if head and head != _SQLITE_HEADER:
-        return "not a SQLite database"
+        return "not a SQLite database (another kind of file, or a damaged one)"
     tables: set[str] = set()
     if head:
         try:
@@ -62,7 +62,8 @@ def not_signals(path: Path, *, empty_ok: bool = True) -> str:
     if {"sources", "entries"} <= tables:
         return ""
     shown = ", ".join(sorted(tables)[:5]) + (", …" if len(tables) > 5 else "")
-    return f"another program's SQLite database (its tables: {shown})"
+    return (f"another program's SQLite database (its tables: {shown}); Signal makes its "
+            "tables only in a new file or its own database")
 
 
 def schema_version(conn: sqlite3.Connection) -> int:
