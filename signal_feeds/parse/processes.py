@@ -240,6 +240,13 @@ def _context() -> Any:
     return multiprocessing.get_context("fork" if "fork" in methods else "spawn")
 
 
+def _remove_folder(folder: str, owner: int) -> None:
+    """Remove ``folder``, in the process that made it only (a forked worker holds a copy
+    of the executor, and must never remove the folder its parent still reads from)."""
+    if os.getpid() == owner:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 class _Executor:
     """One ``ProcessPoolExecutor``, with its workers' process ids (to kill them when a
     document overruns inside C code) and their shared stderr file."""
@@ -251,7 +258,8 @@ class _Executor:
         #: Where workers leave their outcomes (see :func:`_parse_in_worker`); removed
         #: by :meth:`close`, or when the executor is collected or the program ends.
         self.handover = tempfile.mkdtemp(prefix="signal-parse-")
-        self._remove_handover = weakref.finalize(self, shutil.rmtree, self.handover, True)
+        self._remove_handover = weakref.finalize(self, _remove_folder, self.handover,
+                                                 os.getpid())
         self._pids_queue = context.SimpleQueue()
         self._pids: set[int] = set()
         self.broken = False
