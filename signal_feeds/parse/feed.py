@@ -30,6 +30,7 @@ from signal_feeds.parse.fields import (
     references_read,
     text_value,
 )
+from signal_feeds.parse.links import distinct_name, entry_link
 from signal_feeds.parse.repairs import (
     ampersands,
     from_declaration,
@@ -215,75 +216,6 @@ def _detail_base(detail: Any) -> Any:
     return detail.get("base") if isinstance(detail, Mapping) else None
 
 
-def _entry_link(raw: dict[str, Any], lenient: bool) -> str:
-    """The entry's link as the feed gives it. Without a link element feedparser uses the
-    RSS guid (or the Atom id) as the link; a guid such as ``123`` or ``post-abc`` is
-    no address, and resolved against the feed's URL it would make up a page
-    (``https://example.org/123``): only an absolute URL or path is taken so (read as the
-    id is, see :func:`references_read`), and Atom's out-of-line content (``<content
-    src>``) before it. FeedBurner's original link comes first."""
-    original = references_read(text_value(dict.get(raw, "feedburner_origlink")), lenient)
-    if original.lower().startswith(("https://", "http://")):
-        # FeedBurner's link is its own tracking redirect (feeds.feedburner.com/~r/...,
-        # feedproxy.google.com): the post's address is <feedburner:origLink>.
-        return original
-    link = text_value(dict.get(raw, "link"))
-    if link and dict.get(raw, "guidislink") and link == text_value(dict.get(raw, "id")):
-        # No link element: feedparser gave the id. Out-of-line content says where the
-        # entry is; an id says so only if it is an address at all.
-        if source := _content_source(raw, lenient):
-            return source
-        if not link.startswith("/") and "://" not in link:
-            return ""
-        return references_read(link, lenient)
-    if not link and not text_value(dict.get(raw, "id")):
-        # A podcast episode with neither guid nor link: its media file is all it links
-        # to, and what identifies it (it used to be skipped).
-        return _enclosure(raw)
-    return _preferred_alternate(raw) or link or _content_source(raw, lenient)
-
-
-_PAGE_TYPES = ("text/html", "application/xhtml+xml")
-
-
-def _preferred_alternate(raw: dict[str, Any]) -> str:
-    """Of an Atom entry's several alternate links (feedparser keeps the last as its
-    ``link``: a translation, say), the first web page in no other language than the
-    entry's, else the first web page, else the first; ``""`` for fewer than two."""
-    links = dict.get(raw, "links")
-    alternates = [link for link in links if isinstance(link, Mapping)
-                  and link.get("rel", "alternate") == "alternate"
-                  and text_value(link.get("href"))] if isinstance(links, list) else []
-    if len(alternates) < 2:
-        return ""
-    pages = [link for link in alternates if text_value(link.get("type") or "text/html")
-             .split(";")[0].strip().lower() in _PAGE_TYPES]
-    for group in ([link for link in pages if not link.get("hreflang")], pages, alternates):
-        if group:
-            return text_value(group[0].get("href"))
-    return ""
-
-
-def _content_source(raw: dict[str, Any], lenient: bool) -> str:
-    # Atom's out-of-line content (<content src="...">, RFC 4287 4.1.3.2): an entry that
-    # has it need not have an alternate link, and the content's address is the page.
-    contents = dict.get(raw, "content")
-    for content in contents if isinstance(contents, list) else ():
-        if isinstance(content, Mapping) and (src := text_value(content.get("src"))):
-            return references_read(src, lenient)
-    return ""
-
-
-def _enclosure(raw: dict[str, Any]) -> str:
-    # feedparser keeps <enclosure> (and Atom's rel="enclosure") among the links.
-    links = dict.get(raw, "links")
-    for link in links if isinstance(links, list) else ():
-        if (isinstance(link, Mapping) and link.get("rel") == "enclosure"
-                and (href := text_value(link.get("href")))):
-            return href
-    return ""
-
-
 def _inherited_author(raw: dict[str, Any], feed_author: str | None, lenient: bool) -> str:
     if feed_author is None:
         return ""
@@ -316,7 +248,7 @@ def _entry(raw: dict[str, Any], base: str | None, require_https: bool,
         # feedparser copies a lone Atom <content> or RSS <content:encoded> into the summary
         # without its type; read as plain text, the copy's markup came out escaped.
         summary_detail = content_detail
-    written = _entry_link(raw, lenient)
+    written = entry_link(raw, lenient)
     link, refused = check_link(written, base=base, require_https=require_https)
     summary_base = (html_base(_detail_base(summary_detail), base, link) if summary
                     else None)
@@ -333,26 +265,8 @@ def _entry(raw: dict[str, Any], base: str | None, require_https: bool,
         summary=limit("summary", as_html(summary, summary_detail, summary_base)),
         content=limit("content", as_html(content, content_detail, content_base)),
         link_refused=refused,
-        distinct=_distinct(raw, written, link, base, require_https, home),
+        distinct=distinct_name(raw, written, link, base, require_https, home),
     )
-
-
-def _distinct(raw: dict[str, Any], written: str, link: str | None, base: str | None,
-              require_https: bool, home: str) -> str:
-    """What an entry without an id is known by instead of its link (see
-    :attr:`ParsedEntry.distinct`): the link with its fragment (a changelog's ``#v2.3``),
-    or, for an entry that links to the feed's own home page (a podcast's episodes), its
-    media file. Decided by the entry and the feed alone, never by the other entries, so
-    that a key does not change when a second entry on the page appears."""
-    if not link or text_value(dict.get(raw, "id")):
-        return ""
-    _, hash_mark, fragment = written.partition("#")
-    if hash_mark and fragment.strip():
-        return f"{link}#{fragment.strip()[:2048]}"  # only digested, never stored
-    if not home or link != home:
-        return ""
-    media, _ = check_link(_enclosure(raw), base=base, require_https=require_https)
-    return media if media and media != link else ""
 
 
 #: The longest ``<ttl>`` kept (a year, in minutes): the schedule caps the wait far below
