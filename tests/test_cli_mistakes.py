@@ -229,3 +229,14 @@ def test_a_repeated_source_is_refused_not_narrowed_to_the_last(tmp_path: Path,
                                       "--source", "a", "--source", "b"])
     assert result.exit_code == 2
     assert "one source at a time (given 2: a, b)" in result.output
+
+
+def test_entry_filters_with_the_opml_export_are_refused_not_ignored(tmp_path: Path) -> None:
+    # `export --format opml --source a --since ...` exported every source without a word.
+    Store(tmp_path / "s.db").close()
+    db = ["--db", str(tmp_path / "s.db"), "--format", "opml"]
+    result = CliRunner().invoke(cli, ["export", *db, "--source", "a", "--limit", "3"])
+    assert result.exit_code == 2
+    assert ("--source, --limit: choose entries, and --format opml exports the source list, "
+            "not entries") in result.output
+    assert CliRunner().invoke(cli, ["export", *db]).exit_code == 0

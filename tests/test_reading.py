@@ -178,6 +178,17 @@ def test_history_lists_every_version_with_when_it_was_seen(fetch: Fetch,
             resolve_key(store, key[:3])
         history = entry_history(store, key)
         assert history is not None and len(history.versions) == 2
+        assert history.current == 1
+    assert [v["current"] for v in versions] == [False, True]
+    # Back to the first title: that version is current again, though it is not the
+    # newest line (it read as if the correction were still current).
+    fetch("publisher", rss(PUB))
+    back = as_json("history", key[:10], "--db", str(database))
+    assert [(v["title"], v["current"]) for v in back["versions"]] == [
+        ("The big story of the week", True),
+        ("The big story of the week (corrected)", False)]
+    text = invoke("history", key[:10], "--db", str(database)).output.splitlines()
+    assert text[1].endswith("(current)") and not text[2].endswith("(current)")
 
 
 def test_lookup_of_a_duplicates_link_answers_the_canonical_entry(

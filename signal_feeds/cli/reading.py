@@ -214,10 +214,12 @@ def history(key: str, config_path: str | None, db_path: str | None, as_json: boo
         say_json(json.dumps(found.to_dict(), ensure_ascii=False))
         return
     say(entry_line(found.entry))
-    for v in found.versions:
+    for i, v in enumerate(found.versions):
+        # After a return to an earlier version, the current one is not the last line.
+        now = "  (current)" if i == found.current and len(found.versions) > 1 else ""
         say(f"  {v.first_seen_at[:19]} .. {v.last_seen_at[:19]}  {v.fingerprint[:12]}  "
             f"{v.title}  {v.url}  published={v.published or '-'} "
-            f"updated={v.updated or '-'}")
+            f"updated={v.updated or '-'}{now}")
 
 
 @click.command(short_help="Do we know this link?")
@@ -264,6 +266,14 @@ def export(config_path: str | None, db_path: str | None, fmt: str, output: str,
     from signal_feeds.store.reading import export_entries, list_entries
 
     when = parse_since(since)
+    if fmt == "opml":
+        # The source list has no entries to choose from: said, not ignored.
+        given = [name for name, value in (("--source", source_id), ("--since", since),
+                                          ("--all", include_duplicates or None),
+                                          ("--limit", limit)) if value is not None]
+        if given:
+            raise click.UsageError(f"{', '.join(given)}: choose entries, and --format opml "
+                                   "exports the source list, not entries")
     try:
         if fmt == "opml":
             text = _sources_as_opml(config_path, db_path)

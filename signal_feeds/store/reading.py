@@ -182,6 +182,7 @@ def entry_history(store: FeedStore, key: str) -> EntryHistory | None:
     if view is None:
         return None
     versions = list(store.versions(full))
+    current = -1
     if versions:
         # A response that finds the entry unchanged touches only the entry's row (one
         # write fewer per entry and run): the current version, the one written last,
@@ -189,7 +190,8 @@ def entry_history(store: FeedStore, key: str) -> EntryHistory | None:
         current = max(range(len(versions)), key=lambda i: versions[i].last_seen_at)
         seen = max(versions[current].last_seen_at, view.last_seen_at)
         versions[current] = dataclasses.replace(versions[current], last_seen_at=seen)
-    return EntryHistory(entry=_with_duplicates(store, [view])[0], versions=tuple(versions))
+    return EntryHistory(entry=_with_duplicates(store, [view])[0], versions=tuple(versions),
+                        current=current)
 
 
 #: Source ids named in the message about one that is not known.

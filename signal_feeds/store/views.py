@@ -64,11 +64,15 @@ class EntryHistory:
 
     entry: EntryView
     versions: tuple[StoredVersion, ...]
+    #: Which of ``versions`` the entry has now (the one seen last), or -1 when there are
+    #: none: after an entry went back to an earlier version, that one, not the newest.
+    current: int = -1
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form."""
+        """JSON-ready form; each version says whether it is the ``current`` one."""
         return {"entry": self.entry.to_dict(),
-                "versions": [dataclasses.asdict(v) for v in self.versions]}
+                "versions": [{**dataclasses.asdict(v), "current": i == self.current}
+                             for i, v in enumerate(self.versions)]}
 
 
 @dataclass(frozen=True)
