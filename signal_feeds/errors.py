@@ -8,6 +8,7 @@ boundary (``raise ... from exc``), so a caller never has to know which dependenc
 from __future__ import annotations
 
 import difflib
+import logging
 from collections.abc import Iterable
 
 __all__ = [
@@ -21,6 +22,7 @@ __all__ = [
     "SignalError",
     "StoreError",
     "did_you_mean",
+    "log_level_of",
 ]
 
 
@@ -122,3 +124,11 @@ class DatabaseUnavailableError(StoreError):
     a SQLite file that cannot be opened or written (a read-only file or folder). A
     problem of the setup rather than of one source (the command exits 2). The message
     names the database without its password."""
+
+
+def log_level_of(exc: BaseException) -> int:
+    """How loud a cleanup that failed with ``exc`` is logged (a lease not given back, a
+    batch not committed): a warning, but only debug output when the database is gone,
+    since the run then stops with one line that says so, which a warning per source
+    would bury."""
+    return logging.DEBUG if isinstance(exc, DatabaseUnavailableError) else logging.WARNING

@@ -132,14 +132,19 @@ def test_an_error_of_a_blocking_run_does_not_read_as_raised_inside_another(
     assert not [e for e in chain if "no running event loop" in str(e)], chain
 
 
+#: A source that has failed three times, and its failed fetch: what the threads below
+#: reset and read while another thread's batch is open.
+_FAILING = SourceState(source_id="a", url="https://a.example/feed.xml")
+_FAILED_FETCH = FetchRecord(source_id="a", url=_FAILING.url, outcome="failed", error="x",
+                            started_at=dt.datetime(2026, 12, 1, tzinfo=dt.UTC))
+
+
 def test_a_write_from_another_thread_never_joins_a_batch_that_fails(tmp_path: Path) -> None:
     # It became a savepoint of the open batch: reset_source returned True, then the
     # batch failed and took the reset with it.
     import threading
 
-    state = SourceState(source_id="a", url="https://a.example/feed.xml")
-    failed = FetchRecord(source_id="a", url=state.url, outcome="failed", error="x",
-                         started_at=dt.datetime(2026, 12, 1, tzinfo=dt.UTC))
+    state, failed = _FAILING, _FAILED_FETCH
     with Store(tmp_path / "signal.db") as store:
         store.save_attempt(replace(state, status="failed", error_count=3), failed)
         in_batch, reset_done = threading.Event(), threading.Event()
@@ -174,11 +179,8 @@ def test_a_read_from_another_thread_waits_for_an_open_batch(tmp_path: Path) -> N
     from signal_feeds.store.change_feed import read_changes
     from signal_feeds.store.reading import search_entries
 
-    state = SourceState(source_id="a", url="https://a.example/feed.xml")
-    failed = FetchRecord(source_id="a", url=state.url, outcome="failed", error="x",
-                         started_at=dt.datetime(2026, 12, 1, tzinfo=dt.UTC))
     with Store(tmp_path / "signal.db") as store:
-        store.save_attempt(replace(state, status="failed", error_count=3), failed)
+        store.save_attempt(replace(_FAILING, status="failed", error_count=3), _FAILED_FETCH)
         in_batch = threading.Event()
         seen: list[int] = []
 

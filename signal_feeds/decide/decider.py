@@ -243,7 +243,7 @@ class Decider:
                                 "only part of the document was sent", "failed")
         if not 200 <= status < 300:
             error = _status_text(status, response.page_title)
-            if 300 <= status < 400 and error == f"HTTP {status} {_reason_phrase(status)}".strip():
+            if 300 <= status < 400 and error == _status_text(status, ""):
                 # Redirects that reach here are not followed: 300, 305, or any without
                 # an address to go to; the address a 300 suggests helps fix the url.
                 location = response.headers.get("location", "")

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit
 
-from signal_feeds.identity.search_text import searchable_text
+from signal_feeds.identity.search_text import INVISIBLE, searchable_text
 from signal_feeds.timeutil import parse_time
 
 __all__ = [
@@ -160,9 +160,8 @@ def _ascii_host(host: str) -> str:
 # NFKC decomposes character by character, so putting the decomposition in first gives
 # the same result, and most texts (a WordPress excerpt's "[…]", a "&nbsp;") then pass
 # the quick check instead of a full normalization. Characters shown as nothing inside a
-# word (a soft hyphen, a zero-width space: see search_text.WITHOUT_INVISIBLE) go too.
-_COMPATIBILITY = (("\u2026", "..."), ("\xa0", " "), ("\u00ad", ""), ("\u200b", ""),
-                  ("\u2060", ""), ("\ufeff", ""))
+# word (a soft hyphen, a zero-width space: search_text.INVISIBLE) go too.
+_COMPATIBILITY = (("\u2026", "..."), ("\xa0", " "), *((char, "") for char in INVISIBLE))
 
 
 def _words(text: str) -> list[str]:

@@ -20,15 +20,16 @@ from typing import NamedTuple
 
 from signal_feeds.identity.keys import EntryRow
 
-__all__ = ["WITHOUT_INVISIBLE", "SearchText", "search_texts", "searchable_text"]
+__all__ = ["INVISIBLE", "WITHOUT_INVISIBLE", "SearchText", "search_texts", "searchable_text"]
 
 #: Characters a browser shows as nothing inside a word (a soft hyphen, the zero-width
 #: space, the word joiner, a stray byte-order mark), removed: German sites write
 #: "Bundes&shy;verfassungs&shy;gericht", which the index and the title comparison
 #: otherwise read as three words. (Zero-width joiners and non-joiners stay: they change
 #: how a Persian word or an emoji is drawn.)
-WITHOUT_INVISIBLE = dict.fromkeys(map(ord, "\u00ad\u200b\u2060\ufeff"))
-_INVISIBLE = re.compile("[\u00ad\u200b\u2060\ufeff]")
+INVISIBLE = "\u00ad\u200b\u2060\ufeff"
+WITHOUT_INVISIBLE = dict.fromkeys(map(ord, INVISIBLE))
+_INVISIBLE = re.compile(f"[{INVISIBLE}]")
 
 _TAG = re.compile(r"<[^>]*>")
 #: Elements a browser lays out inside a line of text: their tags separate no words.

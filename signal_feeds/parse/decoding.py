@@ -93,8 +93,7 @@ def _who_declared(note: str, content_type: str, body: bytes) -> str:
     if found is None:
         return note
     charset, _ = _charset_and_others(content_type.partition(";")[2])
-    declaration = _DECLARATION_ENCODING.match(body[:512].lstrip())
-    declared = declaration[1].decode("ascii", "replace").lower() if declaration else None
+    declared = _declared_encoding(body[:512].lstrip())
     if charset is None or charset != found[1].lower() or declared == charset:
         return note
     return (f"character encoding: the server said charset={charset}, but the document is "
@@ -125,11 +124,16 @@ def _converted(headers: dict[str, str], body: bytes) -> tuple[bytes, str, str]:
 #: frameworks' text defaults) for whatever bytes they serve.
 _DEFAULT_CHARSETS = frozenset({"iso-8859-1", "iso8859-1", "latin-1", "latin1", "l1",
                                "us-ascii", "ascii", "windows-1252", "cp1252"})
-_UTF8_DECLARATION = re.compile(rb"""^<\?xml[^>]*\bencoding\s*=\s*["']utf-?8["']""",
-                               re.IGNORECASE)
-_ANY_DECLARATION = re.compile(rb"^<\?xml[^>]*\bencoding\s*=", re.IGNORECASE)
-_DECLARATION_ENCODING = re.compile(rb"""^<\?xml[^>]*\bencoding\s*=\s*["']([^"']*)["']""",
+# (Quoted or not: an unquoted name is still a declaration of another encoding.)
+_DECLARATION_ENCODING = re.compile(rb"""^<\?xml[^>]*\bencoding\s*=\s*["']?([^"'\s?>]*)""",
                                    re.IGNORECASE)
+
+
+def _declared_encoding(head: bytes) -> str | None:
+    """The encoding the XML declaration at the start of ``head`` names, lower-case;
+    None for no declaration of one."""
+    found = _DECLARATION_ENCODING.match(head)
+    return found[1].decode("ascii", "replace").lower() if found else None
 
 
 def _overrule_latin_charset(content_type: str, body: bytes) -> tuple[str, str]:
@@ -153,8 +157,7 @@ def _overrule_latin_charset(content_type: str, body: bytes) -> tuple[str, str]:
                 "declaration")
     if charset not in _DEFAULT_CHARSETS or body.isascii():
         return content_type, ""
-    head = body[:512].lstrip()
-    if not _UTF8_DECLARATION.match(head) and _ANY_DECLARATION.match(head):
+    if _declared_encoding(body[:512].lstrip()) not in (None, *_UTF8_LABELS):
         return content_type, ""
     try:
         body.decode("utf-8")
@@ -206,7 +209,7 @@ def _mixed_utf8(body: bytes, content_type: str | None) -> tuple[bytes, str]:
         if charset is not None and charset not in _UTF8_LABELS:
             return body, ""
     head = body[:512].removeprefix(b"\xef\xbb\xbf").lstrip()
-    if not _UTF8_DECLARATION.match(head) and _ANY_DECLARATION.match(head):
+    if _declared_encoding(head) not in (None, *_UTF8_LABELS):
         return body, ""
     try:
         body.decode("utf-8")

@@ -166,6 +166,6 @@ def sanitize(value: str, *, body: bool = False, **options: Any) -> str:
         value = _UNWRAPPED_TAG.sub("", value)
         if body and _MEDIA_TAG.search(lowered):
             options.update(_MEDIA_OPTIONS)
-    if body and "attributes" not in options and _DIRECTION.search(lowered):
+    if body and "attributes" not in options and "dir" in lowered and _DIRECTION.search(lowered):
         options["attributes"] = _ATTRIBUTES
     return nh3.clean(value, **options)

@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from signal_feeds.errors import DatabaseUnavailableError
+from signal_feeds.errors import log_level_of
 from signal_feeds.records import SourceState
 from signal_feeds.store.protocol import FeedStore
 
@@ -164,8 +164,6 @@ class Claims:
 
 
 def lease_trouble(exc: BaseException, what: str, name: str) -> None:
-    """Log a lease that could not be renewed or given back (it runs out instead). Not a
-    warning when the database is gone: the run stops with one line that says so, and a
-    warning per source would bury it."""
-    level = logging.DEBUG if isinstance(exc, DatabaseUnavailableError) else logging.WARNING
-    log.log(level, f"{what}: %s", name, exc)
+    """Log a lease that could not be renewed or given back (it runs out instead), as
+    loud as :func:`~signal_feeds.errors.log_level_of` says."""
+    log.log(log_level_of(exc), f"{what}: %s", name, exc)

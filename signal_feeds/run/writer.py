@@ -23,7 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from signal_feeds.errors import DatabaseUnavailableError, StoreError
+from signal_feeds.errors import DatabaseUnavailableError, StoreError, log_level_of
 from signal_feeds.run.queues import StageQueue
 from signal_feeds.store.protocol import FeedStore
 
@@ -148,10 +148,10 @@ class WriteStage:
         except Exception as exc:  # the commit failed: nothing of the batch is stored
             # The database gone stops the run (one line says so); any other failure of
             # the commit fails the batch's sources, and the run goes on.
-            gone = isinstance(exc, DatabaseUnavailableError)
-            log.log(logging.DEBUG if gone else logging.WARNING,
-                    "a batch of %d writes was not committed: %s", len(writes), exc)
+            log.log(log_level_of(exc), "a batch of %d writes was not committed: %s",
+                    len(writes), exc)
             message = exc.message if isinstance(exc, StoreError) else str(exc)
+            gone = isinstance(exc, DatabaseUnavailableError)
             failure = DatabaseUnavailableError if gone else StoreError
             results = [(False, failure(f"not stored: the commit failed: {message}"))
                        for _write in writes]

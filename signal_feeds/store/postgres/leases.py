@@ -22,7 +22,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from signal_feeds.errors import DatabaseUnavailableError, StoreError
+from signal_feeds.errors import StoreError, log_level_of
 from signal_feeds.records import SourceState
 from signal_feeds.store.leases import (
     MAX_SLOTS_PER_HOST,
@@ -185,11 +185,8 @@ class AdvisoryHostGate:
                     self._db.conn.execute("SELECT pg_advisory_unlock(%s, %s)",
                                           (host_key(host), slot))
             except StoreError as exc:
-                # The server lost the session or will drop it: its locks go with it
-                # (worth a warning only when the server is still there).
-                gone = isinstance(exc, DatabaseUnavailableError)
-                log.log(logging.DEBUG if gone else logging.WARNING,
-                        "%s; closing the host slot connection", exc)
+                # The server lost the session or will drop it: its locks go with it.
+                log.log(log_level_of(exc), "%s; closing the host slot connection", exc)
                 self._drop()
 
     def _drop(self) -> None:
