@@ -10,10 +10,11 @@ https only.
 from __future__ import annotations
 
 import re
-from urllib.parse import quote, urljoin, urlsplit, urlunsplit
+from urllib.parse import quote, unquote, urljoin, urlsplit, urlunsplit
 
-__all__ = ["MAX_URL_BYTES", "UrlRejected", "canonical_source_url", "check_link",
-           "normalize_link", "without_credentials"]
+__all__ = ["MAX_URL_BYTES", "TRACKING_PARAMETERS", "UrlRejected", "canonical_source_url",
+           "check_link", "is_tracking_parameter", "normalize_link", "without_credentials",
+           "without_tracking"]
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 #: The longest URL kept, in UTF-8 bytes (the sitemap protocol's limit, in characters):
@@ -161,3 +162,34 @@ def _check_host_name(host: str) -> None:
 
 
 _MAX_LABEL = 63
+
+
+#: Query parameters that say how a reader arrived, not which page it is.
+TRACKING_PARAMETERS = frozenset({
+    "fbclid", "gclid", "dclid", "gbraid", "wbraid", "msclkid", "yclid", "igshid",
+    "mc_cid", "mc_eid", "_ga", "_gl",
+})
+_TRACKING_PREFIXES = ("utm_",)
+
+
+def is_tracking_parameter(name: str) -> bool:
+    """A query parameter that says how a reader arrived, not which page it is."""
+    name = name.lower()
+    return name in TRACKING_PARAMETERS or name.startswith(_TRACKING_PREFIXES)
+
+
+def without_tracking(url: str) -> str:
+    """``url`` without its tracking parameters (``utm_*``, ``fbclid``, ...), otherwise
+    exactly as written: the same string when it has none. Two links equal in this form
+    name the same page (see :func:`signal_feeds.identity.keys.classify_change`)."""
+    head, hash_mark, fragment = url.partition("#")
+    path, question, query = head.partition("?")
+    if not question:
+        return url
+    pieces = query.split("&")
+    kept = [piece for piece in pieces
+            if not is_tracking_parameter(unquote(piece.partition("=")[0].replace("+", " ")))]
+    if len(kept) == len(pieces):
+        return url
+    rest = "&".join(kept)
+    return path + ("?" + rest if rest else "") + hash_mark + fragment

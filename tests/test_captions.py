@@ -54,6 +54,18 @@ def test_a_caption_is_the_summary_of_an_entry_with_no_text_of_its_own() -> None:
     assert photo.summary == "<p>Shot at dawn</p>"
 
 
+@pytest.mark.parametrize("empty", ["&lt;p&gt;&lt;/p&gt;",
+                                   "&lt;p&gt; &lt;br&gt;&amp;nbsp;&lt;/p&gt;"])
+def test_a_picture_posted_without_words_is_known_by_its_alt_text(empty: str) -> None:
+    # Mastodon: a post of one picture has an empty paragraph for its text.
+    (entry,) = parse_feed(rss_item(f"<description>{empty}</description>" + ALT)).entries
+    assert entry.summary == "A cat &lt;asleep&gt;"
+    # A post whose markup shows something keeps it.
+    image = "&lt;p&gt;&lt;img src='https://files.example/b.png'&gt;&lt;/p&gt;"
+    (shown,) = parse_feed(rss_item(f"<description>{image}</description>" + ALT)).entries
+    assert "<img" in shown.summary
+
+
 def test_renaming_keeps_the_document_well_formed() -> None:
     body = rss_item(POST + '<media:description type="html"/>' + ALT)
     renamed = set_captions_aside(body)

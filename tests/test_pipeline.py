@@ -69,6 +69,36 @@ def test_corrected_title_updates_same_key_and_adds_version(server: ScenarioServe
     assert [v.title for v in versions] == ["Заметки о выпуске", "Заметки о выпуске 1.0"]
 
 
+def _tracked_feed(query: str, title: str = "Tiny search") -> bytes:
+    return ('<rss version="2.0"><channel><title>Jo</title><link>https://jo.example/</link>'
+            f"<item><guid>post-1</guid><title>{title}</title>"
+            f"<link>https://jo.example/posts/tiny-search/{query}</link>"
+            "<description>Words</description></item></channel></rss>").encode()
+
+
+def test_tracking_parameters_on_a_link_make_no_new_version(server: ScenarioServer,
+                                                          database: Path | str) -> None:
+    # WordPress plugins add ?utm_source=rss to every link; mailing tools rotate a
+    # campaign name. Neither is an edit of the post.
+    config = make_config(database, {"jo": server.url("/jo.xml")})
+    server.put("/jo.xml", _tracked_feed(""))
+    run_fetch(config, force=True)
+    key = digest(["jo", "post-1"])
+    for query in ("?utm_source=rss&amp;utm_medium=rss", "?utm_campaign=dec&amp;fbclid=x"):
+        server.put("/jo.xml", _tracked_feed(query))
+        report = run_fetch(config, force=True).get("jo")
+        assert (report.created, report.updated, report.unchanged) == (0, 0, 1), query
+    with open_store(database) as store:
+        assert [v.url for v in store.versions(key)] == ["https://jo.example/posts/tiny-search/"]
+    # A real edit still is one, and the link is then stored as the feed gives it.
+    server.put("/jo.xml", _tracked_feed("?utm_campaign=dec", title="Tiny search, fixed"))
+    assert run_fetch(config, force=True).get("jo").updated == 1
+    with open_store(database) as store:
+        entry = store.entry(key)
+    assert entry is not None
+    assert entry.url == "https://jo.example/posts/tiny-search/?utm_campaign=dec"
+
+
 def test_equal_titles_are_two_entries(server: ScenarioServer, database: Path | str) -> None:
     run_fetch(demo_config(server, database), force=True, source_ids=["demo-rss"])
     with open_store(database) as store:

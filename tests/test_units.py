@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from conftest import FIXTURES
 
@@ -16,7 +18,7 @@ from signal_feeds import (
     parse_feed,
 )
 from signal_feeds.identity.keys import classify_change, metadata_fingerprint
-from signal_feeds.urls import check_link, normalize_link
+from signal_feeds.urls import check_link, normalize_link, without_tracking
 
 
 def one_item(item: str, **options: str) -> ParsedFeed:
@@ -173,6 +175,35 @@ def test_classify_change() -> None:
     assert classify_change((row.fingerprint, row.content_fingerprint), row) == "unchanged"
     assert classify_change(("other", row.content_fingerprint), row) == "updated"
     assert classify_change((row.fingerprint, "other"), row) == "updated"
+
+
+@pytest.mark.parametrize(("url", "clean"), [
+    ("https://a.example/p?utm_source=rss&utm_medium=rss", "https://a.example/p"),
+    ("https://a.example/p?id=3&UTM_Campaign=x&fbclid=1#c", "https://a.example/p?id=3#c"),
+    ("https://a.example/p?id=3&b", "https://a.example/p?id=3&b"),  # untouched
+    ("https://a.example/#/route?utm_source=1", "https://a.example/#/route?utm_source=1"),
+    ("https://a.example/p?utm%5Fsource=1&a=%20", "https://a.example/p?a=%20"),
+])
+def test_without_tracking_keeps_the_rest_as_written(url: str, clean: str) -> None:
+    assert without_tracking(url) == clean
+
+
+def test_a_link_that_only_gains_or_rotates_tracking_parameters_is_no_new_version() -> None:
+    (row,) = identify("s", [replace(_entry("A"), url="https://a.example/p")]).rows
+    stored = (row.fingerprint, row.content_fingerprint)
+    for moved in (row.url + "?utm_source=rss", row.url + "?utm_campaign=b&fbclid=9"):
+        again = replace(row, url=moved, fingerprint=digest({
+            "title": row.title, "url": moved, "published": row.published,
+            "updated": row.updated}))
+        assert classify_change(stored, again, stored_url=row.url) == "unchanged"
+        assert classify_change(stored, again) == "updated"  # without the stored link
+        # A real change beside it is one.
+        retitled = replace(again, title="B", fingerprint=digest({
+            "title": "B", "url": moved, "published": row.published,
+            "updated": row.updated}))
+        assert classify_change(stored, retitled, stored_url=row.url) == "updated"
+    other = replace(row, url=row.url + "?page=2", fingerprint="x")
+    assert classify_change(stored, other, stored_url=row.url) == "updated"
 
 
 def test_demo_feeds_parse_into_rows() -> None:
@@ -688,6 +719,38 @@ _FEEDBURNER = ('<rss version="2.0" xmlns:feedburner="http://rssnamespace.org/fee
                '1.0"><channel><title>t</title><item><guid isPermaLink="false">p1</guid>'
                "<link>https://feeds.feedburner.com/~r/blog/~3/x1/</link>{}</item>"
                "</channel></rss>")
+
+
+@pytest.mark.parametrize(("link", "url"), [
+    # Google Alerts links each result through a click counter.
+    ("https://www.google.com/url?rct=j&amp;sa=t&amp;url=https://sqlite.org/releaselog/3_4"
+     "5_2.html&amp;ct=ga&amp;cd=CAE&amp;usg=AOv", "https://sqlite.org/releaselog/3_45_2.html"),
+    ("https://www.google.co.uk/url?q=http://a.example/x%3Fy%3D1&amp;sa=U",
+     "http://a.example/x?y=1"),
+    # Not such a redirect, or not to a web page: the link stands.
+    ("https://evil.example/url?url=https://b.example/", "https://evil.example/url?url=https:"
+     "//b.example/"),
+    ("https://www.google.com/url?url=javascript:alert(1)",
+     "https://www.google.com/url?url=javascript:alert(1)"),
+])
+def test_a_google_redirect_gives_the_page_it_leads_to(link: str, url: str) -> None:
+    atom = ('<feed xmlns="http://www.w3.org/2005/Atom"><title>Google Alert - sqlite</title>'
+            '<entry><id>tag:google.com,2013:googlealerts/feed:1</id><title>SQLite</title>'
+            f'<link href="{link}"/></entry></feed>')
+    (entry,) = parse_feed(atom.encode()).entries
+    assert entry.url == url
+
+
+def test_the_unix_epoch_is_no_date() -> None:
+    # A publishing system's zero timestamp: listed by when Signal saw it, and warned of.
+    for date in ("Thu, 01 Jan 1970 00:00:00 +0000", "1970-01-01T00:00:00Z", "0000000000"):
+        feed = parse_feed(("<rss version='2.0'><channel><title>t</title><item><guid>g</guid>"
+                           f"<pubDate>{date}</pubDate></item></channel></rss>").encode())
+        assert feed.entries[0].published == "", date
+    kept = parse_feed(b"<rss version='2.0'><channel><title>t</title><item><guid>g</guid>"
+                      b"<pubDate>Thu, 01 Jan 1970 00:00:01 +0000</pubDate></item></channel>"
+                      b"</rss>")
+    assert kept.entries[0].published == "1970-01-01T00:00:01Z"
 
 
 @pytest.mark.parametrize(("original", "url"), [

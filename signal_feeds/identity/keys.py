@@ -19,6 +19,7 @@ from typing import Literal
 
 from signal_feeds.errors import ContradictionError
 from signal_feeds.parsed import NORMALIZER_VERSION, ParsedEntry
+from signal_feeds.urls import without_tracking
 
 __all__ = [
     "EntryRow",
@@ -52,9 +53,10 @@ def entry_key(source_id: str, remote_id: str, url: str) -> str | None:
     return digest([source_id, ident])
 
 
-def metadata_fingerprint(entry: ParsedEntry) -> str:
-    """Digest of the fields a reader sees in a list: title, url, published, updated."""
-    return digest({"title": entry.title, "url": entry.url,
+def metadata_fingerprint(entry: ParsedEntry | EntryRow, *, url: str | None = None) -> str:
+    """Digest of the fields a reader sees in a list: title, url, published, updated
+    (``url`` in place of the entry's own, if given)."""
+    return digest({"title": entry.title, "url": entry.url if url is None else url,
                    "published": entry.published, "updated": entry.updated})
 
 
@@ -167,11 +169,23 @@ def identify(source_id: str, entries: Iterable[ParsedEntry]) -> Identified:
 Outcome = Literal["created", "updated", "unchanged"]
 
 
-def classify_change(stored: tuple[str, str] | None, row: EntryRow) -> Outcome:
+def classify_change(stored: tuple[str, str] | None, row: EntryRow, *,
+                    stored_url: str | None = None) -> Outcome:
     """New, updated or unchanged? ``stored`` is the stored (fingerprint, content
-    fingerprint) pair of the row's key, or ``None`` when the key is new."""
+    fingerprint) pair of the row's key, or ``None`` when the key is new; ``stored_url``
+    the stored link.
+
+    A link that differs from the stored one only in tracking parameters (a publisher
+    adding ``?utm_source=rss`` to every link, or rotating a campaign name) is no new
+    version: the entry is unchanged and keeps its stored link and fingerprint.
+    """
     if stored is None:
         return "created"
     if stored == (row.fingerprint, row.content_fingerprint):
+        return "unchanged"
+    if (stored_url is not None and stored_url != row.url
+            and stored[1] == row.content_fingerprint
+            and without_tracking(stored_url) == without_tracking(row.url)
+            and metadata_fingerprint(row, url=stored_url) == stored[0]):
         return "unchanged"
     return "updated"

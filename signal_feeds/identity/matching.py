@@ -41,6 +41,7 @@ from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit
 
 from signal_feeds.identity.search_text import INVISIBLE, searchable_text
 from signal_feeds.timeutil import parse_time
+from signal_feeds.urls import TRACKING_PARAMETERS, is_tracking_parameter
 
 __all__ = [
     "CHANNELS",
@@ -83,12 +84,6 @@ DEFAULT_SHINGLE_SIZE = 3
 #: Texts with fewer words have too few shingles for the overlap to mean anything.
 DEFAULT_MIN_TEXT_WORDS = 8
 DEFAULT_TEXT_THRESHOLD = 0.9
-#: Query parameters that say how a reader arrived, not which page it is.
-TRACKING_PARAMETERS = frozenset({
-    "fbclid", "gclid", "dclid", "gbraid", "wbraid", "msclkid", "yclid", "igshid",
-    "mc_cid", "mc_eid", "_ga", "_gl",
-})
-_TRACKING_PREFIXES = ("utm_",)
 #: The rank of a source the config no longer lists: after every listed one.
 UNLISTED_RANK = 1 << 62
 _WORD = re.compile(r"\w+")
@@ -128,8 +123,7 @@ def match_url(url: str) -> str:
         host = f"{host}:{port}"
     query = sorted(
         (name, value) for name, value in parse_qsl(parts.query, keep_blank_values=True)
-        if name.lower() not in TRACKING_PARAMETERS
-        and not name.lower().startswith(_TRACKING_PREFIXES)
+        if not is_tracking_parameter(name)
     )
     encoded = urlencode(query)
     return host + _canonical_path(parts.path).rstrip("/") + (f"?{encoded}" if encoded else "")

@@ -36,7 +36,7 @@ from typing import Any
 from signal_feeds.parse.fields import text_value
 from signal_feeds.parsed import ParsedEntry
 
-__all__ = ["EARLIEST", "MONTH_NAMES", "ZONE_OFFSETS", "date_warnings", "dates_warning",
+__all__ = ["EARLIEST", "EPOCH", "MONTH_NAMES", "ZONE_OFFSETS", "date_warnings", "dates_warning",
            "entry_date", "named_month_date", "plausible", "text_date", "unknown_iso_zone"]
 
 _ISO = "%Y-%m-%dT%H:%M:%SZ"
@@ -272,10 +272,15 @@ def _unread(parsed: Any) -> bool:
     return not isinstance(parsed, time.struct_time) or parsed.tm_year < 1000
 
 
+#: The Unix epoch: what a publishing system writes for a date it never had (a zero
+#: timestamp formatted). No entry was published at that second.
+EPOCH = "1970-01-01T00:00:00Z"
+
+
 def plausible(iso: str) -> str:
     """``iso`` if it is a date as rows store them (four-digit year, from
-    :data:`EARLIEST` on), else ``""``."""
-    return iso if len(iso) == len(EARLIEST) and iso >= EARLIEST else ""
+    :data:`EARLIEST` on, not :data:`EPOCH`), else ``""``."""
+    return iso if len(iso) == len(EARLIEST) and iso >= EARLIEST and iso != EPOCH else ""
 
 
 def unknown_iso_zone(text: str) -> bool:
@@ -337,7 +342,7 @@ def entry_date(raw: dict[str, Any], key: str) -> str:
     text = text_value(dict.get(raw, key))
     if text.isascii() and text.isdigit() and len(text) in (9, 10, 12, 13):
         seconds = int(text) / (1000 if len(text) > 10 else 1)
-        return time.strftime(_ISO, time.gmtime(seconds))
+        return plausible(time.strftime(_ISO, time.gmtime(seconds)))
     return plausible(_read(text, dict.get(raw, f"{key}_parsed")))
 
 

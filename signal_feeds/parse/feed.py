@@ -224,6 +224,22 @@ def _inherited_author(raw: dict[str, Any], feed_author: str | None, lenient: boo
              if isinstance(source, dict) else "") or feed_author)
 
 
+#: Markup that shows something without text: an image, a player, a frame, a drawing.
+_SHOWS_SOMETHING = re.compile(r"<(?:img|picture|video|audio|iframe|embed|object|svg|math)\b",
+                              re.IGNORECASE)
+_TAG_OR_SPACE = re.compile(r"<[^<>]*>|&nbsp;|&#160;|\s")
+
+
+def _empty_markup(summary: str, detail: Any) -> bool:
+    """A short HTML summary that shows nothing: tags alone (``<p></p>``, ``<br>``)."""
+    if len(summary) > 200 or "<" not in summary:
+        return False
+    kind = text_value(detail.get("type")) if isinstance(detail, Mapping) else ""
+    if "html" not in kind:
+        return False
+    return not _TAG_OR_SPACE.sub("", summary) and not _SHOWS_SOMETHING.search(summary)
+
+
 def _entry(raw: dict[str, Any], base: str | None, require_https: bool,
            limit: FieldLimiter, feed_author: str | None, lenient: bool,
            home: str = "") -> ParsedEntry:
@@ -241,7 +257,9 @@ def _entry(raw: dict[str, Any], base: str | None, require_https: bool,
         content_detail = content_list[0]
         content = text_value(content_detail.get("value"))
     summary_detail = get(raw, "summary_detail")
-    if not summary and not content:  # a YouTube video's description, say
+    if not content and (not summary or _empty_markup(summary, summary_detail)):
+        # A YouTube video's description, or a Mastodon picture's alt text under a post of
+        # no words (``<p></p>``).
         summary, summary_detail = caption(raw)
         summary = references_read(summary, lenient)
     if summary_detail is None and content_detail is not None and summary == content:

@@ -3,8 +3,10 @@ entry without an id is known by instead of it."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import parse_qsl, urlsplit
 
 from signal_feeds.parse.fields import references_read, text_value
 from signal_feeds.urls import check_link
@@ -37,7 +39,27 @@ def entry_link(raw: dict[str, Any], lenient: bool) -> str:
         # A podcast episode with neither guid nor link: its media file is all it links
         # to, and what identifies it (it used to be skipped).
         return _enclosure(raw)
-    return _preferred_alternate(raw) or link or _content_source(raw, lenient)
+    return _redirect_target(_preferred_alternate(raw) or link or _content_source(raw, lenient))
+
+
+#: Hosts whose ``/url?url=...`` is a click-counting redirect to the page given in the
+#: query (Google Alerts links every result so): ``www.google.com``, ``www.google.de``, ...
+_REDIRECT_HOST = re.compile(r"(?:www\.)?google(?:\.com?)?(?:\.[a-z]{2})?", re.IGNORECASE)
+
+
+def _redirect_target(link: str) -> str:
+    """The page a Google redirect link (``https://www.google.com/url?...&url=PAGE``) leads
+    to, else ``link`` itself. Stored as the redirect, the link would name Google, not the
+    page: no duplicate found, no lookup by the page's address."""
+    if "/url?" not in link:
+        return link
+    parts = urlsplit(link)
+    if (parts.scheme.lower() not in ("http", "https") or parts.path != "/url"
+            or not _REDIRECT_HOST.fullmatch(parts.hostname or "")):
+        return link
+    query = dict(parse_qsl(parts.query))
+    target = query.get("url") or query.get("q") or ""
+    return target if target.lower().startswith(("https://", "http://")) else link
 
 
 _PAGE_TYPES = ("text/html", "application/xhtml+xml")

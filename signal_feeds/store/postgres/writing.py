@@ -51,6 +51,7 @@ class _Stored:
     markers: dict[str, str]
     tokens: bytes | None
     seq: int
+    url: str = ""
 
 
 _ENTRY_COLUMNS = (("id", "text"), ("source_id", "text"), ("remote_id", "text"),
@@ -121,11 +122,11 @@ def _columns(rows: Sequence[Sequence[Any]], width: int) -> list[list[Any]]:
 def _stored(conn: Any, keys: Sequence[str]) -> dict[str, _Stored]:
     found: dict[str, _Stored] = {}
     for r in conn.execute(
-            "SELECT id, fingerprint, content_fingerprint, first_seen_at, dup_link, "
+            "SELECT id, fingerprint, content_fingerprint, first_seen_at, dup_link, url, "
             "dup_title, dup_text, text_tokens, seq FROM entries WHERE id = ANY(%s)",
             (list(keys),)):
-        found[r[0]] = _Stored((r[1], r[2]), r[3], {"link": r[4], "title": r[5], "text": r[6]},
-                              bytes(r[7]) if r[7] is not None else None, int(r[8]))
+        found[r[0]] = _Stored((r[1], r[2]), r[3], {"link": r[4], "title": r[6], "text": r[7]},
+                              bytes(r[8]) if r[8] is not None else None, int(r[9]), r[5] or "")
     return found
 
 
@@ -164,7 +165,8 @@ def _write_entries(conn: Any, rows: Sequence[EntryRow], stamp: str, seen: str,
     common_tokens = common.known["text"]
     for row in rows:
         before = stored.get(row.key)
-        outcome = classify_change(before.fingerprints if before else None, row)
+        outcome = classify_change(before.fingerprints if before else None, row,
+                                  stored_url=before.url if before else None)
         outcomes[row.key] = outcome
         if outcome == "unchanged":
             touches.append(row.key)

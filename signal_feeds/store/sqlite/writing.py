@@ -52,6 +52,7 @@ class _Stored:
     markers: dict[str, str]
     tokens: bytes | None
     seq: int | None
+    url: str = ""
 
 
 _ENTRY_COLUMNS = ("id", "source_id", "remote_id", "url", "title", "published", "updated",
@@ -142,12 +143,12 @@ def _stored(conn: sqlite3.Connection, keys: Sequence[str]) -> dict[str, _Stored]
         chunk = keys[start:start + _KEY_CHUNK]
         marks = ",".join("?" * len(chunk))
         for r in conn.execute(
-            "SELECT id, fingerprint, content_fingerprint, first_seen_at, dup_link, "
+            "SELECT id, fingerprint, content_fingerprint, first_seen_at, dup_link, url, "
             f"dup_title, dup_text, text_tokens, seq FROM entries WHERE id IN ({marks})",
             chunk,
         ):
-            found[r[0]] = _Stored((r[1], r[2]), r[3], {"link": r[4], "title": r[5],
-                                                        "text": r[6]}, r[7], r[8])
+            found[r[0]] = _Stored((r[1], r[2]), r[3], {"link": r[4], "title": r[6],
+                                                        "text": r[7]}, r[8], r[9], r[5] or "")
     return found
 
 def _write_entries(conn: sqlite3.Connection, rows: Sequence[EntryRow], stamp: str,
@@ -181,7 +182,8 @@ def _write_entries(conn: sqlite3.Connection, rows: Sequence[EntryRow], stamp: st
     common_tokens = common.known["text"]
     for row in rows:
         before = stored.get(row.key)
-        outcome = classify_change(before.fingerprints if before else None, row)
+        outcome = classify_change(before.fingerprints if before else None, row,
+                                  stored_url=before.url if before else None)
         outcomes[row.key] = outcome
         if outcome == "unchanged":
             touches.append((stamp, row.key))
