@@ -83,7 +83,9 @@ __all__ = ["NORMALIZER_VERSION", "ParsedEntry", "ParsedFeed"]
 #: the digest of the whole id (two ids alike in their first 2,048 characters were one);
 #: titles and authors lose soft hyphens, zero-width spaces and word joiners; a MathML
 #: formula or an SVG drawing in stored HTML is kept as its text (it was removed whole).
-NORMALIZER_VERSION = 12
+#: 13: a Google redirect link gives the page it leads to; the Unix epoch is no date; an
+#: HTML summary of tags alone gives way to a Media RSS caption.
+NORMALIZER_VERSION = 13
 
 
 @dataclass(frozen=True, slots=True)
