@@ -204,3 +204,14 @@ def test_a_json_feed_text_post_keeps_every_line() -> None:
             '<milk>\\r\\nDone."}]}')
     feed = parse_feed(body.encode(), content_type="application/feed+json")
     assert feed.entries[0].content == "Shopping:<br>  - tea<br>  - &lt;milk&gt;<br>Done."
+
+
+def test_control_characters_escaped_twice_are_not_stored() -> None:
+    # "&amp;#27;" is, once the XML is read, the HTML reference &#27;: nh3 wrote the ESC
+    # itself into the summary, and `jq -r .summary` then cleared the user's terminal.
+    description = ("&lt;p&gt;zebra &amp;#27;[2J &amp;#x1b;]0;pwned&amp;#7; tab&amp;#9;"
+                   "&amp;#x85;&amp;#x202e;abc&lt;/p&gt;")
+    (entry,) = parse_feed(('<rss version="2.0"><channel><title>t</title><item><guid>g'
+                           f"</guid><description>{description}</description></item>"
+                           "</channel></rss>").encode()).entries
+    assert entry.summary == "<p>zebra [2J ]0;pwned tab\t…\u202eabc</p>"

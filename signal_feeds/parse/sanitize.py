@@ -168,4 +168,10 @@ def sanitize(value: str, *, body: bool = False, **options: Any) -> str:
             options.update(_MEDIA_OPTIONS)
     if body and "attributes" not in options and "dir" in lowered and _DIRECTION.search(lowered):
         options["attributes"] = _ATTRIBUTES
-    return nh3.clean(value, **options)
+    return _CONTROL.sub("", nh3.clean(value, **options))
+
+
+#: C0 and C1 control characters but tab and line breaks. A feed that escapes its HTML
+#: once too often (``&amp;#27;``) hands nh3 a reference to ESC, which nh3 writes as
+#: the character itself: printed by ``jq -r .summary``, it would clear the terminal.
+_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
