@@ -169,11 +169,45 @@ def test_cursors_from_elsewhere_are_refused(fetch: Fetch, db_path: Path,
         restored.changes(after=latest, limit=10)  # would silently skip what it renumbers
     with Store(other) as store, pytest.raises(CursorError, match="another database"):
         store.changes(after=latest, limit=10)
-    for bad in ("", "42", "v1.zz.1", latest + "x", "v2" + latest[2:]):
+    for bad in ("", "42", "v1.zz.1", latest + "x", "v3" + latest[2:], "v1" + latest[2:],
+                latest.rpartition(".")[0]):
         with Store(db_path) as store, pytest.raises(CursorError, match="malformed"):
             store.changes(after=bad, limit=10)
     with Store(db_path) as store, pytest.raises(ValueError):
         read_changes(store, limit=0)
+
+
+def test_a_restored_database_that_was_fetched_again_refuses_the_cursor(
+        fetch: Fetch, db_path: Path, tmp_path: Path) -> None:
+    # Under cron the restored database is fetched before the consumer reads: it then
+    # holds other changes at the positions the consumer has seen, and resuming from the
+    # cursor skipped them without a word.
+    fetch("news", rss(("a", "Alpha")))
+    backup = tmp_path / "backup.db"
+    with Store(db_path):
+        pass
+    shutil.copy(db_path, backup)
+    fetch("news", rss(("a", "Alpha"), ("n0", "New 0"), ("n1", "New 1")))
+    kept = all_changes(db_path)[-1].cursor  # what the consumer stored
+    for suffix in ("-wal", "-shm"):
+        Path(f"{db_path}{suffix}").unlink(missing_ok=True)
+    shutil.copy(backup, db_path)  # the restore
+    fetch("news", rss(("a", "Alpha"), ("m0", "Other 0"), ("m1", "Other 1"), ("m2", "Other 2")))
+    with Store(db_path) as store, pytest.raises(CursorError, match="another change"):
+        store.changes(after=kept, limit=10)
+    code, _, err = changes_cli("--db", str(db_path), "--after", kept)
+    assert code == 2 and "restored from an older copy" in err
+    # Without the cursor, everything the restored database holds is read.
+    assert [c.title for c in all_changes(db_path)] == ["Alpha", "Other 0", "Other 1",
+                                                       "Other 2"]
+
+
+def test_a_cursor_of_the_first_format_is_still_read(fetch: Fetch, db_path: Path) -> None:
+    fetch("news", rss(("a", "Alpha"), ("b", "Beta")))
+    first, _ = all_changes(db_path)
+    old = first.cursor.rpartition(".")[0].replace("v2.", "v1.", 1)  # v1.<id>.<position>
+    assert re.fullmatch(r"v1\.[0-9a-f]{12}\.[0-9]+", old)
+    assert [c.title for c in all_changes(db_path, old)] == ["Beta"]
 
 
 def test_pages_walk_the_log_without_gaps_or_repeats(fetch: Fetch, db_path: Path) -> None:

@@ -16,7 +16,12 @@ from typing import Any
 
 from signal_feeds.errors import StoreError
 from signal_feeds.records import Change
-from signal_feeds.store.cursor import format_cursor, parse_cursor
+from signal_feeds.store.cursor import (
+    change_check,
+    format_cursor,
+    parse_cursor,
+    verify_position,
+)
 from signal_feeds.store.sqlite.change_log import PendingChange
 
 __all__ = ["CHANGE_LOCK", "changes", "lock_log", "log_changes"]
@@ -66,6 +71,10 @@ FROM changes AS c JOIN entry_versions AS v ON v.id = c.version_id
 WHERE c.position > %s {source} ORDER BY c.position LIMIT %s
 """
 
+#: The change at one position: what a cursor's check is taken of.
+_HELD = ("SELECT v.entry_id, v.fingerprint, c.changed_at FROM changes AS c "
+         "JOIN entry_versions AS v ON v.id = c.version_id WHERE c.position = %s")
+
 
 def changes(conn: Any, *, after: str | None, limit: int, source_id: str | None,
             where: str) -> list[Change]:
@@ -78,15 +87,21 @@ def changes(conn: Any, *, after: str | None, limit: int, source_id: str | None,
         if row is None:
             raise StoreError(f"{where} has no change log identity (damaged database?)")
         database_id, last = str(row[0]), int(row[1])
-        position = 0 if after is None else parse_cursor(
+        position, check = (0, "") if after is None else parse_cursor(
             after, database_id=database_id, last_position=last, where=where)
+        if check:
+            held = conn.execute(_HELD, (position,)).fetchone()
+            verify_position(str(after), check,
+                            (str(held[0]), str(held[1]), str(held[2])) if held else None,
+                            position=position, where=where)
         args: list[object] = [position]
         if source_id is not None:
             args.append(source_id)
         args.append(max(limit, 0))
         rows = conn.execute(_READ.format(
             source="AND c.source_id = %s" if source_id is not None else ""), args).fetchall()
-    return [Change(cursor=format_cursor(database_id, r[0]), kind=r[1], key=r[2],
+    return [Change(cursor=format_cursor(database_id, r[0], change_check(r[2], r[8], r[11])),
+                   kind=r[1], key=r[2],
                    source_id=r[3], title=r[4] or "", url=r[5] or "", published=r[6] or "",
                    updated=r[7] or "", fingerprint=r[8], previous_fingerprint=r[9],
                    duplicate_of=r[10], changed_at=r[11])

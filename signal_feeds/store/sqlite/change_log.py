@@ -15,7 +15,12 @@ from typing import NamedTuple
 
 from signal_feeds.errors import StoreError
 from signal_feeds.records import Change
-from signal_feeds.store.cursor import format_cursor, parse_cursor
+from signal_feeds.store.cursor import (
+    change_check,
+    format_cursor,
+    parse_cursor,
+    verify_position,
+)
 
 __all__ = ["PendingChange", "changes", "log_changes"]
 
@@ -96,6 +101,10 @@ FROM changes AS c JOIN entry_versions AS v ON v.id = c.version_id
 WHERE c.position > ? {source} ORDER BY c.position LIMIT ?
 """
 
+#: The change at one position: what a cursor's check is taken of.
+_HELD = ("SELECT v.entry_id, v.fingerprint, c.changed_at FROM changes AS c "
+         "JOIN entry_versions AS v ON v.id = c.version_id WHERE c.position = ?")
+
 
 def _identity(conn: sqlite3.Connection, where: str) -> tuple[str, int]:
     """This log's database id and the highest position it ever issued."""
@@ -117,8 +126,13 @@ def changes(conn: sqlite3.Connection, *, after: str | None, limit: int,
         conn.execute("BEGIN")
     try:
         database_id, last = _identity(conn, where)
-        position = 0 if after is None else parse_cursor(
+        position, check = (0, "") if after is None else parse_cursor(
             after, database_id=database_id, last_position=last, where=where)
+        if check:
+            held = conn.execute(_HELD, (position,)).fetchone()
+            verify_position(str(after), check,
+                            (str(held[0]), str(held[1]), str(held[2])) if held else None,
+                            position=position, where=where)
         args: list[object] = [position]
         if source_id is not None:
             args.append(source_id)
@@ -128,7 +142,8 @@ def changes(conn: sqlite3.Connection, *, after: str | None, limit: int,
     finally:
         if own:
             conn.execute("COMMIT")
-    return [Change(cursor=format_cursor(database_id, r[0]), kind=r[1], key=r[2],
+    return [Change(cursor=format_cursor(database_id, r[0], change_check(r[2], r[8], r[11])),
+                   kind=r[1], key=r[2],
                    source_id=r[3], title=r[4] or "", url=r[5] or "", published=r[6] or "",
                    updated=r[7] or "", fingerprint=r[8], previous_fingerprint=r[9],
                    duplicate_of=r[10], changed_at=r[11])
