@@ -266,6 +266,26 @@ def test_bad_query_syntax_is_a_usage_error_naming_the_query(fetch: Fetch,
     assert invoke("search", "--db", str(database)).exit_code == 2  # no query, no --rebuild
 
 
+def test_queries_no_backend_could_answer_are_usage_errors(fetch: Fetch,
+                                                         database: Path | str) -> None:
+    # Emoji or punctuation alone (never indexed), parentheses nested 300 deep (a
+    # RecursionError on PostgreSQL), bytes a Latin-1 terminal passed through (a
+    # UnicodeEncodeError from sqlite3): each a traceback or a silent "no hit" before.
+    fetch("blog", rss({"guid": "1", "title": "Harvest festival", "link": "https://b.example/1"}))
+    for query, said in (("\U0001f389", "no word to search for"), ("!!", "no word"),
+                        ("(" * 300 + "harvest" + ")" * 300, "nests parentheses 300 deep"),
+                        ("caf\udce9", "is not UTF-8 text")):
+        result = invoke("search", query, "--db", str(database))
+        assert result.exit_code == 2, (query[:20], result.output)
+        assert said in result.output and isinstance(result.exception, SystemExit)
+        with open_store(database) as store, pytest.raises(QueryError, match=said):
+            store.search(query)
+    lookup = invoke("lookup", "https://b.example/\udcff", "--db", str(database))
+    assert lookup.exit_code == 2 and "is not UTF-8 text" in lookup.output
+    deep = "(" * 32 + "harvest" + ")" * 32  # as deep as is read
+    assert invoke("search", deep, "--db", str(database)).exit_code == 0
+
+
 def test_a_search_box_minus_gets_a_hint_that_fits(tmp_path: Path) -> None:
     # "-market" is a column filter to FTS5; the hint said to quote punctuated words.
     with Store(tmp_path / "signal.db") as store:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 
+from signal_feeds.errors import QueryError
 from signal_feeds.identity.search_text import SearchText, searchable_text
 
 __all__ = [
@@ -18,7 +19,9 @@ __all__ = [
     "SNIPPET_OPEN",
     "SNIPPET_TOKENS",
     "SearchText",
+    "check_query_text",
     "quote_punctuated_words",
+    "require_text",
     "searchable_text",
 ]
 
@@ -60,6 +63,52 @@ _COLON_IN_WORD = re.compile(r"(?:^|[-+])\d[^:]*:|::|:/|:$")
 # A double-quoted string (its "" is a quote inside it) or a run of text without white
 # space, quotes, parentheses, braces and commas (which stay as they are around it).
 _QUERY_PIECE = re.compile(r'"(?:[^"]|"")*"?|[^\s"(){},]+')
+
+
+def require_text(value: str, what: str) -> None:
+    """Refuse, with :class:`QueryError`, a ``value`` that is not text: the undecodable
+    bytes a terminal in another encoding passes through (Python keeps them as lone
+    surrogates, which no database takes)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        shown = value.encode("utf-8", "backslashreplace").decode("ascii", "replace")
+        raise QueryError(f"{what} {shown!r} is not UTF-8 text (is the terminal set to "
+                         "another encoding?)", query=shown) from None
+
+
+#: Parentheses a query may nest (SQLite's parser gives up near 100 levels).
+MAX_QUERY_DEPTH = 32
+
+
+def check_query_text(query: str) -> None:
+    """Refuse, with :class:`QueryError`, a query no backend can search the same way:
+    empty, not UTF-8 text (bytes a Latin-1 terminal passed through), nested past
+    :data:`MAX_QUERY_DEPTH`, or with no word in it at all (punctuation and emoji are
+    not indexed: such a query could never match, so it is a mistake, not a miss)."""
+    if not query.strip():
+        raise QueryError("empty search query: give one or more words", query=query)
+    require_text(query, "search query")
+    depth = deepest = 0
+    if "(" in query:
+        quoted = False
+        for char in query:
+            if char == '"':
+                quoted = not quoted
+            elif not quoted and char == "(":
+                depth += 1
+                deepest = max(deepest, depth)
+            elif not quoted and char == ")":
+                depth -= 1
+    if deepest > MAX_QUERY_DEPTH:
+        raise QueryError(f"search query nests parentheses {deepest} deep; at most "
+                         f"{MAX_QUERY_DEPTH} are read", query=query[:200])
+    if not _WORD_CHARACTER.search(query):
+        raise QueryError(f"search query {query!r} has no word to search for (punctuation "
+                         "and emoji are not indexed)", query=query)
+
+
+_WORD_CHARACTER = re.compile(r"[^\W_]")
 
 
 def quote_punctuated_words(query: str) -> str:

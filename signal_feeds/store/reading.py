@@ -29,7 +29,7 @@ from typing import Literal
 from signal_feeds import __version__
 from signal_feeds.errors import QueryError, did_you_mean
 from signal_feeds.identity.matching import CHANNELS, match_url
-from signal_feeds.store.fulltext import DEFAULT_SEARCH_LIMIT
+from signal_feeds.store.fulltext import DEFAULT_SEARCH_LIMIT, require_text
 from signal_feeds.store.protocol import FeedStore
 from signal_feeds.store.views import (
     EntryHistory,
@@ -234,6 +234,7 @@ def lookup(store: FeedStore, url: str) -> LookupResult | None:
     canonical entry of the story, even when the matching row is a marked duplicate."""
     if not url.strip():  # it matched every entry without a link
         return None
+    require_text(url, "link")
     key = match_url(url)
     exact = normalize_link(url, allow_http=True) or url.strip()
     matches = store.entries_with_link(key, exact)

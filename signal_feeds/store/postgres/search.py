@@ -34,6 +34,7 @@ from signal_feeds.store.fulltext import (
     SNIPPET_OPEN,
     SNIPPET_TOKENS,
     SearchText,
+    check_query_text,
     quote_punctuated_words,
 )
 
@@ -316,8 +317,7 @@ class _Parser:
 
 def to_tsquery(text: str) -> Query:
     """Translate an FTS5 query; :class:`QueryError` for an empty or invalid one."""
-    if not text.strip():
-        raise QueryError("empty search query: give one or more words", query=text)
+    check_query_text(text)
     parser = _Parser(text)
     tsquery = parser.parse()
     return Query(tsquery=tsquery, terms=tuple(dict.fromkeys(parser.terms)))

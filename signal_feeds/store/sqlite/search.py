@@ -31,6 +31,7 @@ from signal_feeds.store.fulltext import (
     SNIPPET_ELLIPSIS,
     SNIPPET_OPEN,
     SNIPPET_TOKENS,
+    check_query_text,
     quote_punctuated_words,
     searchable_text,
 )
@@ -138,8 +139,7 @@ def checked_query(conn: sqlite3.Connection, query: str) -> str:
     it is valid for the index's columns. Tried first on an empty table of the same
     shape in the connection's ``temp`` schema (writable even when the file is not), so
     that an error here is always the query's, never the database's."""
-    if not query.strip():
-        raise QueryError("empty search query: give one or more words", query=query)
+    check_query_text(query)
     expression = quote_punctuated_words(query)
     conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.{_PROBE} USING fts5({_COLUMNS})")
     try:
