@@ -442,9 +442,11 @@ def _releasing(write: Callable[[], Any], store: FeedStore, source_id: str,
 def _report(report: asyncio.Future[SourceReport], decision: Decision,
             written: asyncio.Future[Any]) -> None:
     """The report line once the write is committed (or failed)."""
+    # Taken first: a stopped run has cancelled the report, and a failure left unread
+    # would be printed by asyncio as "Future exception was never retrieved".
+    exc = written.exception() if not written.cancelled() else None
     if report.cancelled():
         return
-    exc = written.exception() if not written.cancelled() else None
     if written.cancelled():
         report.cancel()
     elif (isinstance(exc, StoreError) and not isinstance(exc, DatabaseUnavailableError)
