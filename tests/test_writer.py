@@ -276,3 +276,24 @@ def test_a_failed_write_of_a_stopped_source_is_not_reported_as_never_retrieved()
 
     asyncio.run(main())
     assert complaints == []
+
+
+def test_a_stop_drops_the_writes_still_queued(db_path: Path) -> None:
+    # Ctrl-C went on storing every response already parsed, 30-40 s of them in a
+    # review's run: a stop now ends with the batch being committed.
+    gate = threading.Event()
+
+    async def main(store: Store) -> list[Any]:
+        async with writer_for(store, window=0.0) as writer:
+            first = writer.call(lambda: (gate.wait(5), save(store, "committing")))
+            await asyncio.sleep(0.05)  # the first batch is being committed
+            queued = [writer.call(lambda i=i: save(store, f"s{i}")) for i in range(20)]
+            writer.stage.stop()
+            gate.set()
+            return await asyncio.gather(first, *queued, return_exceptions=True)
+
+    with Store(db_path) as store:
+        first, *queued = asyncio.run(main(store))
+        assert not isinstance(first, BaseException)  # stored whole
+        assert all(isinstance(r, asyncio.CancelledError) for r in queued)
+        assert {s.source_id for s in store.source_states()} == {"committing"}

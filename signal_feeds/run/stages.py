@@ -175,9 +175,11 @@ class Run:
             return list(reports.result())
         except BaseException:
             # Stopped (Ctrl-C, a caller's timeout) or broken: a document being parsed is
-            # abandoned, not parsed to the end and stored after the stop.
+            # abandoned, not parsed to the end and stored after the stop, and so are the
+            # responses waiting to be written (their sources are fetched again next run).
             for parse_task in parsing:
                 parse_task.cancel()
+            self.writer.stop()
             raise
         finally:
             # Cancelled (Ctrl-C) or broken: the sources stop fetching now, and their

@@ -63,12 +63,26 @@ class WriteStage:
         self.max_batch = max_batch
         self.window = window
         self.batches = 0  # commits made, for tests and benchmarks
+        self._stopped = False
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="signal-writer")
 
     async def call(self, function: Callable[[], Any]) -> Any:
         """Run ``function`` (a store call outside the batches: a claim, a read) on the
         writer's thread, between two batches, and return what it returns."""
         return await asyncio.get_running_loop().run_in_executor(self._thread, function)
+
+    def stop(self) -> None:
+        """The run was stopped: what is queued, and any batch not yet begun, is dropped
+        (its writes cancelled) rather than written after the stop. The batch being
+        committed finishes: a response is stored whole or not at all."""
+        self._stopped = True
+        while (item := self.queue.get_nowait()) is not None:
+            self._drop([item])
+
+    def _drop(self, batch: list[tuple[Write, int]]) -> None:
+        for write, cost in batch:
+            self.queue.done(cost)
+            write.result.cancel()
 
     async def run(self) -> None:
         """Write batches until the queue is closed and drained.
@@ -88,6 +102,9 @@ class WriteStage:
                     while len(batch) < self.max_batch and (
                             more := self.queue.get_nowait()) is not None:
                         batch.append(more)
+                if self._stopped:
+                    self._drop(batch)
+                    continue
                 applying = loop.run_in_executor(
                     self._thread, self._apply, [write for write, _cost in batch])
                 applying.add_done_callback(functools.partial(self._settle, batch))
