@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import subprocess
 import sys
@@ -126,6 +127,24 @@ def test_demo_runs_as_a_process(tmp_path: Path) -> None:
     assert "1 updated" in out and "Заметки о выпуске 1.0" in out
     assert str(tmp_path / "signal-demo.db") in out
     assert (tmp_path / "signal-demo.db").exists()
+
+    # A terminal that cannot show Cyrillic (a Latin-1 locale): every reading command
+    # ended in a UnicodeEncodeError's traceback. Text gets "?"; JSON and XML, escapes.
+    def latin1(*args: str) -> subprocess.CompletedProcess[bytes]:
+        return subprocess.run([sys.executable, "-m", "signal_feeds", *args, "--db",
+                               str(tmp_path / "signal-demo.db")], capture_output=True,
+                              timeout=60, check=False,
+                              env={**os.environ, "PYTHONIOENCODING": "latin-1"})
+
+    listed = latin1("entries")
+    assert listed.returncode == 0 and b"Traceback" not in listed.stderr
+    assert b"demo-rss  ??????? ? ??????? 1.0\n" in listed.stdout
+    as_json = latin1("entries", "--json")
+    assert as_json.returncode == 0 and as_json.stdout.isascii()
+    titles = {e["title"] for e in json.loads(as_json.stdout)["entries"]}
+    assert "Заметки о выпуске 1.0" in titles
+    atom = latin1("export", "--format", "atom")
+    assert atom.returncode == 0 and b"&#1047;&#1072;" in atom.stdout
 
 
 def entry_key(db: Path, remote_id: str) -> str:

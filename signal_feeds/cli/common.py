@@ -3,7 +3,9 @@ finding the database (checked here, at the command line, before any store opens 
 
 from __future__ import annotations
 
+import codecs
 import re
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -72,7 +74,42 @@ def printable(text: str, *, lines: bool = False) -> str:
 def say(text: str, *, err: bool = False, lines: bool = False) -> None:
     """Print a line of human-readable output, which may quote feed text (see
     :func:`printable`). Exported files are printed as they are, JSON by :func:`say_json`."""
-    click.echo(printable(text, lines=lines), err=err)
+    click.echo(fitted(printable(text, lines=lines), err=err), err=err)
+
+
+_NON_ASCII = re.compile("[^\x00-\x7f]")
+
+
+def _json_escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    if code > 0xFFFF:  # a pair of surrogates, as JSON writes it
+        code -= 0x10000
+        return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
+    return f"\\u{code:04x}"
+
+
+def fitted(text: str, *, err: bool = False, kind: str = "text") -> str:
+    """``text`` as the output stream's encoding can carry it: unchanged when it can
+    (UTF-8 nearly always); else JSON (``kind="json"``) with ``\\uXXXX`` escapes and XML
+    (``"xml"``) with character references, both the same data, and other text with
+    ``?`` for what the encoding lacks (a Latin-1 terminal and Cyrillic titles), rather
+    than a UnicodeEncodeError's traceback."""
+    stream = sys.stderr if err else sys.stdout
+    encoding = str(getattr(stream, "encoding", None) or "utf-8")
+    try:
+        if codecs.lookup(encoding).name == "ascii":
+            return text  # click writes UTF-8 to an ASCII stream
+        text.encode(encoding)
+        return text
+    except UnicodeEncodeError:
+        pass
+    except LookupError:
+        return text
+    if kind == "json":
+        return _NON_ASCII.sub(_json_escape, text)
+    if kind == "xml":
+        return text.encode("ascii", "xmlcharrefreplace").decode("ascii")
+    return text.encode(encoding, "replace").decode(encoding)
 
 
 def json_without_c1(text: str) -> str:
@@ -90,7 +127,7 @@ def xml_without_c1(text: str) -> str:
 
 def say_json(text: str) -> None:
     """Print JSON text (see :func:`json_without_c1`)."""
-    click.echo(json_without_c1(text))
+    click.echo(fitted(json_without_c1(text), kind="json"))
 
 
 def fail(exc: SignalError) -> NoReturn:

@@ -18,6 +18,7 @@ from signal_feeds.cli.common import (
     config_option,
     db_option,
     fail,
+    fitted,
     json_option,
     json_without_c1,
     load,
@@ -290,7 +291,7 @@ def export(config_path: str | None, db_path: str | None, fmt: str, output: str,
         fail(exc)
     text = json_without_c1(text) if fmt == "json" else xml_without_c1(text)
     if output == "-":
-        click.echo(text, nl=False)
+        click.echo(fitted(text, kind="json" if fmt == "json" else "xml"), nl=False)
         return
     try:
         Path(output).write_text(text, encoding="utf-8")
