@@ -138,10 +138,27 @@ def test_settings_that_would_fail_every_request_are_config_problems() -> None:
         "[settings]: connect_timeout: must be more than 0 (at 0 every request fails)",
         "[settings]: max_body_bytes: must be more than 0 (at 0 every request fails)",
         "[settings]: read_timeout: must be a number, not '30s'",
-        "[settings]: max_interval: 60 is less than min_interval (7200); polls could not "
-        "be both",
+        "[settings]: max_interval: max_interval (60) is less than min_interval (7200); "
+        "polls could not be both",
         "sources[0] (id 'a'): max_body_bytes: must be more than 0 (at 0 every request "
         "fails)"])
+
+
+@pytest.mark.parametrize(("settings", "problem"), [
+    # Accepted, then every run failed with an OverflowError's traceback.
+    ("min_interval = 1e12", "min_interval: must be at most 31622400 seconds (366 days)"),
+    ("lease_seconds = 1e300", "lease_seconds: must be at most 86400 seconds (1 day)"),
+    ("busy_timeout = 1e9", "busy_timeout: must be at most 86400 seconds (1 day)"),
+    # One of the pair alone, against the other's default (it was silently overruled).
+    ("max_interval = 60", "max_interval: max_interval (60) is less than min_interval "
+                          "(3600, the default); polls could not be both"),
+    ("min_interval = 1000000", "min_interval: max_interval (604800, the default) is less "
+                               "than min_interval (1e+06); polls could not be both"),
+])
+def test_settings_past_any_schedule_are_config_problems(settings: str, problem: str) -> None:
+    with pytest.raises(ConfigError) as raised:
+        parse_config(f"[settings]\n{settings}\n", path="signal.toml")
+    assert list(raised.value.problems) == [f"[settings]: {problem}"]
 
 
 @pytest.mark.parametrize(("host", "reason"), [

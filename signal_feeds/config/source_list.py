@@ -205,12 +205,25 @@ _TYPE_NAMES = {float: "a number", int: "a whole number", str: "a string",
                bool: "a boolean (true or false)"}
 
 
+_DAY = 24 * 3600.0
+#: The longest a duration setting may be, in seconds: past these no schedule means
+#: anything, and far past them the date arithmetic overflows (min_interval = 1e12 made
+#: every run fail with an OverflowError).
+_AT_MOST = {"min_interval": 366 * _DAY, "max_interval": 366 * _DAY,
+            "lease_seconds": _DAY, "busy_timeout": _DAY, "connect_timeout": _DAY,
+            "read_timeout": _DAY, "deadline": _DAY}
+
+
 def _out_of_bounds(key: str, value: Any) -> str:
     """Why a well-typed setting's value cannot work, or ''."""
     if key in _AT_LEAST_ONE and value < 1:
         return "must be at least 1"
     if key in _ABOVE_ZERO and value <= 0:
         return "must be more than 0 (at 0 every request fails)"
+    most = _AT_MOST.get(key)
+    if most is not None and value > most:
+        days = most / _DAY
+        return f"must be at most {most:.0f} seconds ({days:g} day{'s' if days != 1 else ''})"
     return ""
 #: The old name of ``require_https_links``, with the opposite meaning.
 _OLD_HTTP_KEY = "allow_http_links"
@@ -325,11 +338,19 @@ def _settings(table: object, problems: _Problems, base_dir: Path | None) -> Sett
         problems.add(where, f"proxy: must be an http:// or https:// URL (host and port) "
                             f"or 'direct', not {proxy!r}")
         del values["proxy"]
-    low, high = values.get("min_interval"), values.get("max_interval")
-    if low is not None and high is not None and high < low:
-        problems.add(where, f"max_interval: {high:g} is less than min_interval ({low:g}); "
-                            "polls could not be both")
-        del values["max_interval"]
+    given = [key for key in ("min_interval", "max_interval") if key in values]
+    low = values.get("min_interval", DEFAULT_MIN_INTERVAL)
+    high = values.get("max_interval", DEFAULT_MAX_INTERVAL)
+    if given and high < low:
+        # One of them alone is compared with the other's default: a max_interval of 60
+        # under the default min_interval of 3600 would be silently overruled.
+        said = {key: f"{values[key]:g}" if key in values else f"{default:g}, the default"
+                for key, default in (("min_interval", DEFAULT_MIN_INTERVAL),
+                                     ("max_interval", DEFAULT_MAX_INTERVAL))}
+        problems.add(where, f"{given[-1]}: max_interval ({said['max_interval']}) is less "
+                            f"than min_interval ({said['min_interval']}); polls could not "
+                            "be both")
+        values.pop("max_interval", None)
     if "database" in values and is_postgres_url(values["database"]):
         pass  # a server, not a file: no folder to resolve it against
     elif "database" in values:
