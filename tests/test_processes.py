@@ -306,3 +306,88 @@ def test_an_outcome_crosses_the_executors_pipe_as_a_file_name() -> None:
     finally:
         executor.close()
     assert not os.path.exists(executor.handover)
+
+
+_HOST_WITH_SIGNALS = textwrap.dedent("""
+    import asyncio, json, os, signal, sys, time
+    from signal_feeds.parse.processes import ParserPool
+
+    ran_in = []
+    signal.signal(signal.SIGUSR1, lambda *_: ran_in.append(os.getpid()))
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        asked = []
+        # As aiohttp and uvicorn do: SIGTERM shuts the application down.
+        loop.add_signal_handler(signal.SIGTERM, asked.append, "term")
+        pool = ParserPool(workers=1)
+        pid = pool._shared._pids_queue.get()
+        with open(f"/proc/{pid}/status") as status:
+            caught = int(next(l for l in status if l.startswith("SigCgt:")).split()[1], 16)
+        # The executor ends a broken pool's workers with SIGTERM.
+        os.kill(pid, signal.SIGTERM)
+        await asyncio.sleep(1.0)
+        pool.close()
+        print(json.dumps({"asked": asked, "term": bool(caught >> (signal.SIGTERM - 1) & 1),
+                          "usr1": bool(caught >> (signal.SIGUSR1 - 1) & 1)}))
+
+    asyncio.run(main())
+""")
+
+
+def test_a_worker_keeps_none_of_the_hosts_signal_handling() -> None:
+    # A worker forked from an async application inherited its SIGTERM handler and its
+    # event loop's wakeup descriptor: the SIGTERM the executor sends its workers made
+    # the application's loop run its shutdown, though the application got no signal.
+    proc = subprocess.run([sys.executable, "-c", _HOST_WITH_SIGNALS], capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == {"asked": [], "term": False, "usr1": False}
+
+
+_IMPORTING_AT_FORK = textwrap.dedent("""
+    import importlib.abc, importlib.machinery, sys, threading, time
+
+    class Slow(importlib.abc.MetaPathFinder):
+        # The import of the parser's module takes a while in the thread "importer",
+        # as a first import does on a busy machine.
+        def find_spec(self, name, path, target=None):
+            if name != "signal_feeds.parse.feed":
+                return None
+            spec = importlib.machinery.PathFinder.find_spec(name, path)
+            run = spec.loader.exec_module
+            def exec_module(module):
+                if threading.current_thread().name == "importer":
+                    time.sleep(2)
+                run(module)
+            spec.loader.exec_module = exec_module
+            return spec
+
+    sys.meta_path.insert(0, Slow())
+    from signal_feeds.parse.processes import ParseJob, ParserPool
+    from signal_feeds.parse.settings import ParseSettings
+    import asyncio
+
+    importer = threading.Thread(target=__import__, args=("signal_feeds.parse.feed",),
+                                name="importer")
+    importer.start()
+    time.sleep(0.3)  # the importer holds the module's import lock now
+    pool = ParserPool(workers=1, timeout=5)  # forks
+    job = ParseJob(source_id="s", body=b'<rss version="2.0"><channel><item><guid>g</guid>'
+                   b'</item></channel></rss>', url="", content_type="",
+                   settings=ParseSettings())
+    outcome = asyncio.run(pool.parse(job))
+    pool.close()
+    importer.join()
+    print(outcome.message or "parsed", outcome.entries)
+""")
+
+
+def test_a_thread_importing_at_the_fork_does_not_hang_a_worker() -> None:
+    # The worker inherited the module's import lock, held by a thread it does not have,
+    # and its first import waited until the time limit: healthy sources failed after
+    # 66 s with "parsing took longer than 60 s".
+    proc = subprocess.run([sys.executable, "-c", _IMPORTING_AT_FORK], capture_output=True,
+                          text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["parsed", "1"]

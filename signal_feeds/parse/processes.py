@@ -144,6 +144,16 @@ def _start_worker(memory: int, stderr_fd: int, pids: Any) -> None:
     sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace",  # noqa: SIM115
                       buffering=1, closefd=False)
     faulthandler.enable()
+    # The signal handlers and the wakeup descriptor of the program that embeds Signal
+    # are its own: forked, a worker would run the host's SIGTERM handler (the executor
+    # sends SIGTERM to end its workers), and write each signal into the host's event
+    # loop, which then shut down as if the host had been told to.
+    with contextlib.suppress(ValueError):
+        signal.set_wakeup_fd(-1)
+    for signum in signal.valid_signals():
+        with contextlib.suppress(OSError, ValueError):
+            if callable(signal.getsignal(signum)):
+                signal.signal(signum, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGALRM, _on_alarm)
     # What the worker inherited from the parent stays as it is: the collector leaves it
@@ -151,6 +161,11 @@ def _start_worker(memory: int, stderr_fd: int, pids: Any) -> None:
     gc.freeze()
     _limit_self(memory)
     pids.put(os.getpid())
+
+
+def _import_parser() -> None:
+    """Import what a worker parses with (feedparser, nh3, Signal's parse modules)."""
+    from signal_feeds.parse import _speedups, feed  # noqa: F401
 
 
 def _ready() -> None:
@@ -167,7 +182,7 @@ def _prepare(tuned: bool) -> None:
     global _prepared, _stock_reason
     if _prepared:
         return
-    from signal_feeds.parse import feed  # noqa: F401
+    _import_parser()
     from signal_feeds.parse._speedups import tune_feedparser, why_not_tuned
 
     _stock_reason = why_not_tuned() if tuned else ""
@@ -263,6 +278,12 @@ class _Executor:
         self._pids_queue = context.SimpleQueue()
         self._pids: set[int] = set()
         self.broken = False
+        if threading.active_count() > 1:
+            # Another thread of the program may be importing a module at the moment of
+            # the fork: the child inherits that module's import lock held by a thread it
+            # does not have, and its first import of the module hangs until the time
+            # limit kills it. Imported here first, the modules a worker needs are there.
+            _import_parser()
         self.executor = ProcessPoolExecutor(
             max_workers=workers, mp_context=context, initializer=_start_worker,
             initargs=(memory, self.stderr.fileno(), self._pids_queue))
@@ -270,7 +291,8 @@ class _Executor:
             # Python 3.12+ warns that forking a process with threads may deadlock the
             # child. The workers are forked here, before a run starts its threads, and
             # again only to replace a dead worker; the child takes none of the locks
-            # another thread could hold (logging and the import lock are reset on fork).
+            # another thread could hold (logging's locks are reset on fork, and what it
+            # imports was imported above when other threads run).
             warnings.filterwarnings("ignore", message=r".*multi-threaded.*fork",
                                     category=DeprecationWarning)
             self.executor.submit(_ready)  # a forking executor starts every worker now
