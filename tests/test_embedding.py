@@ -143,3 +143,30 @@ def test_a_run_stopped_while_a_document_is_parsed_stops_now_and_stores_nothing_o
     assert rows(tmp_path / "signal.db", "SELECT count(*) FROM entries") == [(0,)]
     assert rows(tmp_path / "signal.db",
                 "SELECT count(*) FROM sources WHERE lease_owner IS NOT NULL") == [(0,)]
+
+
+def test_a_run_needs_none_of_the_hosts_default_executor(server: ScenarioServer,
+                                                        tmp_path: Path) -> None:
+    # An application that offloads its own blocking work to its loop's default
+    # executor had every run wait behind that work: Signal read parse outcomes, gave
+    # leases back and took host slots there.
+    from concurrent.futures import ThreadPoolExecutor
+
+    config = make_config(tmp_path / "signal.db", {
+        "demo-rss": server.url("/feeds/demo-rss.xml"),
+        "demo-atom": server.url("/feeds/demo-atom.xml")})
+    release = threading.Event()
+
+    async def main() -> tuple[int, bool]:
+        loop = asyncio.get_running_loop()
+        loop.set_default_executor(ThreadPoolExecutor(max_workers=1))
+        busy = loop.run_in_executor(None, release.wait, 60)  # the host's own job
+        try:
+            report = await asyncio.wait_for(fetch_sources(config, force=True), 30)
+            return report.totals["created"], busy.done()
+        finally:
+            release.set()
+            await busy
+
+    created, host_job_done = asyncio.run(main())
+    assert created == 5 and not host_job_done

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import math
 import re
 import tomllib
 from collections.abc import Mapping
@@ -29,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from signal_feeds import __version__
+from signal_feeds.config.values import out_of_bounds, typed
 from signal_feeds.dsn import Database, is_postgres_url
 from signal_feeds.errors import ConfigError, did_you_mean
 from signal_feeds.urls import UrlRejected, canonical_source_url, without_credentials
@@ -197,34 +197,6 @@ _SETTING_TYPES: dict[str, type] = {
     "proxy": str,
     "lease_seconds": float,
 }
-#: Settings that must be at least 1 (0 would stop every run, or read nothing).
-_AT_LEAST_ONE = ("concurrency", "per_host", "max_entries", "lease_seconds")
-#: Settings that must be more than 0: at 0 every request fails.
-_ABOVE_ZERO = ("connect_timeout", "read_timeout", "deadline", "max_body_bytes")
-_TYPE_NAMES = {float: "a number", int: "a whole number", str: "a string",
-               bool: "a boolean (true or false)"}
-
-
-_DAY = 24 * 3600.0
-#: The longest a duration setting may be, in seconds: past these no schedule means
-#: anything, and far past them the date arithmetic overflows (min_interval = 1e12 made
-#: every run fail with an OverflowError).
-_AT_MOST = {"min_interval": 366 * _DAY, "max_interval": 366 * _DAY,
-            "lease_seconds": _DAY, "busy_timeout": _DAY, "connect_timeout": _DAY,
-            "read_timeout": _DAY, "deadline": _DAY}
-
-
-def _out_of_bounds(key: str, value: Any) -> str:
-    """Why a well-typed setting's value cannot work, or ''."""
-    if key in _AT_LEAST_ONE and value < 1:
-        return "must be at least 1"
-    if key in _ABOVE_ZERO and value <= 0:
-        return "must be more than 0 (at 0 every request fails)"
-    most = _AT_MOST.get(key)
-    if most is not None and value > most:
-        days = most / _DAY
-        return f"must be at most {most:.0f} seconds ({days:g} day{'s' if days != 1 else ''})"
-    return ""
 #: The old name of ``require_https_links``, with the opposite meaning.
 _OLD_HTTP_KEY = "allow_http_links"
 _SOURCE_KEYS = frozenset({"id", "url", "title", "owner", "review_by", *SOURCE_OVERRIDES})
@@ -280,20 +252,6 @@ def _home_of(key: str, what: str) -> str:
     return ""
 
 
-def _typed(value: object, kind: type) -> tuple[Any, str]:
-    """``value`` as ``kind`` (an int is a float), or the reason it is not."""
-    if kind is float and isinstance(value, int) and not isinstance(value, bool):
-        value = float(value)
-    if kind is not bool and isinstance(value, bool) or not isinstance(value, kind):
-        return None, f"must be {_TYPE_NAMES.get(kind, kind.__name__)}, not {value!r}"
-    if kind is float and not math.isfinite(value):  # type: ignore[arg-type]
-        # TOML reads inf and nan as floats; no duration or size means either.
-        return None, f"must be a finite number, not {value!r}"
-    if kind in (int, float) and value < 0:  # type: ignore[operator]
-        return None, "must not be negative"
-    return value, ""
-
-
 def _old_http_key(table: Mapping[str, Any], location: str, where: str,
                   problems: _Problems, source_id: str | None = None) -> dict[str, Any]:
     """Read ``allow_http_links`` (the old, inverted name) as ``require_https_links``."""
@@ -303,7 +261,7 @@ def _old_http_key(table: Mapping[str, Any], location: str, where: str,
         problems.add(location, f"{_OLD_HTTP_KEY}: give only require_https_links "
                      "(allow_http_links is its old, inverted name)", source_id)
         return {}
-    value, reason = _typed(table[_OLD_HTTP_KEY], bool)
+    value, reason = typed(table[_OLD_HTTP_KEY], bool)
     if reason:
         problems.add(location, f"{_OLD_HTTP_KEY}: {reason}", source_id)
         return {}
@@ -327,8 +285,8 @@ def _settings(table: object, problems: _Problems, base_dir: Path | None) -> Sett
         if key not in _SETTING_TYPES:
             problems.unknown(where, key, set(_SETTING_TYPES), "setting")
             continue
-        value, reason = _typed(raw, _SETTING_TYPES[key])
-        reason = reason or _out_of_bounds(key, value)
+        value, reason = typed(raw, _SETTING_TYPES[key])
+        reason = reason or out_of_bounds(key, value)
         if reason:
             problems.add(where, f"{key}: {reason}")
             continue
@@ -399,8 +357,8 @@ def _source(entry: object, index: int, problems: _Problems) -> Source | None:
     opt: dict[str, Any] = _old_http_key(entry, label, problems.where, problems, sid)
     for key in ("title", "owner", *SOURCE_OVERRIDES):
         if key in entry:
-            value, reason = _typed(entry[key], _SETTING_TYPES.get(key, str))
-            reason = reason or _out_of_bounds(key, value)
+            value, reason = typed(entry[key], _SETTING_TYPES.get(key, str))
+            reason = reason or out_of_bounds(key, value)
             if reason:
                 problems.add(label, f"{key}: {reason}", sid)
             opt[key] = value

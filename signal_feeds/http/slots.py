@@ -18,6 +18,8 @@ import random
 from types import TracebackType
 from typing import Protocol
 
+from signal_feeds.offload import in_thread
+
 __all__ = ["GATE_POLL_SECONDS", "HostHold", "HostSlots", "SlotGate"]
 
 #: How long a request waits before asking a full gate again (stretched by up to half,
@@ -108,7 +110,7 @@ class HostHold:
                 if gate.instant:
                     gate.give_back(self._host, slot)
                 else:
-                    await asyncio.to_thread(gate.give_back, self._host, slot)
+                    await in_thread(gate.give_back, self._host, slot)
         finally:
             # Whatever the gate did, this process's slot is free again: a leaked one
             # would leave every later request to the host waiting for ever.
@@ -122,7 +124,7 @@ async def _take(gate: SlotGate, host: str, per_host: int) -> int | None:
     caller was cancelled is given back, never lost."""
     if gate.instant:  # two thread hops per request were a tenth of a warm run's CPU
         return gate.take(host, per_host)
-    taking = asyncio.ensure_future(asyncio.to_thread(gate.take, host, per_host))
+    taking = asyncio.ensure_future(in_thread(gate.take, host, per_host))
 
     def give_back(done: asyncio.Future[int | None]) -> None:
         if not done.cancelled() and done.exception() is None \

@@ -48,6 +48,7 @@ from dataclasses import replace
 from types import FrameType
 from typing import Any
 
+from signal_feeds.offload import in_thread
 from signal_feeds.parse.jobs import ParseJob, ParseOutcome, parse_job
 
 log = logging.getLogger("signal_feeds.parse")
@@ -165,7 +166,8 @@ def _start_worker(memory: int, stderr_fd: int, pids: Any) -> None:
 
 def _import_parser() -> None:
     """Import what a worker parses with (feedparser, nh3, Signal's parse modules)."""
-    from signal_feeds.parse import _speedups, feed  # noqa: F401
+    from signal_feeds.parse import feed  # noqa: F401
+    from signal_feeds.parse._speedups import why_not_tuned  # noqa: F401
 
 
 def _ready() -> None:
@@ -385,7 +387,7 @@ class ParserPool:
         return self._received(job, outcome)
 
     async def _parse_alone(self, job: ParseJob) -> ParseOutcome:
-        alone = await asyncio.to_thread(_Executor, 1, self.memory, self.tuned)
+        alone = await in_thread(_Executor, 1, self.memory, self.tuned)
         try:
             return await self._run(alone, job)
         except BrokenProcessPool:
@@ -395,7 +397,7 @@ class ParserPool:
             return ParseOutcome(error="parser process died (memory limit or crash)",
                                 kind="parse")
         finally:
-            await asyncio.to_thread(alone.close)
+            await in_thread(alone.close)
 
     async def _run(self, executor: _Executor, job: ParseJob) -> ParseOutcome:
         """The job's outcome; BrokenProcessPool if its worker died. The time limit is
@@ -422,7 +424,7 @@ class ParserPool:
                 raise
             if done:
                 try:
-                    return await asyncio.to_thread(_taken, waiting.result())
+                    return await in_thread(_taken, waiting.result())
                 except FileNotFoundError as exc:
                     # The executor was closed meanwhile (another document's worker died,
                     # or the pool closed) and its folder went: parsed again alone.

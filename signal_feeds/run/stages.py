@@ -49,6 +49,7 @@ from signal_feeds.http.clients import Clients
 from signal_feeds.http.fetch import FetchLimits, FetchResponse, fetch
 from signal_feeds.http.slots import HostSlots
 from signal_feeds.identity.keys import EntryRow, Identified
+from signal_feeds.offload import in_thread
 from signal_feeds.parse.processes import ParseJob, ParseOutcome, ParserPool
 from signal_feeds.parse.rows import NORMALIZER_VERSION
 from signal_feeds.parse.settings import ParseSettings
@@ -197,7 +198,7 @@ class Run:
             try:
                 await writing
             finally:
-                await asyncio.to_thread(self._end_of_run)
+                await in_thread(self._end_of_run)
 
     def _end_of_run(self) -> None:
         """Give back whatever lease is still held (a write that did not commit), and

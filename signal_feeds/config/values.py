@@ -1,0 +1,50 @@
+"""Checks of one setting's value: its type, and the range in which it can work."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+__all__ = ["out_of_bounds", "typed"]
+
+#: Settings that must be at least 1 (0 would stop every run, or read nothing).
+_AT_LEAST_ONE = ("concurrency", "per_host", "max_entries", "lease_seconds")
+#: Settings that must be more than 0: at 0 every request fails.
+_ABOVE_ZERO = ("connect_timeout", "read_timeout", "deadline", "max_body_bytes")
+_TYPE_NAMES = {float: "a number", int: "a whole number", str: "a string",
+               bool: "a boolean (true or false)"}
+
+
+_DAY = 24 * 3600.0
+#: The longest a duration setting may be, in seconds: past these no schedule means
+#: anything, and far past them the date arithmetic overflows (min_interval = 1e12 made
+#: every run fail with an OverflowError).
+_AT_MOST = {"min_interval": 366 * _DAY, "max_interval": 366 * _DAY,
+            "lease_seconds": _DAY, "busy_timeout": _DAY, "connect_timeout": _DAY,
+            "read_timeout": _DAY, "deadline": _DAY}
+
+
+def out_of_bounds(key: str, value: Any) -> str:
+    """Why a well-typed setting's value cannot work, or ''."""
+    if key in _AT_LEAST_ONE and value < 1:
+        return "must be at least 1"
+    if key in _ABOVE_ZERO and value <= 0:
+        return "must be more than 0 (at 0 every request fails)"
+    most = _AT_MOST.get(key)
+    if most is not None and value > most:
+        days = most / _DAY
+        return f"must be at most {most:.0f} seconds ({days:g} day{'s' if days != 1 else ''})"
+    return ""
+
+def typed(value: object, kind: type) -> tuple[Any, str]:
+    """``value`` as ``kind`` (an int is a float), or the reason it is not."""
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    if kind is not bool and isinstance(value, bool) or not isinstance(value, kind):
+        return None, f"must be {_TYPE_NAMES.get(kind, kind.__name__)}, not {value!r}"
+    if kind is float and not math.isfinite(value):  # type: ignore[arg-type]
+        # TOML reads inf and nan as floats; no duration or size means either.
+        return None, f"must be a finite number, not {value!r}"
+    if kind in (int, float) and value < 0:  # type: ignore[operator]
+        return None, "must not be negative"
+    return value, ""
