@@ -213,6 +213,30 @@ def test_duplicates_are_collapsed_as_in_signal_entries(fetch: Fetch, database: P
     assert [h["id"] for h in own] == [digest(["planet", "x"])]
 
 
+def test_a_story_is_found_by_words_only_a_copy_of_it_holds(fetch: Fetch,
+                                                           database: Path | str) -> None:
+    # The publisher's feed gives an excerpt; an aggregator's copy has the full text.
+    # Collapsed, the search looked only at the canonical rows and found nothing.
+    story = {"title": "Harvest festival in the valley", "link": "https://farm.example/h",
+             "date": "Mon, 02 Mar 2026 10:00:00 GMT"}
+    fetch("farm", rss({**story, "guid": "f", "description": "A short excerpt."}))
+    fetch("planet", rss({**story, "guid": "p", "description": "The full text: pumpkins, "
+                         "a tractor parade and cider pressing in the old barn."}))
+    publisher, copy = digest(["farm", "f"]), digest(["planet", "p"])
+    hits = search_json(database, "cider")["hits"]
+    assert [h["id"] for h in hits] == [publisher]  # the story, by its canonical copy
+    assert "[cider]" in hits[0]["snippet"] and hits[0]["also_in"] == ["planet"]
+    # A word both copies hold: still one hit per story.
+    assert [h["id"] for h in search_json(database, "harvest")["hits"]] == [publisher]
+    assert [h["id"] for h in search_json(database, "cider", "--all")["hits"]] == [copy]
+    with open_store(database) as store:
+        assert [h.entry.key for h in store.search("cider")] == [publisher]
+        assert [h.entry.key for h in search_entries(store, "cider")] == [publisher]
+        # --source: the copy stands for a canonical entry of its own source only.
+        assert [h.entry.key for h in store.search("cider", source_id="planet")] == [copy]
+        assert store.search("cider", source_id="farm") == []
+
+
 def test_source_since_and_limit_select_the_hits(fetch: Fetch, database: Path | str) -> None:
     fetch("a", rss(*({"guid": f"a{n}", "title": f"Garden diary day {n}",
                       "link": f"https://a.example/{n}",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -12,6 +13,7 @@ from signal_feeds.records import StoredVersion
 from signal_feeds.timeutil import format_time, parse_since
 
 __all__ = ["VIEW_FIELDS", "EntryHistory", "EntryView", "LookupResult", "SearchHit",
+           "collapsed_hits",
            "stored_since"]
 
 
@@ -140,3 +142,39 @@ def stored_since(since: str | dt.date | dt.datetime | None) -> str | None:
         reason = (str(exc) if "out of range" in str(exc)
                   else f"{since!r} is not a date (YYYY-MM-DD) or an ISO 8601 time")
         raise QueryError(f"since: {reason}", query=since) from exc
+
+
+def collapsed_hits(search: Callable[[int], list[SearchHit]],
+                   entry_view: Callable[[str], EntryView | None], *,
+                   source_id: str | None, limit: int) -> list[SearchHit]:
+    """One hit per story, best first, for a backend's collapsed search.
+
+    ``search(n)`` gives the best ``n`` hits over every row, duplicates included. A
+    marked duplicate's hit goes to the entry it duplicates (with the duplicate's
+    snippet), so a story is found by words only one of its copies holds (a short excerpt
+    first, an aggregator's full text later); only a story's best hit counts. With
+    ``source_id``, as in the collapsed listing, a copy stands for its canonical entry
+    only when that one is of the same source.
+    """
+    if limit <= 0:
+        return []
+    wanted = max(2 * limit, limit + 10)
+    roots: dict[str, EntryView | None] = {}
+    while True:
+        hits = search(wanted)
+        found: dict[str, SearchHit] = {}
+        for hit in hits:
+            entry = hit.entry
+            if entry.duplicate_of:
+                if entry.duplicate_of not in roots:
+                    roots[entry.duplicate_of] = entry_view(entry.duplicate_of)
+                root = roots[entry.duplicate_of]
+                if root is not None and (source_id is None or root.source_id == source_id):
+                    entry = root
+            if entry.key not in found:
+                found[entry.key] = dataclasses.replace(hit, entry=entry)
+                if len(found) == limit:
+                    return list(found.values())
+        if len(hits) < wanted:  # every hit there is
+            return list(found.values())
+        wanted *= 4
