@@ -331,7 +331,7 @@ def test_words_that_hold_punctuation_are_found_as_typed(fetch: Fetch,
     titles = {"1": "COVID-19 vaccine news", "2": "Node.js 22 is out", "3": "What's new in C++26",
               "4": "AT&T and e-mail", "5": "Writing C++ and C# side by side",
               "6": "#rust meetup at 10:30 with @bob", "7": "std::vector or $x? See "
-              "https://github.com/foo/tinydb"}
+              "https://github.com/foo/tinydb", "8": "Call hello() at start"}
     fetch("blog", rss(*({"guid": n, "title": t, "link": f"https://b.example/{n}"}
                         for n, t in titles.items())))
     for query, found in [("covid-19", {"1"}), ("node.js", {"2"}), ("what's", {"3"}),
@@ -344,7 +344,9 @@ def test_words_that_hold_punctuation_are_found_as_typed(fetch: Fetch,
                          ("#rust", {"6"}), ("@bob", {"6"}), ("10:30", {"6"}),
                          ("meetup & bob", {"6"}), ("$x?", {"7"}), ("std::vector", {"7"}),
                          ("https://github.com/foo/tinydb", {"7"}), ("title:10:30", {"6"}),
-                         ("tinydb*", {"7"}), ("node.js*", {"2"})]:
+                         ("tinydb*", {"7"}), ("node.js*", {"2"}),
+                         # A function's name, as a programmer types it.
+                         ("hello()", {"8"}), ("hello() start", {"8"})]:
         hits = search_json(database, query)["hits"]
         assert {h["url"].rsplit("/", 1)[1] for h in hits} == found, query
     # The phrase is of the parts in order: "19-covid" is not "covid-19".

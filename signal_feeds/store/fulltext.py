@@ -61,8 +61,9 @@ _NOT_FTS5 = re.compile(r"[^A-Za-z0-9_\x1a\x80-\U0010ffff*^+\-:]")
 # as one, with the columns named.
 _COLON_IN_WORD = re.compile(r"(?:^|[-+])\d[^:]*:|::|:/|:$")
 # A double-quoted string (its "" is a quote inside it) or a run of text without white
-# space, quotes, parentheses, braces and commas (which stay as they are around it).
-_QUERY_PIECE = re.compile(r'"(?:[^"]|"")*"?|[^\s"(){},]+')
+# space, quotes, parentheses, braces and commas (which stay as they are around it), with
+# an empty pair of parentheses right after it: a function's name as typed, print().
+_QUERY_PIECE = re.compile(r'"(?:[^"]|"")*"?|[^\s"(){},]+(?:\(\))?')
 
 
 def require_text(value: str, what: str) -> None:
