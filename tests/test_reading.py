@@ -152,6 +152,23 @@ def test_entries_newest_first_collapsed_filtered_and_limited(aggregate: dict[str
             store.search("story", since="yesterday")
 
 
+def test_a_limit_below_one_is_refused_alike(aggregate: dict[str, str],
+                                            database: Path | str) -> None:
+    # `search --limit 0` exited 1 ("no hit") and `entries --limit 0` 0; in the library
+    # search_entries(limit=-1) gave [] and read_changes(limit=0) a ValueError.
+    db = ("--db", str(database))
+    for args in (("entries", "--limit", "0"), ("search", "story", "--limit", "0"),
+                 ("export", "--limit", "0"), ("changes", "--limit", "0")):
+        result = invoke(*args, *db)
+        assert result.exit_code == 2 and "0 is not in the range x>=1" in result.output, args
+    with open_store(database) as store:
+        for call in (lambda: list_entries(store, limit=0),
+                     lambda: search_entries(store, "story", limit=-1)):
+            with pytest.raises(ValueError, match="limit must be at least 1"):
+                call()
+        assert len(list_entries(store, limit=None)) == 3
+
+
 def test_history_lists_every_version_with_when_it_was_seen(fetch: Fetch,
                                                            database: Path | str) -> None:
     fetch("publisher", rss(PUB))

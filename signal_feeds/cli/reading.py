@@ -166,7 +166,7 @@ def selection_options(func: Any) -> Any:
 @config_option
 @db_option
 @selection_options
-@click.option("--limit", default=50, show_default=True, type=click.IntRange(min=0),
+@click.option("--limit", default=50, show_default=True, type=click.IntRange(min=1),
               help="At most N entries.")
 @json_option
 def entries(config_path: str | None, db_path: str | None, source_id: str | None,
@@ -259,7 +259,7 @@ def lookup(url: str, config_path: str | None, db_path: str | None, as_json: bool
 @click.option("--output", "-o", type=click.Path(dir_okay=False, allow_dash=True), default="-",
               help="Write to FILE instead of standard output.")
 @selection_options
-@click.option("--limit", default=None, type=click.IntRange(min=0), help="At most N entries.")
+@click.option("--limit", default=None, type=click.IntRange(min=1), help="At most N entries.")
 def export(config_path: str | None, db_path: str | None, fmt: str, output: str,
            source_id: str | None, since: str | None, include_duplicates: bool,
            limit: int | None) -> None:

@@ -37,7 +37,7 @@ __all__ = ["search"]
 @db_option
 @selection_options
 @click.option("--limit", default=DEFAULT_SEARCH_LIMIT, show_default=True,
-              type=click.IntRange(min=0), help="At most N hits.")
+              type=click.IntRange(min=1), help="At most N hits.")
 @click.option("--rebuild", is_flag=True,
               help="Index every stored entry again (safe to repeat), then search QUERY "
                    "if one is given.")

@@ -116,11 +116,18 @@ def list_entries(
     canonical one, listing the rows collapsed into it. With ``source_id`` a source's own
     copy of a story that another source carried first is still shown (that is what
     the source published); only duplicates within the source are collapsed.
-    ``since`` is a date or time (UTC); ``limit=None`` means no limit.
+    ``since`` is a date or time (UTC); ``limit=None`` means no limit, and one below 1
+    is a :class:`ValueError` (as in :func:`~signal_feeds.store.change_feed.read_changes`).
     """
+    _check_limit(limit)
     views = store.entry_views(source_id=source_id, since=stored_since(since), limit=limit,
                               include_duplicates=include_duplicates)
     return views if include_duplicates else _with_duplicates(store, views)
+
+
+def _check_limit(limit: int | None) -> None:
+    if limit is not None and limit < 1:
+        raise ValueError(f"limit must be at least 1, not {limit}")
 
 
 def resolve_key(store: FeedStore, key: str) -> str | None:
@@ -162,8 +169,10 @@ def search_entries(
 
     Duplicates are collapsed as in :func:`list_entries` unless ``include_duplicates``;
     ``source_id`` and ``since`` select the same way. Raises
-    :class:`~signal_feeds.errors.QueryError` for an empty or invalid query.
+    :class:`~signal_feeds.errors.QueryError` for an empty or invalid query, and
+    :class:`ValueError` for a ``limit`` below 1.
     """
+    _check_limit(limit)
     hits = store.search(query, source_id=source_id, since=stored_since(since), limit=limit,
                         include_duplicates=include_duplicates)
     if include_duplicates or not hits:
