@@ -277,7 +277,8 @@ def test_the_index_follows_every_write_and_rebuilds_to_the_same(
 def test_bad_query_syntax_is_a_usage_error_naming_the_query(fetch: Fetch,
                                                             database: Path | str) -> None:
     fetch("blog", rss({"guid": "1", "title": "Anything", "link": "https://b.example/1"}))
-    for query in ('"unbalanced', "AND AND", "nosuchcolumn:word", "(open", "   "):
+    for query in ('"unbalanced', "AND AND", "nosuchcolumn:word", "(open", "   ", "OR",
+                  "NOT anything", "anything OR"):
         result = invoke("search", query, "--db", str(database))
         assert result.exit_code == 2, (query, result.output)
         assert "Traceback" not in result.output and result.exception is not None

@@ -12,7 +12,8 @@ column filter is a weight restriction, and ``ts_rank`` weighs a title match
 The query is parsed here (:func:`to_tsquery`): words (implicit AND), ``"phrases"``,
 ``AND``/``OR``/``NOT`` (NOT binds tightest, then AND, then OR, as in FTS5), parentheses,
 ``prefix*``, ``a + b`` (a phrase), ``NEAR(a b, N)`` (here: all of the words anywhere,
-a superset of FTS5's hits) and column filters ``title:``, ``{title summary}:``, ``-title:``;
+a superset of FTS5's hits), ``^word`` (here: the word anywhere, since a vector keeps no
+column starts) and column filters ``title:``, ``{title summary}:``, ``-title:``;
 a word with punctuation in it (``covid-19``) is a phrase, as on SQLite (see
 :func:`signal_feeds.store.fulltext.quote_punctuated_words`).
 Snippets are cut from the stored text in Python, as FTS5's ``snippet()`` shows them.
@@ -279,7 +280,9 @@ class _Parser:
             if self.peek() == ("punct", "^"):
                 self.take()  # "first token of the column": not kept in a tsvector
             kind, value = self.take()
-            if kind not in ("word", "string"):
+            if kind not in ("word", "string") or (kind == "word"
+                                                  and value in ("AND", "OR", "NOT")):
+                # An operator where a word should be ("OR" alone): FTS5 refuses it too.
                 self._error(f'syntax error near "{value}"')
             found = words(value)
             prefix = self.peek() == ("punct", "*")
