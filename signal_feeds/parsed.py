@@ -85,7 +85,8 @@ __all__ = ["NORMALIZER_VERSION", "ParsedEntry", "ParsedFeed"]
 #: formula or an SVG drawing in stored HTML is kept as its text (it was removed whole).
 #: 13: a Google redirect link gives the page it leads to; the Unix epoch is no date; an
 #: HTML summary of tags alone gives way to a Media RSS caption; stored HTML loses control
-#: characters that a feed escaped twice (``&amp;#27;``).
+#: characters that a feed escaped twice (``&amp;#27;``); a frame without a fallback leaves
+#: a link to its address.
 NORMALIZER_VERSION = 13
 
 

@@ -35,9 +35,10 @@ def _summary(html: str) -> str:
      "watch</a></p>"),
     ("<noembed><i>a clip</i></noembed>", "<i>a clip</i>"),
     # An iframe written as XML: HTML has no empty iframe, so the rest of the article was
-    # its content, stored as escaped text.
+    # its content, stored as escaped text. (Without a fallback, a link takes its place.)
     ('<p>Watch:</p><iframe src="https://video.example/1" /><p>After <b>it</b></p>',
-     "<p>Watch:</p><p>After <b>it</b></p>"),
+     '<p>Watch:</p><a href="https://video.example/1" rel="noopener noreferrer">'
+     "https://video.example/1</a><p>After <b>it</b></p>"),
     # Scripts and styles still go, with what they hold.
     ("<noscript><script>alert(1)</script>ok</noscript><style>p{}</style>", "ok"),
     # A textarea shows its markup as text in a browser too: kept as it was.
@@ -215,3 +216,21 @@ def test_control_characters_escaped_twice_are_not_stored() -> None:
                            f"</guid><description>{description}</description></item>"
                            "</channel></rss>").encode()).entries
     assert entry.summary == "<p>zebra [2J ]0;pwned tab\t…\u202eabc</p>"
+
+
+def test_an_embedded_player_leaves_a_link_to_what_it_played() -> None:
+    # WordPress embeds a YouTube video as an <iframe>: frames are not kept, and the post
+    # was left with an empty paragraph and no way to the video.
+    description = ('&lt;p&gt;Watch:&lt;/p&gt;&lt;p&gt;&lt;iframe width="560" '
+                   'src="https://www.youtube.com/embed/abc?feature=oembed&amp;amp;x=1" '
+                   'title="Tiny &amp;amp; fast" allowfullscreen&gt;&lt;/iframe&gt;&lt;/p&gt;'
+                   '&lt;iframe src="javascript:alert(1)"&gt;&lt;/iframe&gt;'
+                   '&lt;iframe src="//player.vimeo.com/video/1"/&gt;after')
+    (entry,) = parse_feed(('<rss version="2.0"><channel><title>t</title><item><guid>g'
+                           f"</guid><description>{description}</description></item>"
+                           "</channel></rss>").encode()).entries
+    assert entry.summary == (
+        '<p>Watch:</p><p><a href="https://www.youtube.com/embed/abc?feature=oembed&amp;x=1" '
+        'rel="noopener noreferrer">Tiny &amp; fast</a></p>'
+        '<a href="https://player.vimeo.com/video/1" rel="noopener noreferrer">'
+        "https://player.vimeo.com/video/1</a>after")

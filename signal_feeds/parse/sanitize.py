@@ -149,6 +149,28 @@ def _image_copy_removed(block: re.Match[str]) -> str:
     return "" if _IMAGES_ONLY.fullmatch(inner) else inner
 
 
+# A frame (a video player embedded from YouTube or Vimeo, a map) is not kept, but where
+# it pointed is: a link to its address, named by its title, stands in its place when it
+# has no fallback of its own to show (empty, or written as XML's ``<iframe ... />``).
+_FRAME_START = re.compile(r"<iframe\b[^<>]*?(?:/>|>(?=\s*</iframe\s*>))", re.IGNORECASE)
+
+
+def _frame_link(tag: re.Match[str]) -> str:
+    text = tag.group()
+    values = {name.lower(): value.strip("\"'") for name, value
+              in _ATTRIBUTE.findall(text, 7, len(text) - (2 if text.endswith("/>") else 1))}
+    address = values.get("src", "").strip()
+    if not address.lower().startswith(("https://", "http://", "//")):
+        return text
+    # The values are HTML already (``&amp;`` stays as written); only what would end the
+    # attribute or start a tag is escaped, and nh3 sees the result as any link.
+    if address.startswith("//"):  # as the page would load it: over https
+        address = "https:" + address
+    title = values.get("title", "").strip() or address
+    return (f'<a href="{address.replace(chr(34), "&quot;")}">'
+            f'{title.replace("<", "&lt;").replace(">", "&gt;")}</a>{text}')
+
+
 def sanitize(value: str, *, body: bool = False, **options: Any) -> str:
     """``value`` through nh3 with ``options``, after the help above. ``body``: a summary
     or content, whose videos, sounds, pictures and lazily loaded images are kept."""
@@ -163,6 +185,8 @@ def sanitize(value: str, *, body: bool = False, **options: Any) -> str:
             value = _NOSCRIPT.sub(_image_copy_removed, value)
         if "<math" in lowered or "<svg" in lowered:
             value = _FOREIGN_BLOCK.sub(_text_of_foreign, value)
+        if body and "<iframe" in lowered:
+            value = _FRAME_START.sub(_frame_link, value)
         value = _UNWRAPPED_TAG.sub("", value)
         if body and _MEDIA_TAG.search(lowered):
             options.update(_MEDIA_OPTIONS)
