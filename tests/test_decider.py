@@ -32,6 +32,11 @@ def at(seconds: float) -> dt.datetime:
     return NOW + dt.timedelta(seconds=seconds)
 
 
+def sent(seconds: float) -> dt.datetime:
+    """A time counted from when the request went out, as the schedule counts."""
+    return STARTED + dt.timedelta(seconds=seconds)
+
+
 def decider(**kw: Any) -> Decider:
     options: dict[str, Any] = {"source_id": "s", "now": NOW, "started": STARTED,
                                "min_interval": HOUR, "max_interval": 24 * HOUR,
@@ -72,7 +77,7 @@ CASES = [
     Case("fetched", resp(200, FRESH, body_digest="d2"), PARSED, write="apply_response",
          state_fields={"status": "ok", "etag": '"new"', "last_modified": "Tue, 2 Jan 2024",
                        "body_digest": "d2", "body_entries": 5, "error_count": 0,
-                       "next_due_at": at(HOUR), "last_success_at": STARTED},
+                       "next_due_at": sent(HOUR), "last_success_at": STARTED},
          report_fields={"http_status": 200, "skipped": 1, "warnings": ("w",)},
          record_fields={"outcome": "fetched", "skipped": 1, "duration_ms": 2000.0}),
     Case("fetched, but the document was cut short: its entries stored, its validators not",
@@ -85,11 +90,11 @@ CASES = [
     Case("fetched, the feed's ttl stretches the interval",
          resp(200, body_digest="d2"), replace(PARSED, ttl_seconds=3 * 3600),
          write="apply_response", state_fields={"ttl_seconds": 10800,
-                                               "next_due_at": at(3 * HOUR)}),
+                                               "next_due_at": sent(3 * HOUR)}),
     Case("not_modified keeps validators it does not repeat", resp(304, {"etag": '"e2"'}),
          status="not_modified", state_fields={"etag": '"e2"', "last_modified":
                                               "Mon, 1 Jan 2024", "body_digest": "d1"},
-         report_fields={"http_status": 304, "next_due": at(HOUR)},
+         report_fields={"http_status": 304, "next_due": sent(HOUR)},
          record_fields={"outcome": "not_modified", "http_status": 304}),
     Case("moved by 301", resp(200, FRESH, permanent_url=NEW_URL, url=NEW_URL,
                               body_digest="d2"), PARSED, status="moved",
@@ -124,7 +129,7 @@ CASES = [
     Case("retry_later: 429 with seconds", resp(429, {"retry-after": "120"}),
          status="retry_later",
          # The server's floor, under the first failure's backoff (min_interval).
-         state_fields={"retry_after": at(120), "next_due_at": at(HOUR), "error_count": 1},
+         state_fields={"retry_after": at(120), "next_due_at": sent(HOUR), "error_count": 1},
          report_fields={"retry_after": at(120), "error": None},
          record_fields={"error": "HTTP 429 Too Many Requests"}),
     Case("retry_later: 503 with a maintenance page says its title",
@@ -143,7 +148,7 @@ CASES = [
          ParseFacts(error="not an RSS or Atom feed"), status="rejected",
          # Nothing advances: the validators and digest stay, so the body is asked again.
          state_fields={"etag": '"old"', "body_digest": "d1", "error_count": 1,
-                       "last_error": "not an RSS or Atom feed", "next_due_at": at(HOUR)},
+                       "last_error": "not an RSS or Atom feed", "next_due_at": sent(HOUR)},
          report_fields={"error": "not an RSS or Atom feed", "http_status": 200},
          record_fields={"outcome": "rejected", "error": "not an RSS or Atom feed"}),
     Case("rejected: contradiction", resp(200, body_digest="d2"),
@@ -152,7 +157,7 @@ CASES = [
          report_fields={"error": "two versions (key k1, remote id 'r1')"}),
     Case("failed: network error", FetchFailure(URL, "connection refused", "connect"),
          status="failed",
-         state_fields={"http_status": None, "error_count": 1, "next_due_at": at(HOUR)},
+         state_fields={"http_status": None, "error_count": 1, "next_due_at": sent(HOUR)},
          report_fields={"http_status": None, "error": "connection refused"},
          record_fields={"http_status": None, "bytes": 0, "error": "connection refused"}),
     Case("failed: 404", resp(404), status="failed",
@@ -195,10 +200,10 @@ CASES = [
          record_fields={"outcome": "failed", "http_status": 304}),
     Case("failed again: a redirect not followed backs off like any failure",
          resp(302), state=replace(STORED, error_count=2), status="failed",
-         state_fields={"error_count": 3, "next_due_at": at(4 * HOUR)}),
+         state_fields={"error_count": 3, "next_due_at": sent(4 * HOUR)}),
     Case("failed again: a 304 to nothing backs off too",
          resp(304), state=replace(STORED, etag="", last_modified="", error_count=2),
-         status="failed", state_fields={"error_count": 3, "next_due_at": at(4 * HOUR)}),
+         status="failed", state_fields={"error_count": 3, "next_due_at": sent(4 * HOUR)}),
     Case("identical body: unchanged counts, validators still stored",
          resp(200, FRESH, body_digest="d1"),
          state_fields={"etag": '"new"', "last_modified": "Tue, 2 Jan 2024",
@@ -264,8 +269,13 @@ def test_counts_and_store_failures_complete_the_report() -> None:
 @pytest.mark.parametrize(("name", "state", "kw", "status", "fields"), [
     ("new source: go", SourceState("s", URL), {}, None, {}),
     ("due: go", replace(STORED, next_due_at=at(-1)), {}, None, {}),
-    ("not_due", replace(STORED, next_due_at=at(60)), {}, "not_due", {"next_due": at(60)}),
-    ("not_due, forced: go", replace(STORED, next_due_at=at(60)), {"force": True}, None, {}),
+    ("not_due", replace(STORED, next_due_at=at(61)), {}, "not_due", {"next_due": at(61)}),
+    # A cron job a moment earlier than the last: due (a minute at most, or a twentieth
+    # of min_interval), not one whole cron period late.
+    ("due a minute early: go", replace(STORED, next_due_at=at(60)), {}, None, {}),
+    ("not_due with a short interval", replace(STORED, next_due_at=at(10)),
+     {"min_interval": 60.0}, "not_due", {"next_due": at(10)}),
+    ("not_due, forced: go", replace(STORED, next_due_at=at(600)), {"force": True}, None, {}),
     ("gone", replace(STORED, gone=True, http_status=410), {"force": True}, "gone",
      {"http_status": 410}),
     ("retry_later pending", replace(STORED, retry_after=at(60), next_due_at=at(60)), {},
@@ -308,15 +318,15 @@ def test_consecutive_failures_double_the_wait_capped_and_a_success_resets() -> N
     for _ in range(8):
         state = _fail(state)
         assert state.next_due_at is not None
-        waits.append((state.next_due_at - NOW).total_seconds())
+        waits.append((state.next_due_at - STARTED).total_seconds())
     assert waits == [min(HOUR * 2 ** i, DEFAULT_BACKOFF_CAP) for i in range(8)]
     assert waits[-1] == DEFAULT_BACKOFF_CAP and state.error_count == 8
     # Jitter stretches a step by up to a quarter, never past the cap.
     stretched = _fail(replace(STORED, error_count=1), jitter=0.5)
-    assert stretched.next_due_at == at(2 * HOUR * 1.125)
-    assert _fail(replace(STORED, error_count=20), jitter=0.99).next_due_at == at(
+    assert stretched.next_due_at == sent(2 * HOUR * 1.125)
+    assert _fail(replace(STORED, error_count=20), jitter=0.99).next_due_at == sent(
         DEFAULT_BACKOFF_CAP)
     # A network error counts as a failure too.
     assert decider().after_fetch(state, FetchFailure(URL, "timeout")).state.error_count == 9
     ok = decider().after_fetch(state, resp(304)).state
-    assert (ok.error_count, ok.last_error, ok.next_due_at) == (0, "", at(HOUR))
+    assert (ok.error_count, ok.last_error, ok.next_due_at) == (0, "", sent(HOUR))

@@ -10,6 +10,7 @@ from signal_feeds.decide.schedule import (
     DEFAULT_BACKOFF_CAP,
     LONGEST_RETRY_AFTER,
     check_due,
+    due_slack,
     freshness_lifetime,
     next_poll,
     parse_retry_after,
@@ -44,6 +45,9 @@ CASES = [
     ("no-cache: interval only", 200, {"cache-control": "no-cache, max-age=99999"}, {},
      HOUR, None, "ok"),
     ("no-store: interval only", 304, {"cache-control": "no-store"}, {}, HOUR, None, "ok"),
+    # no-cache naming a field is about that field alone (RFC 9111 §5.2.2.4).
+    ("no-cache=field keeps max-age", 200,
+     {"cache-control": 'max-age=14400, no-cache="Set-Cookie"'}, {}, 4 * HOUR, None, "ok"),
     ("Expires minus Date", 200, {"expires": "Wed, 02 Dec 2026 15:00:00 GMT",
                                  "date": "Wed, 02 Dec 2026 12:00:00 GMT"}, {},
      3 * HOUR, None, "ok"),
@@ -72,6 +76,9 @@ CASES = [
     ("backoff jitter stretches", 502, {}, {"errors": 2, "jitter": 0.5}, 2 * HOUR * 1.125,
      None, "backoff"),
     ("backoff is capped", 500, {}, {"errors": 40}, DEFAULT_BACKOFF_CAP, None, "backoff"),
+    # A weekly source that fails waits its week, not the day the cap allows.
+    ("a failing source waits min_interval past the cap", 500, {},
+     {"errors": 1, "min_interval": 7 * 24 * HOUR}, 7 * 24 * HOUR, None, "backoff"),
     ("network error", "error", {}, {"errors": 2}, 2 * HOUR, None, "backoff"),
     ("404 backs off", 404, {}, {"errors": 1}, HOUR, None, "backoff"),
     ("410 gone", 410, {}, {"errors": 0}, None, None, "gone"),
@@ -128,3 +135,22 @@ def test_check_due(kwargs: dict[str, object], status: str, until: dt.datetime | 
     args.update(kwargs)
     due = check_due(now=NOW, **args)  # type: ignore[arg-type]
     assert (due.status, due.until) == (status, until)
+
+
+def test_the_wait_counts_from_when_the_request_went_out() -> None:
+    # Counted from the end of the exchange, an hourly source under an hourly cron job
+    # was due a few seconds after the next run began, so every other run skipped it.
+    sent = NOW - dt.timedelta(seconds=2)
+    for status, errors in ((200, 0), (304, 0), (500, 1)):
+        decision = next_poll(now=NOW, sent=sent, status=status, headers={},
+                             error_count=errors, min_interval=HOUR, max_interval=24 * HOUR)
+        assert decision.next_due_at == sent + dt.timedelta(hours=1), status
+    # A Retry-After counts from when the answer came.
+    later = next_poll(now=NOW, sent=sent, status=429, headers={"retry-after": "7200"},
+                      error_count=1, min_interval=HOUR, max_interval=24 * HOUR)
+    assert later.retry_after == at(7200) and later.next_due_at == at(7200)
+    # The next cron run, started a moment earlier in its minute than the last one.
+    next_run = sent + dt.timedelta(hours=1) - dt.timedelta(seconds=0.5)
+    assert check_due(now=next_run, gone=False, next_due_at=sent + dt.timedelta(hours=1),
+                     retry_after=None, force=False, slack=due_slack(HOUR)).status == "due"
+    assert due_slack(HOUR) == 60 and due_slack(60) == 3

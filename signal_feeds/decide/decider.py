@@ -25,7 +25,13 @@ from http import HTTPStatus
 from typing import Literal
 
 from signal_feeds.decide.report import SourceReport, SourceStatus
-from signal_feeds.decide.schedule import PollDecision, Status, check_due, next_poll
+from signal_feeds.decide.schedule import (
+    PollDecision,
+    Status,
+    check_due,
+    due_slack,
+    next_poll,
+)
 from signal_feeds.records import ApplyCounts, FetchRecord, SourceState
 
 __all__ = ["Decider", "Decision", "FetchFailure", "ParseFacts", "ResponseFacts", "Write",
@@ -170,7 +176,8 @@ class Decider:
                 error=f"review date {review_by} has passed{who}; renew the approval to "
                       "fetch it again"))
         due = check_due(now=self.now, gone=state.gone, next_due_at=state.next_due_at,
-                        retry_after=state.retry_after, force=self.force)
+                        retry_after=state.retry_after, force=self.force,
+                        slack=due_slack(self.min_interval))
         if due.status == "gone":
             return Decision(state, SourceReport(source=sid, status="gone",
                                                 http_status=state.http_status,
@@ -302,7 +309,8 @@ class Decider:
               ttl: int | None = None) -> PollDecision:
         return next_poll(now=self.now, status=status, headers=headers,
                          error_count=error_count, min_interval=self.min_interval,
-                         max_interval=self.max_interval, ttl_seconds=ttl, jitter=self.jitter)
+                         max_interval=self.max_interval, ttl_seconds=ttl, jitter=self.jitter,
+                         sent=self.started)
 
     def _succeeded(self, state: SourceState, response: ResponseFacts,
                    ttl: int | None) -> SourceState:

@@ -15,10 +15,13 @@ from typing import Literal
 
 __all__ = [
     "DEFAULT_BACKOFF_CAP",
+    "DEFAULT_DUE_SLACK",
+    "DUE_SLACK_FRACTION",
     "LONGEST_RETRY_AFTER",
     "Due",
     "PollDecision",
     "check_due",
+    "due_slack",
     "freshness_lifetime",
     "next_poll",
     "parse_http_date",
@@ -94,7 +97,9 @@ def freshness_lifetime(headers: Mapping[str, str], now: dt.datetime) -> float | 
     else ``Expires`` minus ``Date``; ``0`` for ``no-cache``/``no-store``; ``None`` when
     the response says nothing. ``headers`` keys must be lower-case."""
     cc = _cache_control(headers.get("cache-control", ""))
-    if "no-store" in cc or "no-cache" in cc:
+    # no-cache="Set-Cookie" names the fields it is about (RFC 9111 §5.2.2.4): the
+    # response itself may still be reused for its max-age.
+    if "no-store" in cc or ("no-cache" in cc and not cc["no-cache"]):
         return 0.0
     age = headers.get("age", "").strip()
     age_seconds = float(age) if age.isdecimal() else 0.0
@@ -124,6 +129,7 @@ def next_poll(
     ttl_seconds: int | None = None,
     jitter: float = 0.0,
     backoff_cap: float = DEFAULT_BACKOFF_CAP,
+    sent: dt.datetime | None = None,
 ) -> PollDecision:
     """The earliest next poll after a response.
 
@@ -131,15 +137,21 @@ def next_poll(
     rejected body; ``headers`` the response's headers with lower-case names;
     ``error_count`` the consecutive failures *including* this response (0 after a
     success); ``jitter`` a number in [0, 1) that stretches backoff delays (pass a
-    random one; tests pass a fixed one).
+    random one; tests pass a fixed one). The waits count from ``sent``, when the request
+    went out (``now`` if not given), as a response's age does (RFC 9111 §4.2.3): counted
+    from its end, an hour's interval polled by an hourly cron job slipped to every
+    other run. A ``Retry-After`` counts from ``now``, when the answer came. A failing
+    source waits at most ``backoff_cap``, or ``min_interval`` when that is longer.
     """
+    anchor = sent or now
     if status == 410:
         return PollDecision(next_due_at=None, reason="gone")
     if status == "error" or not (200 <= status < 400):
         steps = max(error_count, 1) - 1
-        delay = min(backoff_cap, max(min_interval, 60.0) * 2.0 ** min(steps, 32))
-        delay = min(backoff_cap, delay * (1.0 + JITTER_FRACTION * jitter))
-        backoff = now + dt.timedelta(seconds=delay)
+        cap = max(backoff_cap, min_interval)
+        delay = min(cap, max(min_interval, 60.0) * 2.0 ** min(steps, 32))
+        delay = min(cap, delay * (1.0 + JITTER_FRACTION * jitter))
+        backoff = anchor + dt.timedelta(seconds=delay)
         retry_after = (parse_retry_after(headers.get("retry-after"), now)
                        if status in (429, 503) else None)
         if retry_after is not None:
@@ -155,7 +167,7 @@ def next_poll(
     if ttl_seconds is not None:
         wait = max(wait, float(ttl_seconds))
     wait = min(wait, max(max_interval, min_interval))
-    return PollDecision(next_due_at=now + dt.timedelta(seconds=wait))
+    return PollDecision(next_due_at=anchor + dt.timedelta(seconds=wait))
 
 
 DueStatus = Literal["due", "gone", "retry_later", "not_due"]
@@ -169,6 +181,19 @@ class Due:
     until: dt.datetime | None = None
 
 
+#: How early a source may be polled, at most: a minute...
+DEFAULT_DUE_SLACK = 60.0
+#: ... and at most this share of its ``min_interval``.
+DUE_SLACK_FRACTION = 0.05
+
+
+def due_slack(min_interval: float) -> float:
+    """Seconds before its due time that a source counts as due: a cron job started a
+    moment earlier than the last one (they never start to the millisecond) would
+    otherwise skip it and poll it one whole cron period late."""
+    return min(DEFAULT_DUE_SLACK, DUE_SLACK_FRACTION * min_interval)
+
+
 def check_due(
     *,
     now: dt.datetime,
@@ -176,14 +201,17 @@ def check_due(
     next_due_at: dt.datetime | None,
     retry_after: dt.datetime | None,
     force: bool,
+    slack: float = 0.0,
 ) -> Due:
     """A gone source is never due (``--force`` included) until reset; a ``Retry-After``
     that has not passed holds even against ``--force``; otherwise the schedule holds
-    unless forced."""
+    unless forced, counting a source due ``slack`` seconds early (:func:`due_slack`;
+    never for a ``Retry-After``, which the host asked for)."""
     if gone:
         return Due("gone")
     if retry_after is not None and retry_after > now:
         return Due("retry_later", retry_after)
-    if not force and next_due_at is not None and next_due_at > now:
+    if (not force and next_due_at is not None
+            and next_due_at > now + dt.timedelta(seconds=slack)):
         return Due("not_due", next_due_at)
     return Due("due")
