@@ -105,9 +105,11 @@ CASES = [
     Case("moved by 308, body unchanged", resp(200, FRESH, permanent_url=NEW_URL,
                                              body_digest="d1"),
          status="moved", state_fields={"moved_to": NEW_URL}, report_fields={"unchanged": 12}),
+    # Reported as moved by the run that was redirected, not by every later one (cron
+    # mailed the same "moved" line on every poll); the source stays moved.
     Case("a 304 after a move", resp(304),
          state=replace(STORED, fetch_url=NEW_URL, moved_to=NEW_URL, status="moved"),
-         status="moved", state_fields={"status": "moved", "fetch_url": NEW_URL},
+         status="not_modified", state_fields={"status": "moved", "fetch_url": NEW_URL},
          report_fields={"moved_to": NEW_URL, "http_status": 304}),
     # A 301 whose target fails is not where the feed lives: it was adopted, the
     # configured address never asked again, and the error did not say where it came from.

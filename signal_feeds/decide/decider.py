@@ -240,8 +240,8 @@ class Decider:
             new = replace(self._succeeded(state, response, state.ttl_seconds),
                           etag=response.etag or state.etag,
                           last_modified=response.last_modified or state.last_modified)
-            return self._save(new, "moved" if new.moved_to else "not_modified", response,
-                              http_status=304, moved_to=new.moved_to)
+            return self._save(new, "moved" if response.permanent_url else "not_modified",
+                              response, http_status=304, moved_to=new.moved_to)
         if status == 206:
             # Part of a document answers a Range request (RFC 9110 15.3.7), which Signal
             # never sends: parsed, the part would be stored and the source reported ok.
@@ -262,7 +262,10 @@ class Decider:
     def _ok(self, state: SourceState, response: ResponseFacts,
             parsed: ParseFacts | None) -> Decision:
         moved = _moved(state, response)  # taken only by the outcomes that succeed
-        outcome: SourceStatus = "moved" if moved.moved_to else "fetched"
+        # Reported as moved by the run whose response was redirected for good; later
+        # runs go to the new address and report what they did (``moved_to`` still says
+        # where the source lives, and ``signal sources`` shows it as moved).
+        outcome: SourceStatus = "moved" if response.permanent_url else "fetched"
         if self._same_body(state, response):
             state = moved
             # Byte-identical to the stored body: nothing to parse, but keep the validators.
