@@ -130,3 +130,26 @@ def test_verbose_and_quiet_together_are_a_usage_error(tmp_path: Path) -> None:
     config = write_config(tmp_path, {"a": "http://127.0.0.1:9/a.xml"})
     result = CliRunner().invoke(cli, ["fetch", "--config", str(config), "-v", "-q"])
     assert result.exit_code == 2 and "exclude each other" in result.output
+
+
+def test_a_source_waiting_out_a_retry_after_or_already_moved_is_quiet(
+        server: ScenarioServer, tmp_path: Path) -> None:
+    # A source under a month-long Retry-After, and one moved by a 301 runs ago, each
+    # printed its line on every run: cron mail every 15 minutes for nothing new.
+    plain = (FIXTURES / "variants" / "no-dates.xml").read_bytes()
+    server.put("/target.xml", plain)
+    server.script("/busy.xml", [ScriptedResponse(status=429,
+                                                 headers=(("Retry-After", "3600"),))])
+    server.script("/old.xml", [ScriptedResponse(status=301, headers=(
+        ("Location", server.url("/target.xml")),))])
+    config = write_config(tmp_path, {"busy": server.url("/busy.xml"),
+                                     "moving": server.url("/old.xml")})
+    code, lines = fetch(config)
+    assert [line.split()[:2] for line in lines[:-1]] == [["busy", "retry_later"],
+                                                         ["moving", "moved"]]
+    code, lines = fetch(config)
+    assert code == 0 and len(lines) == 1  # the summary alone
+    assert "1 retry_later" in lines[0] and "1 not_modified" in lines[0]
+    code, lines = fetch(config, "-v")
+    assert [line.split()[:2] for line in lines[:-1]] == [["busy", "retry_later"],
+                                                         ["moving", "not_modified"]]

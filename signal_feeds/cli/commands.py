@@ -152,10 +152,13 @@ def _fetch_lines(report: RunReport, *, verbose: bool, quiet: bool) -> list[str]:
     *per_source, summary = report.lines()
     shown = []
     for rep, line in zip(report.sources, per_source, strict=True):
+        # A source left alone while a Retry-After runs (no request, no status) is as
+        # quiet as one not due: its line on every run was cron mail for up to a month.
+        waiting = rep.status == "retry_later" and rep.http_status is None
         if quiet:
             keep = rep.status in PROBLEM_STATUSES
         else:
-            keep = (verbose or rep.status in EVENT_STATUSES
+            keep = (verbose or (rep.status in EVENT_STATUSES and not waiting)
                     or rep.created > 0 or rep.updated > 0)
         if keep:
             shown.append(line)
