@@ -152,8 +152,10 @@ def test_a_run_needs_none_of_the_hosts_default_executor(server: ScenarioServer,
     # leases back and took host slots there.
     from concurrent.futures import ThreadPoolExecutor
 
+    # By name, not by address: the name is looked up (on the default executor too,
+    # before), an address is not.
     config = make_config(tmp_path / "signal.db", {
-        "demo-rss": server.url("/feeds/demo-rss.xml"),
+        "demo-rss": server.url("/feeds/demo-rss.xml").replace("127.0.0.1", "localhost"),
         "demo-atom": server.url("/feeds/demo-atom.xml")})
     release = threading.Event()
 

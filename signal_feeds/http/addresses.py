@@ -16,12 +16,13 @@ each request it would send.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import contextvars
 import ipaddress
 import socket
 from collections.abc import Awaitable, Callable, Iterator
+
+from signal_feeds.offload import in_thread
 
 __all__ = ["PRIVATE_ADDRESS_INFO", "AddressRefused", "Resolver", "is_private_address",
            "private_addresses", "private_allowed", "refusal_guard", "system_resolver"]
@@ -83,6 +84,8 @@ def refusal_guard(host: str, address: str) -> Callable[[], None]:
 
 async def system_resolver(host: str) -> list[str]:
     """The system's resolver (``getaddrinfo``), IPv6 and IPv4 addresses in its order."""
-    loop = asyncio.get_running_loop()
-    infos = await loop.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+    # On Signal's own threads: the loop's getaddrinfo runs on its default executor,
+    # which in an embedding program is the program's, and may be busy with its work.
+    infos = await in_thread(socket.getaddrinfo, host, None, 0, socket.SOCK_STREAM,
+                            lane="lookup")
     return [str(info[4][0]) for info in infos]
