@@ -220,8 +220,9 @@ def test_a_story_is_found_by_words_only_a_copy_of_it_holds(fetch: Fetch,
     story = {"title": "Harvest festival in the valley", "link": "https://farm.example/h",
              "date": "Mon, 02 Mar 2026 10:00:00 GMT"}
     fetch("farm", rss({**story, "guid": "f", "description": "A short excerpt."}))
-    fetch("planet", rss({**story, "guid": "p", "description": "The full text: pumpkins, "
-                         "a tractor parade and cider pressing in the old barn."}))
+    fetch("planet", rss({**story, "guid": "p", "date": "Tue, 10 Mar 2026 10:00:00 GMT",
+                         "description": "The full text: pumpkins, a tractor parade and "
+                         "cider pressing in the old barn."}))
     publisher, copy = digest(["farm", "f"]), digest(["planet", "p"])
     hits = search_json(database, "cider")["hits"]
     assert [h["id"] for h in hits] == [publisher]  # the story, by its canonical copy
@@ -235,6 +236,14 @@ def test_a_story_is_found_by_words_only_a_copy_of_it_holds(fetch: Fetch,
         # --source: the copy stands for a canonical entry of its own source only.
         assert [h.entry.key for h in store.search("cider", source_id="planet")] == [copy]
         assert store.search("cider", source_id="farm") == []
+        # --since selects stories as `signal entries --since` does: by the canonical
+        # entry's date (the copy's own later date does not bring an older story in).
+        assert store.search("cider", since="2026-03-05") == []
+        assert [h.entry.key for h in store.search("cider", since="2026-03-02")] == [
+            publisher]
+    assert search_json(database, "cider", "--since", "2026-03-05")["hits"] == []
+    assert search_json(database, "cider", "--limit", str(2 ** 63 - 1))["hits"][0]["id"] == (
+        publisher)  # no overflow asking the backend for twice the limit
 
 
 def test_source_since_and_limit_select_the_hits(fetch: Fetch, database: Path | str) -> None:

@@ -144,25 +144,32 @@ def stored_since(since: str | dt.date | dt.datetime | None) -> str | None:
         raise QueryError(f"since: {reason}", query=since) from exc
 
 
+#: The most hits a collapsed search asks its backend for at once (SQLite's INTEGER).
+_MOST_HITS = 1 << 62
+
+
 def collapsed_hits(search: Callable[[int], list[SearchHit]],
                    entry_view: Callable[[str], EntryView | None], *,
-                   source_id: str | None, limit: int) -> list[SearchHit]:
+                   source_id: str | None, since: str | None, limit: int) -> list[SearchHit]:
     """One hit per story, best first, for a backend's collapsed search.
 
     ``search(n)`` gives the best ``n`` hits over every row, duplicates included. A
     marked duplicate's hit goes to the entry it duplicates (with the duplicate's
     snippet), so a story is found by words only one of its copies holds (a short excerpt
-    first, an aggregator's full text later); only a story's best hit counts. With
-    ``source_id``, as in the collapsed listing, a copy stands for its canonical entry
-    only when that one is of the same source.
+    first, an aggregator's full text later); only a story's best hit counts. The story
+    is then selected as the collapsed listing selects its canonical entry: with
+    ``source_id``, a copy stands for its canonical entry only when that one is of the
+    same source; with ``since`` (as stored times compare), a story whose canonical entry
+    is older is left out, as ``signal entries --since`` leaves it out.
     """
     if limit <= 0:
         return []
-    wanted = max(2 * limit, limit + 10)
+    wanted = min(max(2 * limit, limit + 10), _MOST_HITS)
     roots: dict[str, EntryView | None] = {}
     while True:
         hits = search(wanted)
-        found: dict[str, SearchHit] = {}
+        found: dict[str, SearchHit | None] = {}  # None: the story is not selected
+        chosen = 0
         for hit in hits:
             entry = hit.entry
             if entry.duplicate_of:
@@ -171,10 +178,13 @@ def collapsed_hits(search: Callable[[int], list[SearchHit]],
                 root = roots[entry.duplicate_of]
                 if root is not None and (source_id is None or root.source_id == source_id):
                     entry = root
-            if entry.key not in found:
-                found[entry.key] = dataclasses.replace(hit, entry=entry)
-                if len(found) == limit:
-                    return list(found.values())
-        if len(hits) < wanted:  # every hit there is
-            return list(found.values())
-        wanted *= 4
+            if entry.key in found:
+                continue
+            selected = since is None or entry.date >= since
+            found[entry.key] = dataclasses.replace(hit, entry=entry) if selected else None
+            chosen += selected
+            if chosen == limit:
+                return [h for h in found.values() if h is not None]
+        if len(hits) < wanted or wanted == _MOST_HITS:  # every hit there is
+            return [h for h in found.values() if h is not None]
+        wanted = min(wanted * 4, _MOST_HITS)

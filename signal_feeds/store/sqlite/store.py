@@ -268,7 +268,7 @@ class Store:
                 lambda n: queries.search(self._db.conn, query, source_id=source_id,
                                          since=bound, limit=n, include_duplicates=True),
                 lambda key: queries.entry_view(self._db.conn, key),
-                source_id=source_id, limit=limit)
+                source_id=source_id, since=bound, limit=limit)
 
     def rebuild_search_index(self) -> int:
         """Index every entry again (one transaction); the number indexed."""
