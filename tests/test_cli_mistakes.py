@@ -5,6 +5,7 @@ user, 2026-12-06)."""
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import os
 from pathlib import Path
 
@@ -138,8 +139,8 @@ def test_settings_that_would_fail_every_request_are_config_problems() -> None:
         "[settings]: connect_timeout: must be more than 0 (at 0 every request fails)",
         "[settings]: max_body_bytes: must be more than 0 (at 0 every request fails)",
         "[settings]: read_timeout: must be a number, not '30s'",
-        "[settings]: max_interval: max_interval (60) is less than min_interval (7200); "
-        "polls could not be both",
+        "[settings]: max_interval: 60 is less than min_interval (7200); polls could not "
+        "be both",
         "sources[0] (id 'a'): max_body_bytes: must be more than 0 (at 0 every request "
         "fails)"])
 
@@ -149,16 +150,29 @@ def test_settings_that_would_fail_every_request_are_config_problems() -> None:
     ("min_interval = 1e12", "min_interval: must be at most 31622400 seconds (366 days)"),
     ("lease_seconds = 1e300", "lease_seconds: must be at most 86400 seconds (1 day)"),
     ("busy_timeout = 1e9", "busy_timeout: must be at most 86400 seconds (1 day)"),
-    # One of the pair alone, against the other's default (it was silently overruled).
-    ("max_interval = 60", "max_interval: max_interval (60) is less than min_interval "
-                          "(3600, the default); polls could not be both"),
-    ("min_interval = 1000000", "min_interval: max_interval (604800, the default) is less "
-                               "than min_interval (1e+06); polls could not be both"),
 ])
 def test_settings_past_any_schedule_are_config_problems(settings: str, problem: str) -> None:
     with pytest.raises(ConfigError) as raised:
         parse_config(f"[settings]\n{settings}\n", path="signal.toml")
     assert list(raised.value.problems) == [f"[settings]: {problem}"]
+
+
+@pytest.mark.parametrize(("settings", "warned"), [
+    # One of the pair alone, against the other's default: min_interval wins, as it did,
+    # and the user is told (a max_interval of 60 was silently overruled).
+    ("max_interval = 60", "signal.toml: [settings]: max_interval (60) is less than the "
+                          "default min_interval (3600); min_interval wins (set "
+                          "min_interval too to silence this)"),
+    ("min_interval = 1000000", "signal.toml: [settings]: min_interval (1e+06) is more than "
+                               "the default max_interval (604800); min_interval wins (set "
+                               "max_interval too to silence this)"),
+])
+def test_one_interval_alone_against_the_others_default_is_warned_of(
+        settings: str, warned: str, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="signal_feeds"):
+        config = parse_config(f"[settings]\n{settings}\n", path="signal.toml")
+    assert [r.getMessage() for r in caplog.records] == [warned]
+    assert config.settings.min_interval >= 3600
 
 
 @pytest.mark.parametrize(("host", "reason"), [

@@ -299,16 +299,22 @@ def _settings(table: object, problems: _Problems, base_dir: Path | None) -> Sett
     given = [key for key in ("min_interval", "max_interval") if key in values]
     low = values.get("min_interval", DEFAULT_MIN_INTERVAL)
     high = values.get("max_interval", DEFAULT_MAX_INTERVAL)
-    if given and high < low:
-        # One of them alone is compared with the other's default: a max_interval of 60
-        # under the default min_interval of 3600 would be silently overruled.
-        said = {key: f"{values[key]:g}" if key in values else f"{default:g}, the default"
-                for key, default in (("min_interval", DEFAULT_MIN_INTERVAL),
-                                     ("max_interval", DEFAULT_MAX_INTERVAL))}
-        problems.add(where, f"{given[-1]}: max_interval ({said['max_interval']}) is less "
-                            f"than min_interval ({said['min_interval']}); polls could not "
-                            "be both")
-        values.pop("max_interval", None)
+    if len(given) == 2 and high < low:
+        problems.add(where, f"max_interval: {high:g} is less than min_interval ({low:g}); "
+                            "polls could not be both")
+        del values["max_interval"]
+    elif given and high < low:
+        # One of them alone against the other's default: min_interval wins, as it
+        # always has (a weekly min_interval alone means weekly polls), but a max_interval
+        # of 60 under the default hour is not what it says, so the user is told.
+        if given == ["max_interval"]:
+            said = f"max_interval ({high:g}) is less than the default min_interval ({low:g})"
+            other = "min_interval"
+        else:
+            said = f"min_interval ({low:g}) is more than the default max_interval ({high:g})"
+            other = "max_interval"
+        log.warning("%s%s: %s; min_interval wins (set %s too to silence this)",
+                    f"{problems.where}: " if problems.where else "", where, said, other)
     if "database" in values and is_postgres_url(values["database"]):
         pass  # a server, not a file: no folder to resolve it against
     elif "database" in values:
