@@ -145,6 +145,10 @@ def test_demo_runs_as_a_process(tmp_path: Path) -> None:
     assert "Заметки о выпуске 1.0" in titles
     atom = latin1("export", "--format", "atom")
     assert atom.returncode == 0 and b"&#1047;&#1072;" in atom.stdout
+    demo = subprocess.run([sys.executable, "-m", "signal_feeds", "demo", "--db",
+                           str(tmp_path / "latin1.db")], capture_output=True, timeout=120,
+                          check=False, env={**os.environ, "PYTHONIOENCODING": "latin-1"})
+    assert demo.returncode == 0 and b"Traceback" not in demo.stderr, demo.stderr
 
 
 def entry_key(db: Path, remote_id: str) -> str:

@@ -747,6 +747,7 @@ def test_the_unix_epoch_is_no_date() -> None:
         feed = parse_feed(("<rss version='2.0'><channel><title>t</title><item><guid>g</guid>"
                            f"<pubDate>{date}</pubDate></item></channel></rss>").encode())
         assert feed.entries[0].published == "", date
+        assert feed.warnings == (f"date {date!r} not understood; left empty",), date
     kept = parse_feed(b"<rss version='2.0'><channel><title>t</title><item><guid>g</guid>"
                       b"<pubDate>Thu, 01 Jan 1970 00:00:01 +0000</pubDate></item></channel>"
                       b"</rss>")

@@ -21,6 +21,7 @@ from signal_feeds.cli.common import (
     database_path,
     db_option,
     fail,
+    fitted,
     json_option,
     load,
     say,
@@ -220,7 +221,7 @@ def demo(db_path: str) -> None:
     from signal_feeds.demo.walkthrough import run_demo
 
     try:
-        run_demo(database_path(None, db_path), echo=click.echo)
+        run_demo(database_path(None, db_path), echo=lambda text: click.echo(fitted(text)))
     except SignalError as exc:
         fail(exc)
 
