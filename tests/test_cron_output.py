@@ -90,6 +90,8 @@ def mixed_run(server: ScenarioServer, folder: Path, *args: str) -> tuple[int, li
     urls = ["/plain.xml", "/same-entries.xml", "/new.xml", "/missing.xml",
             "/contradiction.xml", "/gone.xml", "/busy.xml", "/old.xml", "/plain.xml?expired"]
     sources = {sid: server.url(url) for sid, url in zip(SOURCES, urls, strict=False)}
+    # By another name: a host that answers 429 gets no more requests that run.
+    sources["retry-later"] = sources["retry-later"].replace("127.0.0.1", "localhost")
     sources["not-due"] = "http://127.0.0.1:9/never.xml"
     config = write_config(folder, sources, {"expired": "review_by = 2001-01-01"})
     code, _ = fetch(config, "--source", "not-modified", "--source", "unchanged")

@@ -234,3 +234,30 @@ def test_a_fetch_row_times_the_request_not_the_wait_for_its_host(
     run_fetch(make_config(db_path, sources, per_host=1), force=True)
     durations = sorted(d for (d,) in rows(db_path, "SELECT duration_ms FROM fetches"))
     assert len(durations) == 2 and durations[-1] < 1800, durations
+
+
+def test_a_host_that_asks_for_a_pause_gets_no_more_requests_that_run(
+        server: ScenarioServer, tmp_path: Path) -> None:
+    # Ten feeds of one rate-limited site: each of the ten got its request and its 429
+    # in the same run; the site said to stop after the first.
+    for i in range(10):
+        server.script(f"/limited/{i}.xml", [ScriptedResponse(
+            status=429, headers=(("Retry-After", "3600"),))])
+    server.put("/other.xml", feed_body(server))
+    sources = {f"feed-{i}": server.url(f"/limited/{i}.xml") for i in range(10)}
+    # Another host (the same server by another name) is not paused.
+    sources["elsewhere"] = server.url("/other.xml").replace("127.0.0.1", "localhost")
+    report = run_fetch(make_config(tmp_path / "signal.db", sources, per_host=1),
+                       force=True)
+    asked = [r for r in server.requests if r.path.startswith("/limited/")]
+    assert len(asked) == 1
+    answered = [r for r in report.sources if r.http_status == 429]
+    paused = [r for r in report.sources if r.status == "retry_later" and r.http_status is None]
+    assert len(answered) == 1 and len(paused) == 9
+    assert all(r.retry_after is not None and r.note.startswith(
+        f"not requested: 127.0.0.1 answered 429 to {answered[0].source}") for r in paused)
+    assert report.get("elsewhere").status == "fetched"
+    # Nothing was written for the paused ones: the next run asks again.
+    with Store(tmp_path / "signal.db") as store:
+        states = {s.source_id: s for s in store.source_states()}
+    assert sum(1 for s in states.values() if s.retry_after is not None) == 1

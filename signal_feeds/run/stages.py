@@ -55,6 +55,7 @@ from signal_feeds.parse.rows import NORMALIZER_VERSION
 from signal_feeds.parse.settings import ParseSettings
 from signal_feeds.records import SourceState
 from signal_feeds.run.claims import Claims, lease_trouble
+from signal_feeds.run.host_pauses import HostPauses
 from signal_feeds.run.queues import StageQueue
 from signal_feeds.run.writer import Write, WriteStage
 from signal_feeds.store.leases import worker_id
@@ -133,6 +134,7 @@ class Run:
         self.owner = owner or worker_id()
         self.gate = store.host_gate()
         self.host_slots = HostSlots(config.settings.per_host, gate=self.gate)
+        self.host_pauses = HostPauses()
         # Until the first bodies have arrived, a download is assumed to cost
         # _FIRST_GUESS, or less when that would keep some of the run's slots idle: the
         # first requests all go out at once.
@@ -296,6 +298,14 @@ class Run:
         # each hop's host (inside fetch).
         async with self.host_slots.hold(urlsplit(url).hostname or "") as host_hold, \
                 self.slots:
+            host = urlsplit(url).hostname or ""
+            if (paused := self.host_pauses.pause(host, self.clock())) is not None:
+                self.claims.fetched(src.id)
+                self.unqueued -= 1
+                return SourceReport(
+                    source=src.id, status="retry_later", retry_after=paused.until,
+                    note=f"not requested: {host} answered {paused.status} to "
+                         f"{paused.source_id} with Retry-After")
             # Room is reserved with the slot held: at the start of a run every slot's
             # request goes out; later ones wait here while bodies wait for parsers.
             reservation = await self.parse_queue.reserve()
@@ -318,6 +328,8 @@ class Run:
                     state, failure))
         # The body is in hand: the next source may be claimed while this one is parsed.
         self.claims.fetched(src.id)
+        self.host_pauses.note(urlsplit(response.url).hostname or "", status=response.status,
+                              headers=response.headers, now=self.clock(), source_id=src.id)
         facts = _response_facts(response, self._parse_settings(src))
         decider = self._decider(src, started)
         if not decider.must_parse(state, facts):
