@@ -38,30 +38,45 @@ def is_postgres_url(database: object) -> bool:
     return isinstance(database, str) and database.strip().lower().startswith(POSTGRES_SCHEMES)
 
 
-def _password(url: str) -> str | None:
-    try:
-        return urlsplit(url).password
-    except ValueError:
+def _userinfo(url: str) -> tuple[str, str, str] | None:
+    """``(scheme and user, password, rest from the "@" on)`` of a URL whose user info
+    has a password, else ``None``. Split as libpq splits it, at the first "@" after the
+    scheme, not as a web URL is: libpq takes ``postgresql://u:ab#cd?ef@host/db`` with
+    the password ``ab#cd?ef``, where ``urlsplit`` sees a fragment and no password at
+    all, and the message showed it whole. (A "/" in it is taken as the password's too:
+    shown, a mistyped URL would print the secret.)"""
+    start = url.find("://")
+    if start == -1:
         return None
+    start += 3
+    at = url.find("@", start)
+    if at == -1:
+        return None
+    user, colon, secret = url[start:at].partition(":")
+    if not colon or ("/" in secret and secret.split("/", 1)[0].isdigit()):
+        return None  # no password: host:port/db?...@ (an "@" in the query)
+    return url[:start] + user, secret, url[at:]
+
+
+def _password(url: str) -> str | None:
+    found = _userinfo(url)
+    return found[1] if found else None
 
 
 def mask_password(url: str) -> str:
     """``url`` with its password (if any) replaced by :data:`PASSWORD_MASK`; also masks a
     ``password=`` query parameter. Anything that cannot be parsed as a URL is masked as
     a keyword/value string."""
+    found = _userinfo(url)
+    if found is not None:
+        url = f"{found[0]}:{PASSWORD_MASK}{found[2]}"
     try:
         parts = urlsplit(url)
-        netloc = parts.netloc
     except ValueError:
         return _KEYWORD_PASSWORD.sub(rf"\g<1>{PASSWORD_MASK}", url)
-    if "@" in netloc:
-        userinfo, _, host = netloc.rpartition("@")
-        if ":" in userinfo:
-            user = userinfo.split(":", 1)[0]
-            netloc = f"{user}:{PASSWORD_MASK}@{host}"
     query = re.sub(r"(^|&)(password=)[^&]*", rf"\1\2{PASSWORD_MASK}", parts.query,
                    flags=re.IGNORECASE)
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+    return urlunsplit((parts.scheme, parts.netloc, parts.path, query, parts.fragment))
 
 
 def redact(text: str, url: str) -> str:

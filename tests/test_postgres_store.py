@@ -69,6 +69,19 @@ def test_the_password_is_masked_wherever_a_database_is_named() -> None:
     assert not is_postgres_url(Path("postgresql:/x")) and not is_postgres_url("signal.db")
 
 
+@pytest.mark.parametrize("secret", ["ab#cd?ef", "pa/ss", "p[w", "x@y"])
+def test_a_password_written_unescaped_is_masked_as_libpq_reads_it(secret: str) -> None:
+    # libpq takes the user info up to the "@": "u:ab#cd?ef@host" connects. urlsplit saw
+    # a fragment and no password, and `signal copy` and `fetch --json` printed it whole.
+    url = f"postgresql://hx:{secret}@127.0.0.1:5432/hxdb"
+    shown = display_database(url)
+    assert secret not in shown and shown.startswith("postgresql://hx:***@")
+    assert secret not in redact(f"connection to {url} failed for {secret}", url)
+    # A query's "@" after host:port is no user info: nothing to mask there.
+    plain = "postgresql://db.example:5432/signal?application_name=a@b"
+    assert mask_password(plain) == plain
+
+
 def test_the_config_takes_a_url_as_the_database(tmp_path: Path) -> None:
     url = "postgresql://ana@db.example/signal"
     config = tmp_path / "signal.toml"
