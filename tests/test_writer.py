@@ -259,7 +259,7 @@ def test_a_failed_write_of_a_stopped_source_is_not_reported_as_never_retrieved()
     import gc
 
     from signal_feeds.errors import DatabaseUnavailableError
-    from signal_feeds.run.stages import _report
+    from signal_feeds.run.written import report_when_written as _report
 
     complaints: list[dict[str, Any]] = []
 

@@ -20,11 +20,23 @@ from typing import Protocol
 
 from signal_feeds.offload import in_thread
 
-__all__ = ["GATE_POLL_SECONDS", "HostHold", "HostSlots", "SlotGate"]
+__all__ = ["GATE_POLL_SECONDS", "HostHold", "HostSlots", "HostSlotsHeld", "SlotGate"]
 
 #: How long a request waits before asking a full gate again (stretched by up to half,
 #: at random, so that waiting workers do not ask in step).
 GATE_POLL_SECONDS = 0.05
+
+
+class HostSlotsHeld(Exception):
+    """Every slot of a host stayed held by other workers past the longest wait: a
+    worker that is stopped (``kill -STOP``), hung or cut off keeps its slots for as long
+    as its connection or file lock lives. The request is not made."""
+
+    def __init__(self, host: str, waited: float) -> None:
+        super().__init__(f"not requested: every slot of {host} has been held by other "
+                         f"workers for {waited:.0f} s (a stopped or hung worker?)")
+        self.host = host
+        self.waited = waited
 
 
 class SlotGate(Protocol):
@@ -43,9 +55,13 @@ class SlotGate(Protocol):
 class HostSlots:
     """``per_host`` slots for each host name (lower-cased; the port is not part of it)."""
 
-    def __init__(self, per_host: int, *, gate: SlotGate | None = None) -> None:
+    def __init__(self, per_host: int, *, gate: SlotGate | None = None,
+                 max_gate_wait: float | None = None) -> None:
         self.per_host = per_host
         self.gate = gate
+        #: Seconds a request waits for a slot of the gate before it gives up
+        #: (:class:`HostSlotsHeld`); ``None``: no limit.
+        self.max_gate_wait = max_gate_wait
         self._hosts: dict[str, asyncio.Semaphore] = {}
 
     def _semaphore(self, host: str) -> asyncio.Semaphore:
@@ -94,8 +110,12 @@ class HostHold:
         gate = self._slots.gate
         if gate is None:
             return
+        loop = asyncio.get_running_loop()
+        began, most = loop.time(), self._slots.max_gate_wait
         try:
             while (slot := await _take(gate, host, self._slots.per_host)) is None:
+                if most is not None and loop.time() - began > most:
+                    raise HostSlotsHeld(host, loop.time() - began)
                 await asyncio.sleep(GATE_POLL_SECONDS * (1 + random.random() / 2))
         except BaseException:
             await self._release()

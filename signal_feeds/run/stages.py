@@ -47,7 +47,7 @@ from signal_feeds.errors import (
 )
 from signal_feeds.http.clients import Clients
 from signal_feeds.http.fetch import FetchLimits, FetchResponse, fetch
-from signal_feeds.http.slots import HostSlots
+from signal_feeds.http.slots import HostSlots, HostSlotsHeld
 from signal_feeds.identity.keys import EntryRow, Identified
 from signal_feeds.offload import in_thread
 from signal_feeds.parse.processes import ParseJob, ParseOutcome, ParserPool
@@ -58,6 +58,7 @@ from signal_feeds.run.claims import Claims, lease_trouble
 from signal_feeds.run.host_pauses import HostPauses
 from signal_feeds.run.queues import StageQueue
 from signal_feeds.run.writer import Write, WriteStage
+from signal_feeds.run.written import releasing, report_when_written
 from signal_feeds.store.leases import worker_id
 from signal_feeds.store.protocol import FeedStore
 
@@ -132,8 +133,14 @@ class Run:
         self.slots = asyncio.Semaphore(config.settings.concurrency)
         #: The worker id this run's leases carry.
         self.owner = owner or worker_id()
-        self.gate = store.host_gate()
-        self.host_slots = HostSlots(config.settings.per_host, gate=self.gate)
+        self.gate = store.host_gate(hold_timeout=config.settings.lease_seconds)
+        # A worker stopped while holding a host's slots shared by the database would
+        # hold up every other worker's requests to that host for good. Its slots are
+        # given up after a lease's length where the backend can (the time after which
+        # its sources go to others too), and the wait ends a while after that.
+        lease = config.settings.lease_seconds
+        self.host_slots = HostSlots(config.settings.per_host, gate=self.gate,
+                                    max_gate_wait=lease + min(lease, 60.0))
         self.host_pauses = HostPauses()
         # Until the first bodies have arrived, a download is assumed to cost
         # _FIRST_GUESS, or less when that would keep some of the run's slots idle: the
@@ -296,6 +303,16 @@ class Run:
         # The host's slot is taken before a global one: a source waiting for its host
         # must not hold a slot other hosts could use. Redirects move the host slot to
         # each hop's host (inside fetch).
+        try:
+            return await self._request(src, state, url, limits)
+        except HostSlotsHeld as exc:
+            self.claims.fetched(src.id)
+            self.unqueued -= 1
+            return SourceReport(source=src.id, status="leased", note=str(exc))
+
+    async def _request(self, src: Source, state: SourceState, url: str,
+                       limits: FetchLimits) -> SourceReport:
+        """Request, then hand the response on (to the parser, or straight to the writer)."""
         async with self.host_slots.hold(urlsplit(url).hostname or "") as host_hold, \
                 self.slots:
             host = urlsplit(url).hostname or ""
@@ -326,6 +343,9 @@ class Run:
                 failure = FetchFailure(url, exc.message, exc.reason)
                 return await self._write(self._decider(src, started).after_fetch(
                     state, failure))
+            except HostSlotsHeld:  # on a redirect to a host whose slots others hold
+                self.parse_queue.cancel(reservation)
+                raise
         # The body is in hand: the next source may be claimed while this one is parsed.
         self.claims.fetched(src.id)
         self.host_pauses.note(urlsplit(response.url).hostname or "", status=response.status,
@@ -420,12 +440,12 @@ class Run:
                     seen_at=seen_at)
         apply = write
         if state.source_id in self.claims.held:
-            apply = _releasing(write, store, state.source_id, self.owner)
+            apply = releasing(write, store, state.source_id, self.owner)
             self.released_by_write.add(state.source_id)
         written: asyncio.Future[Any] = loop.create_future()
 
         def settle(done: asyncio.Future[Any]) -> None:
-            _report(report, decision, done)
+            report_when_written(report, decision, done)
 
         written.add_done_callback(settle)
         self.write_queue.put(Write(apply, written), cost, reservation=reservation)
@@ -433,49 +453,6 @@ class Run:
 
     async def _write(self, decision: Decision) -> SourceReport:
         return await self._queue_write(decision)
-
-
-def _releasing(write: Callable[[], Any], store: FeedStore, source_id: str,
-               owner: str) -> Callable[[], Any]:
-    """``write``, then the source's lease given back in the same transaction (the
-    writer's batch): the new next poll time and the end of the lease commit together,
-    so no other worker finds the source due in between. A failed write gives the lease
-    back too (its failure is the source's outcome for this interval)."""
-
-    def apply() -> Any:
-        try:
-            return write()
-        finally:
-            try:
-                store.release_sources([source_id], owner=owner)
-            except StoreError as exc:  # it expires instead; the response is stored
-                lease_trouble(exc, "could not release the lease on %s", source_id)
-
-    return apply
-
-
-def _report(report: asyncio.Future[SourceReport], decision: Decision,
-            written: asyncio.Future[Any]) -> None:
-    """The report line once the write is committed (or failed)."""
-    # Taken first: a stopped run has cancelled the report, and a failure left unread
-    # would be printed by asyncio as "Future exception was never retrieved".
-    exc = written.exception() if not written.cancelled() else None
-    if report.cancelled():
-        return
-    if written.cancelled():
-        report.cancel()
-    elif (isinstance(exc, StoreError) and not isinstance(exc, DatabaseUnavailableError)
-          and decision.write == "apply_response"):
-        report.set_result(decision.store_failed(exc.message))
-    elif exc is not None:
-        report.set_exception(exc)
-        # Its source's task re-raises it; after a stop (the database gone) nobody waits
-        # for it any more, and asyncio would print it as "never retrieved".
-        report.exception()
-    elif decision.write == "apply_response":
-        report.set_result(decision.with_counts(written.result()))
-    else:
-        report.set_result(decision.report)
 
 
 def _response_facts(response: FetchResponse, settings: ParseSettings) -> ResponseFacts:

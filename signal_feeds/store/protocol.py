@@ -204,9 +204,12 @@ class FeedStore(Protocol):
         worker's, until another takes the source)."""
         ...
 
-    def host_gate(self) -> HostGate:
+    def host_gate(self, *, hold_timeout: float | None = None) -> HostGate:
         """The per-host slots shared by every worker on this database (a new gate;
-        the caller closes it)."""
+        the caller closes it). ``hold_timeout``: seconds after which slots of a worker
+        that stopped answering (stopped, hung, cut off) may be taken by others, where
+        the backend can tell (PostgreSQL: the session idles that long); callers bound
+        their own wait for slots besides."""
         ...
 
     # -- entries (the reading commands) ---------------------------------------------

@@ -195,8 +195,9 @@ class Store:
         with self._db.errors("cannot read leases"):
             return lease_rows.leases(self._db.conn)
 
-    def host_gate(self) -> HostGate:
-        """Host slots as byte-range locks on ``<database>-hosts``."""
+    def host_gate(self, *, hold_timeout: float | None = None) -> HostGate:
+        """Host slots as byte-range locks on ``<database>-hosts`` (held until the
+        process ends: ``hold_timeout`` does not apply to them; see the protocol)."""
         return FileHostGate(self.path)
 
     # -- entries ---------------------------------------------------------------------
