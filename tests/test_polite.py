@@ -261,3 +261,18 @@ def test_a_host_that_asks_for_a_pause_gets_no_more_requests_that_run(
     with Store(tmp_path / "signal.db") as store:
         states = {s.source_id: s for s in store.source_states()}
     assert sum(1 for s in states.values() if s.retry_after is not None) == 1
+
+
+def test_an_hourly_cron_job_polls_an_hourly_source_every_run(server: ScenarioServer,
+                                                            database: Path | str) -> None:
+    # Counted from the end of the exchange and with no slack, the next run of an hourly
+    # cron job found the source due a moment later: it was skipped ("leased" once the
+    # claim refused it), and polled every other hour.
+    server.put("/hourly.xml", feed_body(server))
+    config = make_config(database, {"hourly": server.url("/hourly.xml")}, min_interval=3600)
+    clock = Clock()
+    assert run_fetch(config, clock=clock).get("hourly").status == "fetched"
+    clock.advance(3600 - 30)  # this run's cron job started a little earlier in its minute
+    assert run_fetch(config, clock=clock).get("hourly").status == "not_modified"
+    clock.advance(3600 - 90)  # a minute and a half early is early
+    assert run_fetch(config, clock=clock).get("hourly").status == "not_due"

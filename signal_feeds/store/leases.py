@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from signal_feeds.config.source_list import DEFAULT_LEASE_SECONDS
-from signal_feeds.decide.schedule import check_due
+from signal_feeds.decide.schedule import DEFAULT_DUE_SLACK, check_due
 
 __all__ = [
     "DEFAULT_LEASE_SECONDS",
@@ -134,8 +134,12 @@ def may_claim(candidate: Candidate, *, url: str, owner: str, now: dt.datetime,
         return False
     if candidate.stored_url is None or candidate.stored_url != url:
         return True
+    # With the longest slack the decider may allow (a source's own, from its
+    # min_interval, is never more): a claim refused where the decider would fetch left
+    # the source reported "leased", and an hourly cron job still skipped every other run.
     return check_due(now=now, gone=candidate.gone, next_due_at=candidate.next_due_at,
-                     retry_after=candidate.retry_after, force=force).status == "due"
+                     retry_after=candidate.retry_after, force=force,
+                     slack=DEFAULT_DUE_SLACK).status == "due"
 
 
 def choose_claims(candidates: Sequence[Candidate], urls: Mapping[str, str], *, owner: str,
