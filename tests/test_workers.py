@@ -327,24 +327,6 @@ def test_the_file_gate_counts_slots_across_processes(tmp_path: Path) -> None:
         holder.join(30)
 
 
-def test_a_stalled_workers_host_slots_are_given_up_by_the_server(postgres_url: str) -> None:
-    # A worker stopped with kill -STOP kept its session, and so its slots, for good:
-    # every other worker's requests to the host waited without end. Its session now
-    # ends once idle for the hold timeout (the lease's length in a run).
-    with open_store(postgres_url) as store:
-        stalled, others = store.host_gate(hold_timeout=0.5), store.host_gate()
-        try:
-            assert stalled.take("example.org", 1) == 0
-            assert others.take("example.org", 1) is None
-            time.sleep(1.5)  # the stalled one makes no call
-            assert others.take("example.org", 1) == 0
-            # The stalled worker, woken up, connects again and finds the slot taken.
-            assert stalled.take("example.org", 1) is None
-        finally:
-            stalled.close()
-            others.close()
-
-
 def _hold_host(database: str, ready: Any, done: Any) -> None:
     """Another worker that holds 127.0.0.1's one slot and does nothing more."""
     with open_store(database) as store:
@@ -357,10 +339,10 @@ def _hold_host(database: str, ready: Any, done: Any) -> None:
 
 def test_a_request_waits_for_a_host_slot_others_hold_a_bounded_time(
         server: ScenarioServer, database: Path | str) -> None:
-    # Where the backend cannot end another worker's hold (SQLite's file locks, an old
-    # PostgreSQL server), the wait for a slot ends after twice a lease's length (a
-    # minute more at most), with the source reported as left to others, not with a run
-    # that never ends.
+    # A worker stopped with kill -STOP keeps its slots (its connection, its file lock)
+    # for as long as it lives: every other worker's requests to the host waited without
+    # end. The wait now ends after twice a lease's length (a minute more at most): the
+    # source fails that run, with a line saying why, and nothing is stored for it.
     server.put("/a.xml", b'<rss version="2.0"><channel><title>t</title></channel></rss>')
     open_store(database).close()
     context = multiprocessing.get_context("spawn")
@@ -378,8 +360,10 @@ def test_a_request_waits_for_a_host_slot_others_hold_a_bounded_time(
         done.set()
         holder.join(30)
     (rep,) = report.sources
-    assert rep.status == "leased" and "every slot of 127.0.0.1 has been held" in rep.note
-    assert waited < 120 and server.requests == []
+    assert rep.status == "failed" and "every slot of 127.0.0.1 has been held" in rep.error
+    assert waited < 120 and server.requests == [] and not report.ok
+    with open_store(database) as store:
+        assert [s.error_count for s in store.source_states()] in ([], [0])
 
 
 def test_the_advisory_gate_counts_slots_across_connections(postgres_url: str) -> None:
@@ -481,6 +465,8 @@ def test_a_dead_process_on_this_host_is_seen_at_once(tmp_path: Path) -> None:
 def test_the_advisory_gate_connects_again_after_losing_its_session(postgres_url: str) -> None:
     import psycopg
 
+    from signal_feeds.errors import StoreError
+
     with open_store(postgres_url) as store:
         gate = store.host_gate()
         try:
@@ -491,11 +477,10 @@ def test_the_advisory_gate_connects_again_after_losing_its_session(postgres_url:
                               "WHERE datname = current_database() AND pid != pg_backend_pid()"
                               " AND application_name = 'signal' AND query ILIKE '%advisory%'")
             time.sleep(0.5)  # the server ends the session
-            # The session and its locks are gone: asked for slot 1, the take finds the
-            # session ended, connects again at once and takes slot 0, free again (it
-            # used to fail once, and that source with it).
-            assert gate.take("example.org", 2) == 0
+            with pytest.raises(StoreError):
+                gate.take("example.org", 2)  # asks the server for slot 1
             gate.give_back("example.org", 0)  # never raises
+            # The session and its locks are gone: the next take connects again.
             assert gate.take("example.org", 1) == 0
         finally:
             gate.close()

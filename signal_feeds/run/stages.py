@@ -133,11 +133,10 @@ class Run:
         self.slots = asyncio.Semaphore(config.settings.concurrency)
         #: The worker id this run's leases carry.
         self.owner = owner or worker_id()
-        self.gate = store.host_gate(hold_timeout=config.settings.lease_seconds)
-        # A worker stopped while holding a host's slots shared by the database would
-        # hold up every other worker's requests to that host for good. Its slots are
-        # given up after a lease's length where the backend can (the time after which
-        # its sources go to others too), and the wait ends a while after that.
+        self.gate = store.host_gate()
+        # A worker stopped while holding a host's slots shared by the database (its
+        # connection or file lock lives as long as it does) would hold up every other
+        # worker's requests to that host for good: the wait ends after twice a lease.
         lease = config.settings.lease_seconds
         self.host_slots = HostSlots(config.settings.per_host, gate=self.gate,
                                     max_gate_wait=lease + min(lease, 60.0))
@@ -306,9 +305,11 @@ class Run:
         try:
             return await self._request(src, state, url, limits)
         except HostSlotsHeld as exc:
+            # Not the source's failure (no backoff, nothing stored), but the run's: a
+            # worker that holds a host's slots and does nothing needs someone to see it.
             self.claims.fetched(src.id)
             self.unqueued -= 1
-            return SourceReport(source=src.id, status="leased", note=str(exc))
+            return SourceReport(source=src.id, status="failed", error=str(exc))
 
     async def _request(self, src: Source, state: SourceState, url: str,
                        limits: FetchLimits) -> SourceReport:

@@ -204,12 +204,9 @@ class FeedStore(Protocol):
         worker's, until another takes the source)."""
         ...
 
-    def host_gate(self, *, hold_timeout: float | None = None) -> HostGate:
+    def host_gate(self) -> HostGate:
         """The per-host slots shared by every worker on this database (a new gate;
-        the caller closes it). ``hold_timeout``: seconds after which slots of a worker
-        that stopped answering (stopped, hung, cut off) may be taken by others, where
-        the backend can tell (PostgreSQL: the session idles that long); callers bound
-        their own wait for slots besides."""
+        the caller closes it)."""
         ...
 
     # -- entries (the reading commands) ---------------------------------------------

@@ -138,11 +138,9 @@ class AdvisoryHostGate:
     #: Every call is a round trip to the server.
     instant = False
 
-    def __init__(self, url: str, *, busy_timeout: float,
-                 hold_timeout: float | None = None) -> None:
+    def __init__(self, url: str, *, busy_timeout: float) -> None:
         self._url = url
         self._busy_timeout = busy_timeout
-        self._hold_timeout = hold_timeout
         self._db: Connection | None = None
         self._held: set[tuple[str, int]] = set()
         self._lock = threading.Lock()
@@ -150,53 +148,28 @@ class AdvisoryHostGate:
     def _conn(self) -> Connection:
         if self._db is None:
             self._db = Connection(self._url, busy_timeout=self._busy_timeout)
-            if self._hold_timeout is not None:
-                self._end_idle_sessions(self._db, self._hold_timeout)
         return self._db
-
-    @staticmethod
-    def _end_idle_sessions(db: Connection, seconds: float) -> None:
-        """Let the server end this session, and so give back its slots, once it has
-        been idle ``seconds``: a worker stopped (``kill -STOP``), hung or cut off keeps
-        its connection, and with it every slot it holds, for as long as the server
-        sees no reason to close it (hours, or for ever), and every other worker's
-        requests to those hosts wait. A live worker's session idles only while its
-        requests are in flight. (PostgreSQL 14 and later; older servers keep the
-        slots until the connection drops, and the other workers' wait is bounded.)"""
-        try:
-            with db.errors("cannot set the host slot session's idle timeout"):
-                db.conn.execute(f"SET idle_session_timeout = {int(seconds * 1000)}")
-        except StoreError as exc:
-            log.debug("%s (host slots of a stopped worker are kept until its "
-                      "connection drops)", exc)
 
     def take(self, host: str, per_host: int) -> int | None:
         """Lock a free slot of ``host``; ``None`` when all ``per_host`` are held."""
         host, key = host.lower(), host_key(host)
         with self._lock:
-            for attempt in (1, 2):
+            db = self._conn()
+            # Session locks are reentrant: a slot this session holds is never asked for
+            # again, or two of this process's requests would share it.
+            for slot in range(min(per_host, MAX_SLOTS_PER_HOST)):
+                if (host, slot) in self._held:
+                    continue
                 try:
-                    return self._take(self._conn(), host, key, per_host)
+                    with db.errors("cannot take a host slot on"):
+                        row = db.conn.execute("SELECT pg_try_advisory_lock(%s, %s)",
+                                              (key, slot)).fetchone()
                 except StoreError:
-                    # The server ended the session (its idle timeout, a restart): its
-                    # slots went with it. Connect again, once.
-                    self._drop()
-                    if attempt == 2:
-                        raise
-        return None  # (not reached)
-
-    def _take(self, db: Connection, host: str, key: int, per_host: int) -> int | None:
-        # Session locks are reentrant: a slot this session holds is never asked for
-        # again, or two of this process's requests would share it.
-        for slot in range(min(per_host, MAX_SLOTS_PER_HOST)):
-            if (host, slot) in self._held:
-                continue
-            with db.errors("cannot take a host slot on"):
-                row = db.conn.execute("SELECT pg_try_advisory_lock(%s, %s)",
-                                      (key, slot)).fetchone()
-            if row is not None and row[0]:
-                self._held.add((host, slot))
-                return slot
+                    self._drop()  # the next take connects again
+                    raise
+                if row is not None and row[0]:
+                    self._held.add((host, slot))
+                    return slot
         return None
 
     def give_back(self, host: str, slot: int) -> None:

@@ -187,11 +187,9 @@ class PostgresStore:
         with self._db.errors("cannot read leases"):
             return lease_rows.leases(self._db.conn)
 
-    def host_gate(self, *, hold_timeout: float | None = None) -> HostGate:
-        """Host slots as advisory locks on a connection of their own (see the
-        protocol)."""
-        return lease_rows.AdvisoryHostGate(self._db.url, busy_timeout=self.busy_timeout,
-                                           hold_timeout=hold_timeout)
+    def host_gate(self) -> HostGate:
+        """Host slots as advisory locks on a connection of their own."""
+        return lease_rows.AdvisoryHostGate(self._db.url, busy_timeout=self.busy_timeout)
 
     def entries(self, *, source_id: str | None = None, limit: int | None = None,
                 include_duplicates: bool = False) -> list[StoredEntry]:

@@ -195,9 +195,8 @@ class Store:
         with self._db.errors("cannot read leases"):
             return lease_rows.leases(self._db.conn)
 
-    def host_gate(self, *, hold_timeout: float | None = None) -> HostGate:
-        """Host slots as byte-range locks on ``<database>-hosts`` (held until the
-        process ends: ``hold_timeout`` does not apply to them; see the protocol)."""
+    def host_gate(self) -> HostGate:
+        """Host slots as byte-range locks on ``<database>-hosts``."""
         return FileHostGate(self.path)
 
     # -- entries ---------------------------------------------------------------------
