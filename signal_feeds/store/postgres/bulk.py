@@ -26,7 +26,6 @@ _IDENTITIES = (("entry_versions", "id"), ("fetches", "id"))
 def reindex(conn: Any) -> int:
     """Rebuild every entry's search vector from its stored fields (inside the caller's
     transaction); the number of entries indexed."""
-    dedupe.lock_entries(conn)
     done, last = 0, -1
     while True:
         batch = conn.execute("SELECT seq, title, summary, content FROM entries WHERE seq > %s "

@@ -28,7 +28,7 @@ from signal_feeds.identity.matching import (
 from signal_feeds.store.marking import MAX_POSTINGS, TOKEN_SHARE, CommonKeys, mark_clusters
 from signal_feeds.store.protocol import DedupeReport
 
-__all__ = ["lock_entries", "mark_new_entries", "recompute", "refresh_match_keys"]
+__all__ = ["mark_new_entries", "recompute", "refresh_match_keys"]
 
 _ROW_SQL = ("SELECT id, source_id, first_seen_at, "
             "coalesce(nullif(published, ''), nullif(updated, ''), first_seen_at), "
@@ -316,19 +316,9 @@ def refresh_match_keys(conn: Any) -> None:
         last = batch[-1][0]
 
 
-def lock_entries(conn: Any) -> None:
-    """Take the entries table for a whole-table rewrite (inside the caller's
-    transaction): workers' writes wait for it to end, at most their ``lock_timeout``,
-    instead of locking rows in another order and deadlocking with it (a rebuild beside
-    running workers failed about once in fifteen, and sometimes took a response with
-    it). Reads go on."""
-    conn.execute("LOCK TABLE entries IN SHARE ROW EXCLUSIVE MODE")
-
-
 def recompute(conn: Any) -> DedupeReport:
     """Recompute every match key and every cluster (``signal dedupe``), inside the
     caller's transaction. Running it again changes nothing."""
-    lock_entries(conn)  # a whole-table rewrite, as a rebuild of the search index
     refresh_match_keys(conn)
     keys = [r[0] for r in conn.execute("SELECT id FROM entries ORDER BY id")]
     return _mark(conn, _Rows(conn), keys, created=(), everything=True)

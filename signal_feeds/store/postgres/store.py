@@ -11,10 +11,12 @@ or went away), naming the database without its password.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator, Mapping, Sequence
+import logging
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from signal_feeds.errors import StoreError
 from signal_feeds.records import (
     ApplyCounts,
     Change,
@@ -40,6 +42,11 @@ from signal_feeds.store.protocol import TABLES, DedupeReport, DuplicateLink, Tab
 from signal_feeds.store.sqlite.connection import DEFAULT_BUSY_TIMEOUT
 from signal_feeds.store.sqlite.queries import state_for_url
 from signal_feeds.store.views import collapsed_hits, stored_since
+
+log = logging.getLogger("signal_feeds")
+_T = TypeVar("_T")
+#: Times a whole-table rewrite is tried when the server ends it for a deadlock.
+_REWRITE_TRIES = 3
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -233,9 +240,7 @@ class PostgresStore:
 
     def rebuild_search_index(self) -> int:
         """Index every entry again (one transaction); the number indexed."""
-        with self._db.errors("cannot rebuild the search index"), \
-                self._db.transaction() as conn:
-            return reindex(conn)
+        return self._rewrite_all("cannot rebuild the search index", reindex)
 
     def entry_view(self, key: str) -> EntryView | None:
         """One entry as readers see it."""
@@ -270,9 +275,24 @@ class PostgresStore:
 
     def recompute_duplicates(self) -> DedupeReport:
         """Recompute every match key and every cluster in one transaction."""
-        with self._db.errors("cannot recompute duplicates"), \
-                self._db.transaction() as conn:
-            return dedupe.recompute(conn)
+        return self._rewrite_all("cannot recompute duplicates", dedupe.recompute)
+
+    def _rewrite_all(self, what: str, rewrite: Callable[[Any], _T]) -> _T:
+        """``rewrite`` (of every entry, in one transaction), tried again when the server
+        ended it to break a deadlock: it updates rows in another order than the workers'
+        writes beside it (a rebuild beside running workers met one about once in
+        fifteen). Either side may be the one ended; a worker's response then fails
+        alone, as any other failed write does."""
+        for attempt in range(1, _REWRITE_TRIES + 1):
+            try:
+                with self._db.errors(what), self._db.transaction() as conn:
+                    return rewrite(conn)
+            except StoreError as exc:
+                deadlocked = getattr(exc.__cause__, "sqlstate", None) in ("40P01", "40001")
+                if not deadlocked or attempt == _REWRITE_TRIES:
+                    raise
+                log.info("%s; trying again (%d of %d)", exc, attempt + 1, _REWRITE_TRIES)
+        raise AssertionError("not reached")
 
     def count(self, table: Table) -> int:
         """Number of rows in one of the store's tables."""
