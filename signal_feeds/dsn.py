@@ -40,22 +40,29 @@ def is_postgres_url(database: object) -> bool:
 
 def _userinfo(url: str) -> tuple[str, str, str] | None:
     """``(scheme and user, password, rest from the "@" on)`` of a URL whose user info
-    has a password, else ``None``. Split as libpq splits it, at the first "@" after the
-    scheme, not as a web URL is: libpq takes ``postgresql://u:ab#cd?ef@host/db`` with
-    the password ``ab#cd?ef``, where ``urlsplit`` sees a fragment and no password at
-    all, and the message showed it whole. (A "/" in it is taken as the password's too:
-    shown, a mistyped URL would print the secret.)"""
+    has a password, else ``None``.
+
+    A password may hold what a web URL may not (``postgresql://u:ab#cd?ef@host/db``
+    connects; ``urlsplit`` sees a fragment there and no password, and the message
+    showed it whole), and a mistyped one may hold "@" or "/". So the user info runs to
+    the *last* "@": more is masked rather than less. Not when what comes before the
+    first ":" cannot be a user name (``[::1]:5432/db?x=a@b``), or after it comes a
+    port (``host:5432/db?...@...``): then there is no password to mask there.
+    """
     start = url.find("://")
     if start == -1:
         return None
     start += 3
-    at = url.find("@", start)
+    at = url.rfind("@", start)
     if at == -1:
         return None
     user, colon, secret = url[start:at].partition(":")
-    if not colon or ("/" in secret and secret.split("/", 1)[0].isdigit()):
-        return None  # no password: host:port/db?...@ (an "@" in the query)
+    if not colon or any(c in user for c in "/?#[]@") or _PORT_THEN.match(secret):
+        return None
     return url[:start] + user, secret, url[at:]
+
+
+_PORT_THEN = re.compile(r"\d+(?:[/?]|$)")
 
 
 def _password(url: str) -> str | None:
@@ -79,6 +86,9 @@ def mask_password(url: str) -> str:
     return urlunsplit((parts.scheme, parts.netloc, parts.path, query, parts.fragment))
 
 
+_SHORTEST_REDACTED = 4
+
+
 def redact(text: str, url: str) -> str:
     """``text`` (e.g. a driver's error message) with every form of ``url``'s password
     masked, and the URL itself shown masked."""
@@ -86,7 +96,9 @@ def redact(text: str, url: str) -> str:
     text = text.replace(url, mask_password(url))
     if secret:
         for form in {secret, unquote(secret)}:
-            if form:
+            # A password of a few characters is masked in the URL, not wherever its
+            # letters occur in a driver's message (every "p" of it for "p").
+            if len(form) >= _SHORTEST_REDACTED:
                 text = text.replace(form, PASSWORD_MASK)
     return _KEYWORD_PASSWORD.sub(rf"\g<1>{PASSWORD_MASK}", text)
 

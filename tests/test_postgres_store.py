@@ -70,7 +70,7 @@ def test_the_password_is_masked_wherever_a_database_is_named() -> None:
     assert not is_postgres_url(Path("postgresql:/x")) and not is_postgres_url("signal.db")
 
 
-@pytest.mark.parametrize("secret", ["ab#cd?ef", "pa/ss", "p[w", "x@y"])
+@pytest.mark.parametrize("secret", ["ab#cd?ef", "pa/ss", "pa[w", "xx@yy", "p@ssword"])
 def test_a_password_written_unescaped_is_masked_as_libpq_reads_it(secret: str) -> None:
     # libpq takes the user info up to the "@": "u:ab#cd?ef@host" connects. urlsplit saw
     # a fragment and no password, and `signal copy` and `fetch --json` printed it whole.
@@ -78,9 +78,17 @@ def test_a_password_written_unescaped_is_masked_as_libpq_reads_it(secret: str) -
     shown = display_database(url)
     assert secret not in shown and shown.startswith("postgresql://hx:***@")
     assert secret not in redact(f"connection to {url} failed for {secret}", url)
-    # A query's "@" after host:port is no user info: nothing to mask there.
-    plain = "postgresql://db.example:5432/signal?application_name=a@b"
-    assert mask_password(plain) == plain
+    # A query's "@" after host:port, or after an IPv6 host, is no user info: nothing to
+    # mask there, and the URL is shown as it is.
+    for plain in ("postgresql://db.example:5432/signal?application_name=a@b",
+                  "postgresql://[::1]:5432/signal?application_name=a@b"):
+        assert mask_password(plain) == plain
+    # A password in the query, "@" and all.
+    assert mask_password("postgresql://db:1?user=u&password=hunter@2secret") == (
+        "postgresql://db:1?user=u&password=***")
+    # A short password is masked in the URL, not wherever its letters occur.
+    assert redact("no pg_hba.conf entry for postgresql://u:p@h/db", "postgresql://u:p@h/db"
+                  ) == "no pg_hba.conf entry for postgresql://u:***@h/db"
 
 
 def test_the_config_takes_a_url_as_the_database(tmp_path: Path) -> None:
