@@ -234,3 +234,10 @@ def test_an_embedded_player_leaves_a_link_to_what_it_played() -> None:
         'rel="noopener noreferrer">Tiny &amp; fast</a></p>'
         '<a href="https://player.vimeo.com/video/1" rel="noopener noreferrer">'
         "https://player.vimeo.com/video/1</a>after")
+    # Frame markup inside another tag's attribute is that attribute's text.
+    quoted = ("&lt;p&gt;&lt;img alt=\"&lt;iframe src='https://x.example/v'&gt;&lt;/iframe"
+              "&gt;\" src=\"https://img.example/i.png\"&gt; tail&lt;/p&gt;")
+    (image,) = parse_feed(('<rss version="2.0"><channel><title>t</title><item><guid>g'
+                           f"</guid><description>{quoted}</description></item>"
+                           "</channel></rss>").encode()).entries
+    assert image.summary == '<p><img alt="" src="https://img.example/i.png"> tail</p>'

@@ -157,6 +157,9 @@ _FRAME_START = re.compile(r"<iframe\b[^<>]*?(?:/>|>(?=\s*</iframe\s*>))", re.IGN
 
 def _frame_link(tag: re.Match[str]) -> str:
     text = tag.group()
+    opened = tag.string.rfind("<", 0, tag.start())
+    if opened != -1 and tag.string.find(">", opened, tag.start()) == -1:
+        return text  # inside another tag (an alt="<iframe ...>"): text, not a frame
     values = {name.lower(): value.strip("\"'") for name, value
               in _ATTRIBUTE.findall(text, 7, len(text) - (2 if text.endswith("/>") else 1))}
     address = values.get("src", "").strip()
