@@ -155,3 +155,6 @@ def test_a_source_waiting_out_a_retry_after_or_already_moved_is_quiet(
     code, lines = fetch(config, "-v")
     assert [line.split()[:2] for line in lines[:-1]] == [["busy", "retry_later"],
                                                          ["moving", "not_modified"]]
+    # Forced, the refusal is news: its line says --force does not override Retry-After.
+    code, lines = fetch(config, "--force", "--source", "busy")
+    assert len(lines) == 2 and "--force does not override Retry-After" in lines[0]

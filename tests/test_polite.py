@@ -276,3 +276,25 @@ def test_an_hourly_cron_job_polls_an_hourly_source_every_run(server: ScenarioSer
     assert run_fetch(config, clock=clock).get("hourly").status == "not_modified"
     clock.advance(3600 - 90)  # a minute and a half early is early
     assert run_fetch(config, clock=clock).get("hourly").status == "not_due"
+
+
+def test_a_paused_host_is_not_reached_through_a_redirect_either(server: ScenarioServer,
+                                                               tmp_path: Path) -> None:
+    # Feeds served from one name and redirected to a rate-limited CDN: the pause was
+    # checked against the first host only, and the CDN got every request.
+    server.script("/cdn/a.xml", [ScriptedResponse(status=429,
+                                                  headers=(("Retry-After", "3600"),))])
+    server.put("/cdn/b.xml", feed_body(server))
+    cdn = server.url("/cdn/").replace("127.0.0.1", "localhost")
+    server.script("/feeds/b.xml", [ScriptedResponse(status=302, headers=(
+        ("Location", cdn + "b.xml"),))])
+    config = make_config(tmp_path / "signal.db", {"a": cdn + "a.xml",
+                                                  "b": server.url("/feeds/b.xml")},
+                         concurrency=1)
+    report = run_fetch(config, force=True)
+    assert report.get("a").http_status == 429
+    b = report.get("b")
+    assert (b.status, b.http_status) == ("retry_later", None)
+    assert b.note == "not requested: localhost answered 429 to a with Retry-After"
+    asked = [r.path for r in server.requests if not r.path.startswith("/feeds/demo")]
+    assert asked == ["/cdn/a.xml", "/feeds/b.xml"]

@@ -155,7 +155,8 @@ def _fetch_lines(report: RunReport, *, verbose: bool, quiet: bool) -> list[str]:
     for rep, line in zip(report.sources, per_source, strict=True):
         # A source left alone while a Retry-After runs (no request, no status) is as
         # quiet as one not due: its line on every run was cron mail for up to a month.
-        waiting = rep.status == "retry_later" and rep.http_status is None
+        # (Not when its line says something: --force refused, a host paused this run.)
+        waiting = rep.status == "retry_later" and rep.http_status is None and not rep.note
         if quiet:
             keep = rep.status in PROBLEM_STATUSES
         else:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+from collections.abc import Callable
 from types import TracebackType
 from typing import Protocol
 
@@ -56,9 +57,13 @@ class HostSlots:
     """``per_host`` slots for each host name (lower-cased; the port is not part of it)."""
 
     def __init__(self, per_host: int, *, gate: SlotGate | None = None,
-                 max_gate_wait: float | None = None) -> None:
+                 max_gate_wait: float | None = None,
+                 refusal: Callable[[str], BaseException | None] | None = None) -> None:
         self.per_host = per_host
         self.gate = gate
+        #: What a request to a host is refused with, if anything (a pause the host
+        #: asked for): asked on every hop, redirects included.
+        self.refusal = refusal
         #: Seconds a request waits for a slot of the gate before it gives up
         #: (:class:`HostSlotsHeld`); ``None``: no limit.
         self.max_gate_wait = max_gate_wait
@@ -107,6 +112,12 @@ class HostHold:
         semaphore = self._slots._semaphore(host)
         await semaphore.acquire()
         self._held, self._host = semaphore, host
+        # Asked once the slot is held: a request that waited for it behind one that
+        # was refused is refused too.
+        if self._slots.refusal is not None and (
+                refused := self._slots.refusal(host)) is not None:
+            await self._release()
+            raise refused
         gate = self._slots.gate
         if gate is None:
             return

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from signal_feeds.decide.schedule import parse_retry_after
 
-__all__ = ["HostPause", "HostPauses"]
+__all__ = ["HostPause", "HostPaused", "HostPauses"]
 
 
 @dataclass(frozen=True)
@@ -27,6 +27,16 @@ class HostPause:
     until: dt.datetime
     source_id: str
     status: int
+
+
+class HostPaused(Exception):
+    """A request not made: its host (or a host it was redirected to) asked for a
+    pause earlier in the run."""
+
+    def __init__(self, host: str, pause: HostPause) -> None:
+        super().__init__(f"not requested: {host} answered {pause.status} to "
+                         f"{pause.source_id} with Retry-After")
+        self.pause = pause
 
 
 class HostPauses:
@@ -51,3 +61,8 @@ class HostPauses:
         """The pause ``host`` asked for that still runs at ``now``, else ``None``."""
         found = self._pauses.get(host.lower())
         return found if found is not None and found.until > now else None
+
+    def refusal(self, host: str, now: dt.datetime) -> HostPaused | None:
+        """What a request to ``host`` at ``now`` is refused with, if it is."""
+        found = self.pause(host, now)
+        return HostPaused(host, found) if found is not None else None

@@ -55,7 +55,7 @@ from signal_feeds.parse.rows import NORMALIZER_VERSION
 from signal_feeds.parse.settings import ParseSettings
 from signal_feeds.records import SourceState
 from signal_feeds.run.claims import Claims, lease_trouble
-from signal_feeds.run.host_pauses import HostPauses
+from signal_feeds.run.host_pauses import HostPaused, HostPauses
 from signal_feeds.run.queues import StageQueue
 from signal_feeds.run.writer import Write, WriteStage
 from signal_feeds.run.written import releasing, report_when_written
@@ -138,8 +138,9 @@ class Run:
         # connection or file lock lives as long as it does) would hold up every other
         # worker's requests to that host for good: the wait ends after twice a lease.
         lease = config.settings.lease_seconds
-        self.host_slots = HostSlots(config.settings.per_host, gate=self.gate,
-                                    max_gate_wait=lease + min(lease, 60.0))
+        self.host_slots = HostSlots(
+            config.settings.per_host, gate=self.gate, max_gate_wait=lease + min(lease, 60.0),
+            refusal=lambda host: self.host_pauses.refusal(host, self.clock()))
         self.host_pauses = HostPauses()
         # Until the first bodies have arrived, a download is assumed to cost
         # _FIRST_GUESS, or less when that would keep some of the run's slots idle: the
@@ -304,6 +305,11 @@ class Run:
         # each hop's host (inside fetch).
         try:
             return await self._request(src, state, url, limits)
+        except HostPaused as exc:  # the host, or one it redirects to, asked for a pause
+            self.claims.fetched(src.id)
+            self.unqueued -= 1
+            return SourceReport(source=src.id, status="retry_later",
+                                retry_after=exc.pause.until, note=str(exc))
         except HostSlotsHeld as exc:
             # Not the source's failure (no backoff, nothing stored), but the run's: a
             # worker that holds a host's slots and does nothing needs someone to see it.
@@ -316,14 +322,6 @@ class Run:
         """Request, then hand the response on (to the parser, or straight to the writer)."""
         async with self.host_slots.hold(urlsplit(url).hostname or "") as host_hold, \
                 self.slots:
-            host = urlsplit(url).hostname or ""
-            if (paused := self.host_pauses.pause(host, self.clock())) is not None:
-                self.claims.fetched(src.id)
-                self.unqueued -= 1
-                return SourceReport(
-                    source=src.id, status="retry_later", retry_after=paused.until,
-                    note=f"not requested: {host} answered {paused.status} to "
-                         f"{paused.source_id} with Retry-After")
             # Room is reserved with the slot held: at the start of a run every slot's
             # request goes out; later ones wait here while bodies wait for parsers.
             reservation = await self.parse_queue.reserve()
@@ -344,7 +342,7 @@ class Run:
                 failure = FetchFailure(url, exc.message, exc.reason)
                 return await self._write(self._decider(src, started).after_fetch(
                     state, failure))
-            except HostSlotsHeld:  # on a redirect to a host whose slots others hold
+            except (HostSlotsHeld, HostPaused):  # on a redirect to such a host
                 self.parse_queue.cancel(reservation)
                 raise
         # The body is in hand: the next source may be claimed while this one is parsed.
