@@ -134,6 +134,8 @@ class RunReport:
                 extra += f" (due {format_time(r.next_due)})"
             if r.error:
                 extra += f": {r.error}"
+            elif r.note:  # why nothing was asked: a lease, a pause, --force refused
+                extra += f": {r.note}"
             http = f" [{r.http_status}]" if r.http_status else ""
             out.append(f"{r.source:<24} {r.status:<12}{http} {counts}{extra}")
         t = self.totals
