@@ -19,6 +19,7 @@ import click
 
 from signal_feeds.cli.common import (
     EXIT_USAGE,
+    LIMIT_RANGE,
     config_option,
     db_option,
     fail,
@@ -48,7 +49,7 @@ def change_line(change: Change) -> str:
               help="Start after this cursor (as printed by an earlier run); "
                    "default: the beginning.")
 @source_option("Only this source's changes.")
-@click.option("--limit", default=100, show_default=True, type=click.IntRange(min=1),
+@click.option("--limit", default=100, show_default=True, type=LIMIT_RANGE,
               help="At most N changes.")
 @json_option
 def changes(config_path: str | None, db_path: str | None, after: str | None,

@@ -15,6 +15,7 @@ import click
 from signal_feeds.config.source_list import DEFAULT_CONFIG_PATH, load_config
 from signal_feeds.dsn import Database, is_postgres_url
 from signal_feeds.errors import ConfigError, DatabaseUnavailableError, SignalError
+from signal_feeds.store.views import MOST_ROWS
 
 if TYPE_CHECKING:
     from signal_feeds.config.source_list import Config
@@ -69,6 +70,24 @@ def printable(text: str, *, lines: bool = False) -> str:
     if not lines:
         text = _BREAKS.sub(" ", text)
     return _CONTROLS.sub("\ufffd", text)
+
+
+class _Limit(click.types.IntParamType):
+    """A --limit: at least 1; a larger number than any database holds rows means all
+    of them (it was an OverflowError's traceback)."""
+
+    name = "integer"
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> int:
+        number = super().convert(value, param, ctx)
+        if number < 1:
+            self.fail(f"{number} is not at least 1", param, ctx)
+        return min(number, MOST_ROWS)
+
+
+#: The type of every --limit option.
+LIMIT_RANGE = _Limit()
 
 
 def say(text: str, *, err: bool = False, lines: bool = False) -> None:

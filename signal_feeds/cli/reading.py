@@ -15,6 +15,7 @@ import click
 from signal_feeds.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
+    LIMIT_RANGE,
     config_option,
     db_option,
     fail,
@@ -166,7 +167,7 @@ def selection_options(func: Any) -> Any:
 @config_option
 @db_option
 @selection_options
-@click.option("--limit", default=50, show_default=True, type=click.IntRange(min=1),
+@click.option("--limit", default=50, show_default=True, type=LIMIT_RANGE,
               help="At most N entries.")
 @json_option
 def entries(config_path: str | None, db_path: str | None, source_id: str | None,
@@ -259,7 +260,7 @@ def lookup(url: str, config_path: str | None, db_path: str | None, as_json: bool
 @click.option("--output", "-o", type=click.Path(dir_okay=False, allow_dash=True), default="-",
               help="Write to FILE instead of standard output.")
 @selection_options
-@click.option("--limit", default=None, type=click.IntRange(min=1), help="At most N entries.")
+@click.option("--limit", default=None, type=LIMIT_RANGE, help="At most N entries.")
 def export(config_path: str | None, db_path: str | None, fmt: str, output: str,
            source_id: str | None, since: str | None, include_duplicates: bool,
            limit: int | None) -> None:

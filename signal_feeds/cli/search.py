@@ -11,6 +11,7 @@ import click
 from signal_feeds.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
+    LIMIT_RANGE,
     config_option,
     db_option,
     fail,
@@ -37,7 +38,7 @@ __all__ = ["search"]
 @db_option
 @selection_options
 @click.option("--limit", default=DEFAULT_SEARCH_LIMIT, show_default=True,
-              type=click.IntRange(min=1), help="At most N hits.")
+              type=LIMIT_RANGE, help="At most N hits.")
 @click.option("--rebuild", is_flag=True,
               help="Index every stored entry again (safe to repeat), then search QUERY "
                    "if one is given.")

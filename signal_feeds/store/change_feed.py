@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from signal_feeds.records import Change
 from signal_feeds.store.protocol import FeedStore
+from signal_feeds.store.views import MOST_ROWS
 
 __all__ = ["DEFAULT_CHANGE_LIMIT", "Change", "read_changes"]
 
@@ -38,4 +39,4 @@ def read_changes(store: FeedStore, *, after: str | None = None,
     """
     if limit < 1:
         raise ValueError(f"limit must be at least 1, not {limit}")
-    return store.changes(after=after, limit=limit, source_id=source_id)
+    return store.changes(after=after, limit=min(limit, MOST_ROWS), source_id=source_id)

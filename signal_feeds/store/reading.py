@@ -32,6 +32,7 @@ from signal_feeds.identity.matching import CHANNELS, match_url
 from signal_feeds.store.fulltext import DEFAULT_SEARCH_LIMIT, require_text
 from signal_feeds.store.protocol import FeedStore
 from signal_feeds.store.views import (
+    MOST_ROWS,
     EntryHistory,
     EntryView,
     LookupResult,
@@ -119,15 +120,16 @@ def list_entries(
     ``since`` is a date or time (UTC); ``limit=None`` means no limit, and one below 1
     is a :class:`ValueError` (as in :func:`~signal_feeds.store.change_feed.read_changes`).
     """
-    _check_limit(limit)
+    limit = _check_limit(limit)
     views = store.entry_views(source_id=source_id, since=stored_since(since), limit=limit,
                               include_duplicates=include_duplicates)
     return views if include_duplicates else _with_duplicates(store, views)
 
 
-def _check_limit(limit: int | None) -> None:
+def _check_limit(limit: int | None) -> int | None:
     if limit is not None and limit < 1:
         raise ValueError(f"limit must be at least 1, not {limit}")
+    return None if limit is None else min(limit, MOST_ROWS)
 
 
 def resolve_key(store: FeedStore, key: str) -> str | None:
@@ -172,8 +174,8 @@ def search_entries(
     :class:`~signal_feeds.errors.QueryError` for an empty or invalid query, and
     :class:`ValueError` for a ``limit`` below 1.
     """
-    _check_limit(limit)
-    hits = store.search(query, source_id=source_id, since=stored_since(since), limit=limit,
+    hits = store.search(query, source_id=source_id, since=stored_since(since),
+                        limit=_check_limit(limit) or DEFAULT_SEARCH_LIMIT,
                         include_duplicates=include_duplicates)
     if include_duplicates or not hits:
         return hits

@@ -12,7 +12,7 @@ from signal_feeds.errors import QueryError
 from signal_feeds.records import StoredVersion
 from signal_feeds.timeutil import format_time, parse_since
 
-__all__ = ["VIEW_FIELDS", "EntryHistory", "EntryView", "LookupResult", "SearchHit",
+__all__ = ["MOST_ROWS", "VIEW_FIELDS", "EntryHistory", "EntryView", "LookupResult", "SearchHit",
            "collapsed_hits",
            "stored_since"]
 
@@ -144,8 +144,9 @@ def stored_since(since: str | dt.date | dt.datetime | None) -> str | None:
         raise QueryError(f"since: {reason}", query=since) from exc
 
 
-#: The most hits a collapsed search asks its backend for at once (SQLite's INTEGER).
-_MOST_HITS = 1 << 62
+#: The largest row count asked of a backend: its 64-bit integers hold it, and no
+#: database has more rows (a larger --limit was an OverflowError's traceback).
+MOST_ROWS = 1 << 62
 
 
 def collapsed_hits(search: Callable[[int], list[SearchHit]],
@@ -164,7 +165,7 @@ def collapsed_hits(search: Callable[[int], list[SearchHit]],
     """
     if limit <= 0:
         return []
-    wanted = min(max(2 * limit, limit + 10), _MOST_HITS)
+    wanted = min(max(2 * limit, limit + 10), MOST_ROWS)
     roots: dict[str, EntryView | None] = {}
     while True:
         hits = search(wanted)
@@ -185,6 +186,6 @@ def collapsed_hits(search: Callable[[int], list[SearchHit]],
             chosen += selected
             if chosen == limit:
                 return [h for h in found.values() if h is not None]
-        if len(hits) < wanted or wanted == _MOST_HITS:  # every hit there is
+        if len(hits) < wanted or wanted == MOST_ROWS:  # every hit there is
             return [h for h in found.values() if h is not None]
-        wanted = min(wanted * 4, _MOST_HITS)
+        wanted = min(wanted * 4, MOST_ROWS)
