@@ -42,27 +42,39 @@ def _userinfo(url: str) -> tuple[str, str, str] | None:
     """``(scheme and user, password, rest from the "@" on)`` of a URL whose user info
     has a password, else ``None``.
 
-    A password may hold what a web URL may not (``postgresql://u:ab#cd?ef@host/db``
-    connects; ``urlsplit`` sees a fragment there and no password, and the message
-    showed it whole), and a mistyped one may hold "@" or "/". So the user info runs to
-    the *last* "@": more is masked rather than less. Not when what comes before the
-    first ":" cannot be a user name (``[::1]:5432/db?x=a@b``), or after it comes a
-    port (``host:5432/db?...@...``): then there is no password to mask there.
+    First as libpq reads a URL: the user info runs to the first "@" that comes before
+    any "/" (so ``postgresql://u:ab#cd?ef@host/db`` connects with the password
+    ``ab#cd?ef``, where ``urlsplit`` sees a fragment and no password at all, and the
+    message showed it whole). Then more is masked rather than less, for a password
+    mistyped with "@" or "/" in it, which libpq misreads and whose message then echoes
+    the URL: the user info runs on to the last "@" before the host's "/"
+    (``u:p@ssword@host``, ``admin@srv:secret@host``), or, when libpq found none, to
+    the first "@" unless a port comes first (``u:pa/ss@host``, not
+    ``host:5432/db?name=a@b``).
     """
     start = url.find("://")
     if start == -1:
         return None
     start += 3
-    at = url.rfind("@", start)
-    if at == -1:
-        return None
+    path = url.find("/", start)
+    path = len(url) if path == -1 else path
+    at = url.find("@", start, path)
+    if at == -1:  # libpq sees no user info
+        at = url.find("@", start)
+        user, colon, secret = url[start:at].partition(":")
+        if at == -1 or not colon or any(c in user for c in "/?#[]") \
+                or _PORT_THEN.match(secret):
+            return None
+        return url[:start] + user, secret, url[at:]
+    at = url.rfind("@", start, path)  # a mistyped password's own "@"s
     user, colon, secret = url[start:at].partition(":")
-    if not colon or any(c in user for c in "/?#[]@") or _PORT_THEN.match(secret):
-        return None
+    if not colon or _PORT_AND_QUERY.match(secret):
+        return None  # host:port?key=value@...: the "@" is the query's (masked below)
     return url[:start] + user, secret, url[at:]
 
 
 _PORT_THEN = re.compile(r"\d+(?:[/?]|$)")
+_PORT_AND_QUERY = re.compile(r"\d+\?[^@]*=")
 
 
 def _password(url: str) -> str | None:

@@ -70,7 +70,8 @@ def test_the_password_is_masked_wherever_a_database_is_named() -> None:
     assert not is_postgres_url(Path("postgresql:/x")) and not is_postgres_url("signal.db")
 
 
-@pytest.mark.parametrize("secret", ["ab#cd?ef", "pa/ss", "pa[w", "xx@yy", "p@ssword"])
+@pytest.mark.parametrize("secret", ["ab#cd?ef", "pa/ss", "pa[w", "xx@yy", "p@ssword",
+                                    "12345678", "2024?x"])
 def test_a_password_written_unescaped_is_masked_as_libpq_reads_it(secret: str) -> None:
     # libpq takes the user info up to the "@": "u:ab#cd?ef@host" connects. urlsplit saw
     # a fragment and no password, and `signal copy` and `fetch --json` printed it whole.
@@ -83,6 +84,12 @@ def test_a_password_written_unescaped_is_masked_as_libpq_reads_it(secret: str) -
     for plain in ("postgresql://db.example:5432/signal?application_name=a@b",
                   "postgresql://[::1]:5432/signal?application_name=a@b"):
         assert mask_password(plain) == plain
+    # After the password, an "@" in the query is the query's.
+    assert mask_password("postgresql://u:hunter22@db/x?application_name=a@b") == (
+        "postgresql://u:***@db/x?application_name=a@b")
+    # A user name with an "@" (Azure's admin@server).
+    assert mask_password("postgresql://admin@srv:s3cretpw@h:5432/db") == (
+        "postgresql://admin@srv:***@h:5432/db")
     # A password in the query, "@" and all.
     assert mask_password("postgresql://db:1?user=u&password=hunter@2secret") == (
         "postgresql://db:1?user=u&password=***")
