@@ -241,3 +241,13 @@ def test_an_embedded_player_leaves_a_link_to_what_it_played() -> None:
                            f"</guid><description>{quoted}</description></item>"
                            "</channel></rss>").encode()).entries
     assert image.summary == '<p><img alt="" src="https://img.example/i.png"> tail</p>'
+    # Read as HTML reads tags: a ">" inside quotes ends no tag, a "<" before a space
+    # starts none.
+    from signal_feeds.parse.sanitize import sanitize
+
+    assert sanitize('<p><img alt="a > b <iframe src=\'https://x.example/v\'></iframe>" '
+                    'src="https://img.example/i.png"> tail</p>', body=True) == (
+        '<p><img alt="a &gt; b " src="https://img.example/i.png"> tail</p>')
+    assert sanitize('<p>1 < 2 <iframe src="https://x.example/v" title="Video"></iframe>'
+                    "</p>", body=True) == ('<p>1 &lt; 2 <a href="https://x.example/v" '
+                                           'rel="noopener noreferrer">Video</a></p>')

@@ -35,7 +35,8 @@ class HostSlotsHeld(Exception):
 
     def __init__(self, host: str, waited: float) -> None:
         super().__init__(f"not requested: every slot of {host} has been held by other "
-                         f"workers for {waited:.0f} s (a stopped or hung worker?)")
+                         f"workers for {waited:.0f} s (a stopped or hung worker, or more "
+                         "of its sources than per_host lets the workers fetch in time)")
         self.host = host
         self.waited = waited
 
@@ -113,11 +114,12 @@ class HostHold:
         await semaphore.acquire()
         self._held, self._host = semaphore, host
         # Asked once the slot is held: a request that waited for it behind one that
-        # was refused is refused too.
-        if self._slots.refusal is not None and (
-                refused := self._slots.refusal(host)) is not None:
+        # was refused is refused too (and again after the gate's wait, below).
+        try:
+            self._refuse_if_asked(host)
+        except BaseException:
             await self._release()
-            raise refused
+            raise
         gate = self._slots.gate
         if gate is None:
             return
@@ -132,6 +134,16 @@ class HostHold:
             await self._release()
             raise
         self._gate_slot = slot
+        try:
+            self._refuse_if_asked(host)
+        except BaseException:
+            await self._release()
+            raise
+
+    def _refuse_if_asked(self, host: str) -> None:
+        if self._slots.refusal is not None and (
+                refused := self._slots.refusal(host)) is not None:
+            raise refused
 
     async def _release(self) -> None:
         gate, slot = self._slots.gate, self._gate_slot

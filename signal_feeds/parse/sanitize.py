@@ -155,11 +155,26 @@ def _image_copy_removed(block: re.Match[str]) -> str:
 _FRAME_START = re.compile(r"<iframe\b[^<>]*?(?:/>|>(?=\s*</iframe\s*>))", re.IGNORECASE)
 
 
+_TAG_START = re.compile(r"<[A-Za-z]")
+
+
+def _inside_a_tag(value: str, at: int) -> bool:
+    """Whether ``at`` lies inside a tag (in an attribute's value, say): the last tag
+    started before it runs past it, its quoted values read as HTML reads them (a ">"
+    inside quotes ends nothing; a "<" not followed by a letter starts no tag)."""
+    start = -1
+    for found in _TAG_START.finditer(value, max(0, at - 4096), at):
+        start = found.start()
+    if start == -1:
+        return False
+    rest = _TAG_REST.match(value, start + 2)
+    return rest is None or rest.end() > at
+
+
 def _frame_link(tag: re.Match[str]) -> str:
     text = tag.group()
-    opened = tag.string.rfind("<", 0, tag.start())
-    if opened != -1 and tag.string.find(">", opened, tag.start()) == -1:
-        return text  # inside another tag (an alt="<iframe ...>"): text, not a frame
+    if _inside_a_tag(tag.string, tag.start()):
+        return text  # an alt="<iframe ...>": text of another tag, not a frame
     values = {name.lower(): value.strip("\"'") for name, value
               in _ATTRIBUTE.findall(text, 7, len(text) - (2 if text.endswith("/>") else 1))}
     address = values.get("src", "").strip()

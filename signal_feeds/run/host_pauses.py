@@ -39,8 +39,20 @@ class HostPaused(Exception):
         self.pause = pause
 
 
+def _key(host: str) -> str:
+    """One name for a host however it is written: lower case, and in its ASCII form
+    (a redirect's hop names ``bücher.example``, a response ``xn--bcher-kva.example``)."""
+    host = host.lower()
+    if host.isascii():
+        return host
+    try:
+        return host.encode("idna").decode("ascii")
+    except UnicodeError:
+        return host
+
+
 class HostPauses:
-    """The pauses hosts asked for in one run (hosts in lower case)."""
+    """The pauses hosts asked for in one run."""
 
     def __init__(self) -> None:
         self._pauses: dict[str, HostPause] = {}
@@ -53,13 +65,13 @@ class HostPauses:
         until = parse_retry_after(headers.get("retry-after"), now)
         if until is None or until <= now:
             return
-        known = self._pauses.get(host.lower())
+        known = self._pauses.get(_key(host))
         if known is None or until > known.until:
-            self._pauses[host.lower()] = HostPause(until, source_id, status)
+            self._pauses[_key(host)] = HostPause(until, source_id, status)
 
     def pause(self, host: str, now: dt.datetime) -> HostPause | None:
         """The pause ``host`` asked for that still runs at ``now``, else ``None``."""
-        found = self._pauses.get(host.lower())
+        found = self._pauses.get(_key(host))
         return found if found is not None and found.until > now else None
 
     def refusal(self, host: str, now: dt.datetime) -> HostPaused | None:

@@ -136,7 +136,8 @@ class Run:
         self.gate = store.host_gate()
         # A worker stopped while holding a host's slots shared by the database (its
         # connection or file lock lives as long as it does) would hold up every other
-        # worker's requests to that host for good: the wait ends after twice a lease.
+        # worker's requests to that host for good: the wait ends a lease and a minute
+        # later (two leases, when a lease is under a minute).
         lease = config.settings.lease_seconds
         self.host_slots = HostSlots(
             config.settings.per_host, gate=self.gate, max_gate_wait=lease + min(lease, 60.0),

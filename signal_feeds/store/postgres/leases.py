@@ -142,34 +142,47 @@ class AdvisoryHostGate:
         self._url = url
         self._busy_timeout = busy_timeout
         self._db: Connection | None = None
-        self._held: set[tuple[str, int]] = set()
+        #: The slots this process's requests hold, each with the session that took it:
+        #: after a lost session its numbers stay in use here until given back, and no
+        #: unlock is sent for them on a later session (it would free another's lock).
+        self._held: dict[tuple[str, int], int] = {}
+        self._session = 0
         self._lock = threading.Lock()
 
     def _conn(self) -> Connection:
         if self._db is None:
             self._db = Connection(self._url, busy_timeout=self._busy_timeout)
+            self._session += 1
         return self._db
 
     def take(self, host: str, per_host: int) -> int | None:
         """Lock a free slot of ``host``; ``None`` when all ``per_host`` are held."""
         host, key = host.lower(), host_key(host)
         with self._lock:
-            db = self._conn()
-            # Session locks are reentrant: a slot this session holds is never asked for
-            # again, or two of this process's requests would share it.
-            for slot in range(min(per_host, MAX_SLOTS_PER_HOST)):
-                if (host, slot) in self._held:
-                    continue
+            for attempt in (1, 2):
                 try:
-                    with db.errors("cannot take a host slot on"):
-                        row = db.conn.execute("SELECT pg_try_advisory_lock(%s, %s)",
-                                              (key, slot)).fetchone()
+                    return self._take(self._conn(), host, key, per_host)
                 except StoreError:
-                    self._drop()  # the next take connects again
-                    raise
-                if row is not None and row[0]:
-                    self._held.add((host, slot))
-                    return slot
+                    # The session is gone (a restart, a proxy or an idle timeout ended
+                    # it), and its locks with it: connect again, once. The database
+                    # itself gone is the second failure's to say.
+                    self._drop()
+                    if attempt == 2:
+                        raise
+        return None  # (not reached)
+
+    def _take(self, db: Connection, host: str, key: int, per_host: int) -> int | None:
+        # Session locks are reentrant: a slot this process holds is never asked for
+        # again, or two of its requests would share it.
+        for slot in range(min(per_host, MAX_SLOTS_PER_HOST)):
+            if (host, slot) in self._held:
+                continue
+            with db.errors("cannot take a host slot on"):
+                row = db.conn.execute("SELECT pg_try_advisory_lock(%s, %s)",
+                                      (key, slot)).fetchone()
+            if row is not None and row[0]:
+                self._held[host, slot] = self._session
+                return slot
         return None
 
     def give_back(self, host: str, slot: int) -> None:
@@ -177,9 +190,9 @@ class AdvisoryHostGate:
         connection is closed, which unlocks every slot it held)."""
         host = host.lower()
         with self._lock:
-            if self._db is None or (host, slot) not in self._held:
-                return
-            self._held.discard((host, slot))
+            session = self._held.pop((host, slot), None)
+            if self._db is None or session != self._session:
+                return  # its session is gone, and the lock with it
             try:
                 with self._db.errors("cannot give back a host slot"):
                     self._db.conn.execute("SELECT pg_advisory_unlock(%s, %s)",
@@ -190,8 +203,8 @@ class AdvisoryHostGate:
                 self._drop()
 
     def _drop(self) -> None:
-        """Forget the connection and the slots its session held (with the lock held)."""
-        self._held.clear()
+        """Close the connection (with the lock held): its session's slots are gone;
+        the requests that held them give their numbers back as they end."""
         if self._db is not None:
             with contextlib.suppress(StoreError):
                 self._db.close()
