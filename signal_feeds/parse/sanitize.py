@@ -210,7 +210,13 @@ def sanitize(value: str, *, body: bool = False, **options: Any) -> str:
             options.update(_MEDIA_OPTIONS)
     if body and "attributes" not in options and "dir" in lowered and _DIRECTION.search(lowered):
         options["attributes"] = _ATTRIBUTES
-    return _CONTROL.sub("", nh3.clean(value, **options))
+    cleaned = nh3.clean(value, **options)
+    # Raw C0 controls never reach here (the XML repairs and the JSON Feed reader remove
+    # them, and feedparser reads a raw C1 one as Windows-1252): only a character
+    # reference (&#27;) makes one, and the scan costs 6 µs on 1.5 KB of text.
+    if "&#" in value:
+        cleaned = _CONTROL.sub("", cleaned)
+    return cleaned
 
 
 #: C0 and C1 control characters but tab and line breaks. A feed that escapes its HTML
