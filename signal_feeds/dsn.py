@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from urllib.parse import unquote, urlsplit, urlunsplit
+from urllib.parse import unquote
 
 __all__ = ["PASSWORD_MASK", "POSTGRES_SCHEMES", "Database", "as_database", "display_database",
            "is_postgres_url", "mask_password", "redact"]
@@ -58,23 +58,27 @@ def _userinfo(url: str) -> tuple[str, str, str] | None:
     start += 3
     path = url.find("/", start)
     path = len(url) if path == -1 else path
-    at = url.find("@", start, path)
-    if at == -1:  # libpq sees no user info
+    first = url.find("@", start, path)
+    if first == -1:  # libpq sees no user info
         at = url.find("@", start)
         user, colon, secret = url[start:at].partition(":")
         if at == -1 or not colon or any(c in user for c in "/?#[]") \
                 or _PORT_THEN.match(secret):
             return None
         return url[:start] + user, secret, url[at:]
-    at = url.rfind("@", start, path)  # a mistyped password's own "@"s
+    # A mistyped password's own "@"s: on to the last "@" before the host's "/" and
+    # before a query after the first "@" (whose "@"s are the query's).
+    query = url.find("?", first, path)
+    at = url.rfind("@", start, path if query == -1 else query)
     user, colon, secret = url[start:at].partition(":")
-    if not colon or _PORT_AND_QUERY.match(secret):
-        return None  # host:port?key=value@...: the "@" is the query's (masked below)
+    if not colon:
+        return None
     return url[:start] + user, secret, url[at:]
 
 
 _PORT_THEN = re.compile(r"\d+(?:[/?]|$)")
-_PORT_AND_QUERY = re.compile(r"\d+\?[^@]*=")
+#: A query parameter (``?name=value`` or ``&name=value``), to its end.
+_QUERY_PARAMETER = re.compile(r"([?&])([^=&#?]*)=([^&#]*)")
 
 
 def _password(url: str) -> str | None:
@@ -86,16 +90,19 @@ def mask_password(url: str) -> str:
     """``url`` with its password (if any) replaced by :data:`PASSWORD_MASK`; also masks a
     ``password=`` query parameter. Anything that cannot be parsed as a URL is masked as
     a keyword/value string."""
+    # The query's password first (an "@" in it is no user info), its name read as
+    # libpq reads it, percent-decoded (``pass%77ord``).
+    url = _QUERY_PARAMETER.sub(_masked_parameter, url)
     found = _userinfo(url)
     if found is not None:
         url = f"{found[0]}:{PASSWORD_MASK}{found[2]}"
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return _KEYWORD_PASSWORD.sub(rf"\g<1>{PASSWORD_MASK}", url)
-    query = re.sub(r"(^|&)(password=)[^&]*", rf"\1\2{PASSWORD_MASK}", parts.query,
-                   flags=re.IGNORECASE)
-    return urlunsplit((parts.scheme, parts.netloc, parts.path, query, parts.fragment))
+    return url
+
+
+def _masked_parameter(found: re.Match[str]) -> str:
+    if unquote(found.group(2)).strip().lower() != "password":
+        return found.group()
+    return f"{found.group(1)}{found.group(2)}={PASSWORD_MASK}"
 
 
 _SHORTEST_REDACTED = 4
@@ -107,7 +114,10 @@ def redact(text: str, url: str) -> str:
     secret = _password(url)
     text = text.replace(url, mask_password(url))
     if secret:
-        for form in {secret, unquote(secret)}:
+        # Its pieces too: libpq misreads a password with "@" or "/" in it, and its
+        # message names what it took for the host (``ssword@host`` of ``p@ssword``).
+        pieces = {secret, unquote(secret), *re.split(r"[@/:]", secret)}
+        for form in sorted(pieces, key=len, reverse=True):
             # A password of a few characters is masked in the URL, not wherever its
             # letters occur in a driver's message (every "p" of it for "p").
             if len(form) >= _SHORTEST_REDACTED:

@@ -71,7 +71,7 @@ def test_the_password_is_masked_wherever_a_database_is_named() -> None:
 
 
 @pytest.mark.parametrize("secret", ["ab#cd?ef", "pa/ss", "pa[w", "xx@yy", "p@ssword",
-                                    "12345678", "2024?x"])
+                                    "12345678", "2024?x", "1?a=b"])
 def test_a_password_written_unescaped_is_masked_as_libpq_reads_it(secret: str) -> None:
     # libpq takes the user info up to the "@": "u:ab#cd?ef@host" connects. urlsplit saw
     # a fragment and no password, and `signal copy` and `fetch --json` printed it whole.
@@ -87,6 +87,14 @@ def test_a_password_written_unescaped_is_masked_as_libpq_reads_it(secret: str) -
     # After the password, an "@" in the query is the query's.
     assert mask_password("postgresql://u:hunter22@db/x?application_name=a@b") == (
         "postgresql://u:***@db/x?application_name=a@b")
+    assert mask_password("postgresql://u:secret@db?application_name=a@b") == (
+        "postgresql://u:***@db?application_name=a@b")
+    # libpq's message names what it took for the host of a mistyped password.
+    assert redact("failed to resolve host 'ssword@db'", "postgresql://u:p@ssword@db/x") == (
+        "failed to resolve host '***@db'")
+    # The query's password key percent-encoded, as libpq decodes it.
+    assert mask_password("postgresql://db/x?pass%77ord=hunter22") == (
+        "postgresql://db/x?pass%77ord=***")
     # A user name with an "@" (Azure's admin@server).
     assert mask_password("postgresql://admin@srv:s3cretpw@h:5432/db") == (
         "postgresql://admin@srv:***@h:5432/db")

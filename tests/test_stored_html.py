@@ -207,6 +207,16 @@ def test_a_json_feed_text_post_keeps_every_line() -> None:
     assert feed.entries[0].content == "Shopping:<br>  - tea<br>  - &lt;milk&gt;<br>Done."
 
 
+def test_raw_c1_controls_and_del_are_not_stored() -> None:
+    # feedparser's Windows-1252 table leaves 0x81, 0x8D, 0x8F, 0x90 and 0x9D (OSC) as
+    # they are, and a JSON Feed may carry \u009b: an 8-bit terminal acts on them.
+    atom = ('<feed xmlns="http://www.w3.org/2005/Atom"><title>t</title><entry><id>e</id>'
+            '<content type="html">&lt;p&gt;a\u009d0;pwn b\u0081c\x7fd&lt;/p&gt;</content>'
+            "</entry></feed>")
+    (entry,) = parse_feed(atom.encode()).entries
+    assert entry.content == "<p>a0;pwn bcd</p>"
+
+
 def test_control_characters_escaped_twice_are_not_stored() -> None:
     # "&amp;#27;" is, once the XML is read, the HTML reference &#27;: nh3 wrote the ESC
     # itself into the summary, and `jq -r .summary` then cleared the user's terminal.
@@ -251,3 +261,7 @@ def test_an_embedded_player_leaves_a_link_to_what_it_played() -> None:
     assert sanitize('<p>1 < 2 <iframe src="https://x.example/v" title="Video"></iframe>'
                     "</p>", body=True) == ('<p>1 &lt; 2 <a href="https://x.example/v" '
                                            'rel="noopener noreferrer">Video</a></p>')
+    # A "<" inside another attribute's value starts no tag either.
+    assert sanitize('<img src="https://e.example/i.png" title="a<br>b" alt="<iframe '
+                    'src=https://y.example/v></iframe>"> after', body=True) == (
+        '<img src="https://e.example/i.png" title="a&lt;br&gt;b" alt=""> after')
