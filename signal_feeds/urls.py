@@ -12,7 +12,8 @@ from __future__ import annotations
 import re
 from urllib.parse import quote, unquote, urljoin, urlsplit, urlunsplit
 
-__all__ = ["MAX_URL_BYTES", "TRACKING_PARAMETERS", "UrlRejected", "canonical_source_url",
+__all__ = ["MAX_URL_BYTES", "TRACKING_PARAMETERS", "UrlRejected", "ascii_host",
+           "canonical_source_url",
            "check_link", "is_tracking_parameter", "normalize_link", "without_credentials",
            "without_tracking"]
 
@@ -193,3 +194,14 @@ def without_tracking(url: str) -> str:
         return url
     rest = "&".join(kept)
     return path + ("?" + rest if rest else "") + hash_mark + fragment
+
+
+def ascii_host(host: str) -> str:
+    """A host name in its ASCII form (``bücher.example`` is ``xn--bcher-kva.example``),
+    so that one host compares equal however it is written."""
+    if host.isascii():
+        return host
+    try:
+        return host.encode("idna").decode("ascii")
+    except UnicodeError:  # a name IDNA 2003 refuses: compared as written
+        return host

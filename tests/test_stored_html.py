@@ -222,9 +222,7 @@ def test_control_characters_escaped_twice_are_not_stored() -> None:
     # itself into the summary, and `jq -r .summary` then cleared the user's terminal.
     description = ("&lt;p&gt;zebra &amp;#27;[2J &amp;#x1b;]0;pwned&amp;#7; tab&amp;#9;"
                    "&amp;#x85;&amp;#x202e;abc&lt;/p&gt;")
-    (entry,) = parse_feed(('<rss version="2.0"><channel><title>t</title><item><guid>g'
-                           f"</guid><description>{description}</description></item>"
-                           "</channel></rss>").encode()).entries
+    (entry,) = parse_feed(_described(description)).entries
     assert entry.summary == "<p>zebra [2J ]0;pwned tab\t…\u202eabc</p>"
 
 
@@ -236,9 +234,7 @@ def test_an_embedded_player_leaves_a_link_to_what_it_played() -> None:
                    'title="Tiny &amp;amp; fast" allowfullscreen&gt;&lt;/iframe&gt;&lt;/p&gt;'
                    '&lt;iframe src="javascript:alert(1)"&gt;&lt;/iframe&gt;'
                    '&lt;iframe src="//player.vimeo.com/video/1"/&gt;after')
-    (entry,) = parse_feed(('<rss version="2.0"><channel><title>t</title><item><guid>g'
-                           f"</guid><description>{description}</description></item>"
-                           "</channel></rss>").encode()).entries
+    (entry,) = parse_feed(_described(description)).entries
     assert entry.summary == (
         '<p>Watch:</p><p><a href="https://www.youtube.com/embed/abc?feature=oembed&amp;x=1" '
         'rel="noopener noreferrer">Tiny &amp; fast</a></p>'
@@ -247,9 +243,7 @@ def test_an_embedded_player_leaves_a_link_to_what_it_played() -> None:
     # Frame markup inside another tag's attribute is that attribute's text.
     quoted = ("&lt;p&gt;&lt;img alt=\"&lt;iframe src='https://x.example/v'&gt;&lt;/iframe"
               "&gt;\" src=\"https://img.example/i.png\"&gt; tail&lt;/p&gt;")
-    (image,) = parse_feed(('<rss version="2.0"><channel><title>t</title><item><guid>g'
-                           f"</guid><description>{quoted}</description></item>"
-                           "</channel></rss>").encode()).entries
+    (image,) = parse_feed(_described(quoted)).entries
     assert image.summary == '<p><img alt="" src="https://img.example/i.png"> tail</p>'
     # Read as HTML reads tags: a ">" inside quotes ends no tag, a "<" before a space
     # starts none.
@@ -265,3 +259,9 @@ def test_an_embedded_player_leaves_a_link_to_what_it_played() -> None:
     assert sanitize('<img src="https://e.example/i.png" title="a<br>b" alt="<iframe '
                     'src=https://y.example/v></iframe>"> after', body=True) == (
         '<img src="https://e.example/i.png" title="a&lt;br&gt;b" alt=""> after')
+
+
+def _described(description: str) -> bytes:
+    """An RSS document of one item with this (escaped) description."""
+    return ('<rss version="2.0"><channel><title>t</title><item><guid>g</guid>'
+            f"<description>{description}</description></item></channel></rss>").encode()

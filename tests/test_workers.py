@@ -294,11 +294,15 @@ def test_claims_on_one_database_exclude_each_other(database: Path | str) -> None
         assert first.renew_leases(owner="b:2") == 6
 
 
-def _hold_slot(database: str, ready: Any, done: Any) -> None:
-    gate = Store(database).host_gate()
-    assert gate.take("Example.org", 2) == 0
-    ready.set()
-    done.wait(30)
+def _hold_slot(database: str, ready: Any, done: Any, host: str = "Example.org",
+               per_host: int = 2) -> None:
+    """Another worker that holds slot 0 of ``host``, does nothing more, and exits
+    without giving it back."""
+    with open_store(database) as store:
+        gate = store.host_gate()
+        assert gate.take(host, per_host) == 0
+        ready.set()
+        done.wait(60)
 
 
 def test_the_file_gate_counts_slots_across_processes(tmp_path: Path) -> None:
@@ -327,16 +331,6 @@ def test_the_file_gate_counts_slots_across_processes(tmp_path: Path) -> None:
         holder.join(30)
 
 
-def _hold_host(database: str, ready: Any, done: Any) -> None:
-    """Another worker that holds 127.0.0.1's one slot and does nothing more."""
-    with open_store(database) as store:
-        gate = store.host_gate()
-        assert gate.take("127.0.0.1", 1) == 0
-        ready.set()
-        done.wait(60)
-        gate.close()
-
-
 def test_a_request_waits_for_a_host_slot_others_hold_a_bounded_time(
         server: ScenarioServer, database: Path | str) -> None:
     # A worker stopped with kill -STOP keeps its slots (its connection, its file lock)
@@ -347,7 +341,8 @@ def test_a_request_waits_for_a_host_slot_others_hold_a_bounded_time(
     open_store(database).close()
     context = multiprocessing.get_context("spawn")
     ready, done = context.Event(), context.Event()
-    holder = context.Process(target=_hold_host, args=(str(database), ready, done))
+    holder = context.Process(target=_hold_slot,
+                             args=(str(database), ready, done, "127.0.0.1", 1))
     holder.start()
     try:
         assert ready.wait(30)

@@ -41,7 +41,7 @@ from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit
 
 from signal_feeds.identity.search_text import INVISIBLE, searchable_text
 from signal_feeds.timeutil import parse_time
-from signal_feeds.urls import TRACKING_PARAMETERS, is_tracking_parameter
+from signal_feeds.urls import TRACKING_PARAMETERS, ascii_host, is_tracking_parameter
 
 __all__ = [
     "CHANNELS",
@@ -113,7 +113,7 @@ def match_url(url: str) -> str:
         return ""
     if parts.scheme.lower() not in ("http", "https"):
         return ""
-    host = _ascii_host((parts.hostname or "").lower().rstrip("."))
+    host = ascii_host((parts.hostname or "").lower().rstrip("."))
     host = host.removeprefix("www.")
     if not host:
         return ""
@@ -139,15 +139,6 @@ def _canonical_path(path: str) -> str:
     if "%" not in path and path.isascii():
         return path
     return quote(unquote(_ENCODED_SLASH.sub("%252F", path)), safe=_PATH_SAFE + "%")
-
-
-def _ascii_host(host: str) -> str:
-    if host.isascii():
-        return host
-    try:
-        return host.encode("idna").decode("ascii")
-    except UnicodeError:  # a name IDNA 2003 refuses: compared as written
-        return host
 
 
 # Characters common in feed text that are not NFKC-normalized, with their NFKC forms.

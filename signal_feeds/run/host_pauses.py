@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from signal_feeds.decide.schedule import parse_retry_after
+from signal_feeds.urls import ascii_host
 
 __all__ = ["HostPause", "HostPaused", "HostPauses"]
 
@@ -40,15 +41,9 @@ class HostPaused(Exception):
 
 
 def _key(host: str) -> str:
-    """One name for a host however it is written: lower case, and in its ASCII form
-    (a redirect's hop names ``bücher.example``, a response ``xn--bcher-kva.example``)."""
-    host = host.lower()
-    if host.isascii():
-        return host
-    try:
-        return host.encode("idna").decode("ascii")
-    except UnicodeError:
-        return host
+    """One name for a host however it is written (a redirect's hop names
+    ``bücher.example``, a response ``xn--bcher-kva.example``)."""
+    return ascii_host(host.lower())
 
 
 class HostPauses:

@@ -13,8 +13,7 @@ from signal_feeds.records import StoredVersion
 from signal_feeds.timeutil import format_time, parse_since
 
 __all__ = ["MOST_ROWS", "VIEW_FIELDS", "EntryHistory", "EntryView", "LookupResult", "SearchHit",
-           "collapsed_hits",
-           "stored_since"]
+           "collapsed_hits", "searched", "stored_since"]
 
 
 @dataclass(frozen=True)
@@ -147,6 +146,23 @@ def stored_since(since: str | dt.date | dt.datetime | None) -> str | None:
 #: The largest row count asked of a backend: its 64-bit integers hold it, and no
 #: database has more rows (a larger --limit was an OverflowError's traceback).
 MOST_ROWS = 1 << 62
+
+
+def searched(search: Callable[..., list[SearchHit]],
+             entry_view: Callable[[Any, str], EntryView | None], conn: Any, query: str, *,
+             source_id: str | None, since: str | None, limit: int,
+             include_duplicates: bool) -> list[SearchHit]:
+    """A backend's ``Store.search``: its ``search`` over every row (``search(conn,
+    query, source_id=, since=, limit=, include_duplicates=True)``), collapsed by
+    :func:`collapsed_hits` unless ``include_duplicates``."""
+    def best(n: int) -> list[SearchHit]:
+        return search(conn, query, source_id=source_id, since=since, limit=n,
+                      include_duplicates=True)
+
+    if include_duplicates:
+        return best(limit)
+    return collapsed_hits(best, lambda key: entry_view(conn, key), source_id=source_id,
+                          since=since, limit=limit)
 
 
 def collapsed_hits(search: Callable[[int], list[SearchHit]],

@@ -41,7 +41,7 @@ from signal_feeds.store.postgres.schema import (
 from signal_feeds.store.protocol import TABLES, DedupeReport, DuplicateLink, Table
 from signal_feeds.store.sqlite.connection import DEFAULT_BUSY_TIMEOUT
 from signal_feeds.store.sqlite.queries import state_for_url
-from signal_feeds.store.views import collapsed_hits, stored_since
+from signal_feeds.store.views import searched, stored_since
 
 log = logging.getLogger("signal_feeds")
 _T = TypeVar("_T")
@@ -228,15 +228,9 @@ class PostgresStore:
                include_duplicates: bool = False) -> list[SearchHit]:
         """Entries matching an FTS5-syntax ``query``, best first (see the protocol)."""
         with self._db.errors("cannot search entries", source_id):
-            bound = stored_since(since)
-            if include_duplicates:
-                return queries.search(self._db.conn, query, source_id=source_id,
-                                      since=bound, limit=limit, include_duplicates=True)
-            return collapsed_hits(
-                lambda n: queries.search(self._db.conn, query, source_id=source_id,
-                                         since=bound, limit=n, include_duplicates=True),
-                lambda key: queries.entry_view(self._db.conn, key),
-                source_id=source_id, since=bound, limit=limit)
+            return searched(queries.search, queries.entry_view, self._db.conn, query,
+                            source_id=source_id, since=stored_since(since), limit=limit,
+                            include_duplicates=include_duplicates)
 
     def rebuild_search_index(self) -> int:
         """Index every entry again (one transaction); the number indexed."""

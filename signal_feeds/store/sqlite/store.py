@@ -36,7 +36,7 @@ from signal_feeds.store.sqlite.bulk import SqliteBulk
 from signal_feeds.store.sqlite.connection import DEFAULT_BUSY_TIMEOUT, Connection, write_probe
 from signal_feeds.store.sqlite.host_locks import FileHostGate
 from signal_feeds.store.sqlite.schema import SCHEMA_VERSION, create_schema, schema_version
-from signal_feeds.store.views import collapsed_hits, stored_since
+from signal_feeds.store.views import searched, stored_since
 from signal_feeds.timeutil import utcnow
 
 if TYPE_CHECKING:
@@ -260,15 +260,9 @@ class Store:
         snippet; :class:`~signal_feeds.errors.QueryError` for bad syntax (see the
         protocol)."""
         with self._db.errors("cannot search entries", source_id):
-            bound = stored_since(since)
-            if include_duplicates:
-                return queries.search(self._db.conn, query, source_id=source_id,
-                                      since=bound, limit=limit, include_duplicates=True)
-            return collapsed_hits(
-                lambda n: queries.search(self._db.conn, query, source_id=source_id,
-                                         since=bound, limit=n, include_duplicates=True),
-                lambda key: queries.entry_view(self._db.conn, key),
-                source_id=source_id, since=bound, limit=limit)
+            return searched(queries.search, queries.entry_view, self._db.conn, query,
+                            source_id=source_id, since=stored_since(since), limit=limit,
+                            include_duplicates=include_duplicates)
 
     def rebuild_search_index(self) -> int:
         """Index every entry again (one transaction); the number indexed."""
