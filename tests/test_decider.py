@@ -134,8 +134,16 @@ CASES = [
          state_fields={"retry_after": at(120), "next_due_at": sent(HOUR), "error_count": 1},
          report_fields={"retry_after": at(120), "error": None},
          record_fields={"error": "HTTP 429 Too Many Requests"}),
+    Case("failed: 503 without Retry-After backs off like any 5xx",
+         resp(503), status="failed",
+         state_fields={"error_count": 1, "next_due_at": sent(HOUR), "retry_after": None},
+         report_fields={"http_status": 503, "error": "HTTP 503 Service Unavailable"}),
+    Case("failed: 429 without Retry-After backs off", resp(429), status="failed",
+         state_fields={"error_count": 1, "next_due_at": sent(HOUR)},
+         report_fields={"http_status": 429, "error": "HTTP 429 Too Many Requests"}),
     Case("retry_later: 503 with a maintenance page says its title",
-         resp(503, page_title="Down for maintenance"), status="retry_later",
+         resp(503, {"retry-after": "120"}, page_title="Down for maintenance"),
+         status="retry_later",
          state_fields={"last_error": "HTTP 503 Service Unavailable: a web page titled "
                                      "'Down for maintenance'"},
          report_fields={"error": "HTTP 503 Service Unavailable: a web page titled "

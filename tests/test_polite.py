@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from email.utils import format_datetime
 from pathlib import Path
@@ -236,7 +237,7 @@ def test_a_fetch_row_times_the_request_not_the_wait_for_its_host(
     assert len(durations) == 2 and durations[-1] < 1800, durations
 
 
-def test_a_host_that_asks_for_a_pause_gets_no_more_requests_that_run(
+def test_a_host_that_asks_for_a_pause_gets_no_more_requests_until_it_ends(
         server: ScenarioServer, tmp_path: Path) -> None:
     # Ten feeds of one rate-limited site: each of the ten got its request and its 429
     # in the same run; the site said to stop after the first.
@@ -247,8 +248,9 @@ def test_a_host_that_asks_for_a_pause_gets_no_more_requests_that_run(
     sources = {f"feed-{i}": server.url(f"/limited/{i}.xml") for i in range(10)}
     # Another host (the same server by another name) is not paused.
     sources["elsewhere"] = server.url("/other.xml").replace("127.0.0.1", "localhost")
-    report = run_fetch(make_config(tmp_path / "signal.db", sources, per_host=1),
-                       force=True)
+    config = make_config(tmp_path / "signal.db", sources, per_host=1)
+    clock = Clock(dt.datetime.now(dt.UTC))  # the command below runs on the real clock
+    report = run_fetch(config, force=True, clock=clock)
     asked = [r for r in server.requests if r.path.startswith("/limited/")]
     assert len(asked) == 1
     answered = [r for r in report.sources if r.http_status == 429]
@@ -257,10 +259,29 @@ def test_a_host_that_asks_for_a_pause_gets_no_more_requests_that_run(
     assert all(r.retry_after is not None and r.note.startswith(
         f"not requested: 127.0.0.1 answered 429 to {answered[0].source}") for r in paused)
     assert report.get("elsewhere").status == "fetched"
-    # Nothing was written for the paused ones: the next run asks again.
+    # Nothing was written for the paused ones; the pause is the told source's state.
     with Store(tmp_path / "signal.db") as store:
         states = {s.source_id: s for s in store.source_states()}
     assert sum(1 for s in states.values() if s.retry_after is not None) == 1
+
+    # A cron job ten minutes later: the hour is not over, so the host is not asked,
+    # and the wait is as quiet as a source that is not due (no note, no line).
+    clock.advance(600)
+    later = run_fetch(config, clock=clock)
+    assert len([r for r in server.requests if r.path.startswith("/limited/")]) == 1
+    waiting = [r for r in later.sources if r.source.startswith("feed-")]
+    assert {r.status for r in waiting} == {"retry_later"}
+    assert all(r.note == "" and r.retry_after == answered[0].retry_after for r in waiting)
+    assert later.get("elsewhere").status == "not_due"
+    # The same through the command (its clock is the real one, inside the hour).
+    result = CliRunner().invoke(cli, ["fetch", "--config", str(write_config(
+        tmp_path, sources))])
+    assert result.exit_code == 0 and "feed-" not in result.output, result.output
+
+    # The hour over, the host is asked again.
+    clock.advance(3600)
+    run_fetch(config, clock=clock)
+    assert len([r for r in server.requests if r.path.startswith("/limited/")]) > 1
 
 
 def test_an_hourly_cron_job_polls_an_hourly_source_every_run(server: ScenarioServer,
@@ -298,3 +319,20 @@ def test_a_paused_host_is_not_reached_through_a_redirect_either(server: Scenario
     assert b.note == "not requested: localhost answered 429 to a with Retry-After"
     asked = [r.path for r in server.requests if not r.path.startswith("/feeds/demo")]
     assert asked == ["/cdn/a.xml", "/feeds/b.xml"]
+
+
+def test_a_bare_503_or_429_fails_and_backs_off(server: ScenarioServer, tmp_path: Path) -> None:
+    # Without Retry-After the server named no time: reported as retry_later with exit 0,
+    # a feed down for good never showed under -q and never failed a run.
+    server.script("/down.xml", [ScriptedResponse(status=503)])
+    server.script("/busy.xml", [ScriptedResponse(status=429)])
+    config = write_config(tmp_path, {"down": server.url("/down.xml"),
+                                     "busy": server.url("/busy.xml")})
+    result = CliRunner().invoke(cli, ["fetch", "--config", str(config), "-q"])
+    assert result.exit_code == 1, result.output
+    assert "HTTP 503 Service Unavailable" in result.output
+    assert "HTTP 429 Too Many Requests" in result.output
+    with Store(tmp_path / "signal.db") as store:
+        states = {s.source_id: s for s in store.source_states()}
+    assert {s.status for s in states.values()} == {"failed"}
+    assert all(s.error_count == 1 and s.retry_after is None for s in states.values())

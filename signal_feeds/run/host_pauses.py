@@ -1,21 +1,25 @@
-"""Pauses a host asked for, kept for the rest of one run.
+"""Pauses a host asked for, kept for the rest of the run (and the runs after it).
 
 A 429 (RFC 6585 §4) or a 503 with ``Retry-After`` is nearly always about the client, not
 the one feed asked for: a site that rate-limits Signal answers every one of its feeds
 the same way. The source that got the answer waits out its ``Retry-After`` (see
 :func:`signal_feeds.decide.schedule.next_poll`); the host's other sources are not
 requested for the rest of the run either, so a run over a site's hundred feeds sends
-it the requests it allows, not a hundred more after being told to stop. The next run
-asks again, one request at a time per host slot.
+it the requests it allows, not a hundred more after being told to stop. A pause still
+running when the next run starts holds there too: it is read from the stored state of
+the source that was told (:meth:`HostPauses.from_states`), so a cron job every few
+minutes does not knock on a host that asked for an hour's quiet.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 from signal_feeds.decide.schedule import parse_retry_after
+from signal_feeds.records import SourceState
 from signal_feeds.urls import ascii_host
 
 __all__ = ["HostPause", "HostPaused", "HostPauses"]
@@ -28,6 +32,8 @@ class HostPause:
     until: dt.datetime
     source_id: str
     status: int
+    #: Told in an earlier run (read from the stored state), not in this one.
+    earlier: bool = False
 
 
 class HostPaused(Exception):
@@ -52,6 +58,19 @@ class HostPauses:
     def __init__(self) -> None:
         self._pauses: dict[str, HostPause] = {}
 
+    @classmethod
+    def from_states(cls, states: Iterable[SourceState], now: dt.datetime) -> HostPauses:
+        """The pauses still running that earlier runs were told of: each source waiting
+        out a 429's or a 503's ``Retry-After`` pauses the host it asked."""
+        pauses = cls()
+        for state in states:
+            if (state.status == "retry_later" and state.http_status in (429, 503)
+                    and state.retry_after is not None and state.retry_after > now):
+                pauses._keep(urlsplit(state.request_url).hostname or "",
+                             HostPause(state.retry_after, state.source_id, state.http_status,
+                                       earlier=True))
+        return pauses
+
     def note(self, host: str, *, status: int, headers: Mapping[str, str],
              now: dt.datetime, source_id: str) -> None:
         """Remember the pause a response asked for, if it did (``headers`` lower-case)."""
@@ -60,9 +79,12 @@ class HostPauses:
         until = parse_retry_after(headers.get("retry-after"), now)
         if until is None or until <= now:
             return
+        self._keep(host, HostPause(until, source_id, status))
+
+    def _keep(self, host: str, pause: HostPause) -> None:
         known = self._pauses.get(_key(host))
-        if known is None or until > known.until:
-            self._pauses[_key(host)] = HostPause(until, source_id, status)
+        if host and (known is None or pause.until > known.until):
+            self._pauses[_key(host)] = pause
 
     def pause(self, host: str, now: dt.datetime) -> HostPause | None:
         """The pause ``host`` asked for that still runs at ``now``, else ``None``."""

@@ -165,6 +165,7 @@ class Run:
         # One query for every source's state; from here on only the writer's thread
         # uses the store.
         states = self.store.source_states_for({s.id: s.url for s in self.sources})
+        self.host_pauses = HostPauses.from_states(states.values(), self.clock())
         # Ties between copies of a story go to the source listed first in the config.
         self.store.set_source_order([s.id for s in self.config.sources])
         writing = asyncio.create_task(self.writer.run())
@@ -309,8 +310,11 @@ class Run:
         except HostPaused as exc:  # the host, or one it redirects to, asked for a pause
             self.claims.fetched(src.id)
             self.unqueued -= 1
+            # A pause told in an earlier run is waited out as quietly as the told
+            # source's own Retry-After; one told in this run says why (cron output).
             return SourceReport(source=src.id, status="retry_later",
-                                retry_after=exc.pause.until, note=str(exc))
+                                retry_after=exc.pause.until,
+                                note="" if exc.pause.earlier else str(exc))
         except HostSlotsHeld as exc:
             # Not the source's failure (no backoff, nothing stored), but the run's: a
             # worker that holds a host's slots and does nothing needs someone to see it.
