@@ -102,10 +102,19 @@ class ParseError(SignalError):
 class ContradictionError(SignalError):
     """One response holds two different versions of the same entry key."""
 
-    def __init__(self, message: str, *, source_id: str, key: str, remote_id: str) -> None:
-        super().__init__(message, source_id=source_id)
+    def __init__(self, problem: str, *, source_id: str, key: str, remote_id: str) -> None:
+        # The one place this message is put together: the run's report, the fetch row
+        # and ``signal parse`` all show it. Remote ids may be 2,048 characters long.
+        shown = remote_id if len(remote_id) <= _ID_SHOWN else remote_id[:_ID_SHOWN] + "…"
+        named = f"remote id {shown!r}" if remote_id else "no remote id"
+        super().__init__(f"{problem} (key {key}, {named}); the response is rejected",
+                         source_id=source_id)
         self.key = key
         self.remote_id = remote_id
+
+
+#: Characters of a remote id a contradiction's message shows.
+_ID_SHOWN = 200
 
 
 class StoreError(SignalError):

@@ -15,7 +15,6 @@ from signal_feeds.decide.decider import (
     FetchFailure,
     ParseFacts,
     ResponseFacts,
-    contradiction_message,
 )
 from signal_feeds.decide.schedule import DEFAULT_BACKOFF_CAP
 from signal_feeds.records import ApplyCounts, SourceState
@@ -162,9 +161,10 @@ CASES = [
          report_fields={"error": "not an RSS or Atom feed", "http_status": 200},
          record_fields={"outcome": "rejected", "error": "not an RSS or Atom feed"}),
     Case("rejected: contradiction", resp(200, body_digest="d2"),
-         ParseFacts(error=contradiction_message("two versions", key="k1", remote_id="r1")),
+         ParseFacts(error="two versions (key k1, remote id 'r1'); the response is rejected"),
          status="rejected",
-         report_fields={"error": "two versions (key k1, remote id 'r1')"}),
+         report_fields={"error": "two versions (key k1, remote id 'r1'); the response is "
+                                 "rejected"}),
     Case("failed: network error", FetchFailure(URL, "connection refused", "connect"),
          status="failed",
          state_fields={"http_status": None, "error_count": 1, "next_due_at": sent(HOUR)},

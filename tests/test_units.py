@@ -121,16 +121,19 @@ def test_identify_collapses_rejects_and_skips() -> None:
         identify("s", [_entry("A"), _entry("A, corrected")])
     assert info.value.source_id == "s" and info.value.remote_id == "release-1"
     assert info.value.key == digest(["s", "release-1"])
-    assert "two different versions of entry 'release-1' (key " in str(info.value)
+    # The source, the key and the remote id, each named once (design: Identify).
+    assert str(info.value) == (f"s: two different versions of one entry in one response "
+                               f"(key {info.value.key}, remote id 'release-1'); the "
+                               "response is rejected")
     # Items without a guid that all link to one page: the message says what happened.
     page = "https://example.org/news"
     with pytest.raises(ContradictionError) as info:
         identify("s", [ParsedEntry(remote_id="", url=page, title=t, published="",
                                    updated="") for t in ("Notice one", "Notice two")])
-    assert (f"two different entries without an id share the link '{page}' (key "
-            in str(info.value))
-    assert ("in one response, and neither a fragment of it nor a media file tells them "
-            "apart; the response is rejected") in str(info.value)
+    assert str(info.value) == (f"s: two different entries without an id share the link "
+                               f"'{page}' in one response, and neither a fragment of it "
+                               f"nor a media file tells them apart (key {info.value.key}, "
+                               "no remote id); the response is rejected")
     assert info.value.remote_id == "" and info.value.key == digest(["s", page])
 
 

@@ -36,7 +36,7 @@ from signal_feeds.decide.schedule import (
 from signal_feeds.records import ApplyCounts, FetchRecord, SourceState
 
 __all__ = ["Decider", "Decision", "FetchFailure", "ParseFacts", "ResponseFacts", "Write",
-           "contradiction_message", "gone_message"]
+           "gone_message"]
 
 #: What the run writes for a decision: nothing (the source was not requested), the
 #: state and fetch row alone, or those with the response's entries in one transaction.
@@ -46,18 +46,6 @@ Write = Literal["nothing", "save_attempt", "apply_response"]
 def gone_message(source_id: str) -> str:
     """The report's text for a source that answered 410."""
     return f"the server answered 410 Gone; not polled until 'signal sources --reset {source_id}'"
-
-
-def contradiction_message(error: str, *, key: str, remote_id: str) -> str:
-    """A rejected response's text when two versions of one entry key disagree: the one
-    place this message is formatted (the run and ``signal parse`` both use it)."""
-    shown = remote_id if len(remote_id) <= _ID_SHOWN else remote_id[:_ID_SHOWN] + "…"
-    return f"{error} (key {key}, remote id {shown!r})"
-
-
-#: Characters of a remote id a message shows (ids may be 2,048 long, and a report line
-#: quotes one twice).
-_ID_SHOWN = 200
 
 
 @dataclass(frozen=True)

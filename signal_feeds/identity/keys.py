@@ -149,17 +149,14 @@ def identify(source_id: str, entries: Iterable[ParsedEntry]) -> Identified:
             row.fingerprint, row.content_fingerprint
         ):
             if entry.remote_id:
-                shown = entry.remote_id[:200] + ("…" if len(entry.remote_id) > 200 else "")
-                message = (f"two different versions of entry {shown!r} (key "
-                           f"{key[:16]}…) in one response; the response is rejected")
+                problem = "two different versions of one entry in one response"
             else:
                 # A feed without guids whose items all link to one page (a news or
                 # notices page): the operator should know that the feed is at fault.
-                message = (f"two different entries without an id share the link "
-                           f"{ident!r} (key {key[:16]}…) in one response, and neither a "
-                           "fragment of it nor a media file tells them apart; the "
-                           "response is rejected")
-            raise ContradictionError(message, source_id=source_id, key=key,
+                problem = (f"two different entries without an id share the link "
+                           f"{ident!r} in one response, and neither a fragment of it nor "
+                           "a media file tells them apart")
+            raise ContradictionError(problem, source_id=source_id, key=key,
                                      remote_id=entry.remote_id)
     return Identified(rows=tuple(by_key.values()), skipped=skipped,
                       skip_reasons=_reason_list(reasons))

@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
-from signal_feeds.decide.decider import contradiction_message
 from signal_feeds.errors import ContradictionError, SignalError
 from signal_feeds.identity.matching import MatchKeys, match_keys
 from signal_feeds.identity.search_text import SearchText, search_texts
@@ -65,8 +64,6 @@ class ParseOutcome:
     @property
     def message(self) -> str:
         """The error as reported, "" on success (a contradiction names its key)."""
-        if self.kind == "contradiction":
-            return contradiction_message(self.error, key=self.key, remote_id=self.remote_id)
         if self.error or self.identified is None:
             return self.error or "parser returned nothing"
         return ""
