@@ -381,6 +381,36 @@ def test_two_runs_in_opposite_orders_choose_the_same_canonical_rows(
     assert chosen[0][digest(["later", "l"])][3] == zeta
 
 
+def test_signal_dedupe_applies_a_reordered_config(server: ScenarioServer,
+                                                 database: Path | str, tmp_path: Path) -> None:
+    # Two copies of one story with the same date: the source listed first is canonical.
+    # After the config was reordered, `signal dedupe` kept the old choice (only a fetch
+    # stored the new order), though the README said it applied the new one.
+    item = {"title": "Release of version seven", "link": "https://proj.example/v7",
+            "description": STORY, "date": "Tue, 03 Mar 2026 10:00:00 GMT"}
+    for sid in ("tie-a", "tie-b"):
+        server.put(f"/{sid}.xml", rss({**item, "guid": sid}))
+
+    def write(order: list[str]) -> Path:
+        lines = ["[settings]", f'database = "{database}"', ""]
+        for sid in order:
+            lines += ["[[sources]]", f'id = "{sid}"', f'url = "{server.url(f"/{sid}.xml")}"']
+        path = tmp_path / "signal.toml"
+        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        return path
+
+    a, b = digest(["tie-a", "tie-a"]), digest(["tie-b", "tie-b"])
+    config = write(["tie-a", "tie-b"])
+    assert CliRunner().invoke(cli, ["fetch", "--config", str(config)]).exit_code == 0
+    assert markers(database)[b][3] == a
+    write(["tie-b", "tie-a"])
+    assert run_cli("dedupe", "--config", str(config), "--json")["duplicates"] == 1
+    assert markers(database)[a][3] == b and markers(database)[b][3] == ""
+    # With --db alone there is no config: the stored order stays as it is.
+    run_cli("dedupe", "--db", str(database), "--json")
+    assert markers(database)[a][3] == b
+
+
 def test_undated_copies_found_in_one_run_go_by_the_config_order(
         server: ScenarioServer, database: Path | str, parser: ParserPool) -> None:
     # Neither copy has a date, so "first seen" decides; one run sees both at once. The

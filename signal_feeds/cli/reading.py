@@ -305,10 +305,14 @@ def export(config_path: str | None, db_path: str | None, fmt: str, output: str,
 @db_option
 @json_option
 def dedupe(config_path: str | None, db_path: str | None, as_json: bool) -> None:
-    """Recompute every cross-source duplicate marker (idempotent; nothing is deleted)."""
+    """Recompute every cross-source duplicate marker (idempotent; nothing is deleted).
+    The config's order of the sources breaks ties between copies of a story, as in
+    a fetch: after reordering the sources, this applies the new order."""
     try:
+        config = _source_list(config_path, db_path)
         with open_store(config_path, db_path) as store:
-            report = store.recompute_duplicates()
+            report = store.recompute_duplicates(source_order=None if config is None else [
+                s.id for s in config.sources])
     except SignalError as exc:
         fail(exc)
     if as_json:

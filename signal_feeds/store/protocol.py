@@ -319,8 +319,11 @@ class FeedStore(Protocol):
 
     # -- maintenance ----------------------------------------------------------------
 
-    def recompute_duplicates(self) -> DedupeReport:
-        """Recompute every match key and duplicate marker (idempotent)."""
+    def recompute_duplicates(self, *,
+                             source_order: Sequence[str] | None = None) -> DedupeReport:
+        """Recompute every match key and duplicate marker (idempotent). ``source_order``
+        (the config's source ids, in order) is stored first, in the same transaction, as
+        :meth:`set_source_order` would: the markers then follow a reordered config."""
         ...
 
     def count(self, table: Table) -> int:

@@ -267,9 +267,16 @@ class PostgresStore:
 
     # -- maintenance -----------------------------------------------------------------
 
-    def recompute_duplicates(self) -> DedupeReport:
-        """Recompute every match key and every cluster in one transaction."""
-        return self._rewrite_all("cannot recompute duplicates", dedupe.recompute)
+    def recompute_duplicates(self, *,
+                             source_order: Sequence[str] | None = None) -> DedupeReport:
+        """Recompute every match key and every cluster in one transaction, after storing
+        ``source_order`` if given (see the protocol)."""
+        def rewrite(conn: Any) -> DedupeReport:
+            if source_order is not None:
+                writing.set_source_order(conn, source_order)
+            return dedupe.recompute(conn)
+
+        return self._rewrite_all("cannot recompute duplicates", rewrite)
 
     def _rewrite_all(self, what: str, rewrite: Callable[[Any], _T]) -> _T:
         """``rewrite`` (of every entry, in one transaction), tried again when the server

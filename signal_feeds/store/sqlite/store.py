@@ -302,11 +302,15 @@ class Store:
 
     # -- maintenance -----------------------------------------------------------------
 
-    def recompute_duplicates(self) -> DedupeReport:
+    def recompute_duplicates(self, *,
+                             source_order: Sequence[str] | None = None) -> DedupeReport:
         """Recompute every match key and every cluster (``signal dedupe``) in one
-        transaction. Running it again changes nothing."""
+        transaction, after storing ``source_order`` if given (see the protocol).
+        Running it again changes nothing."""
         with self._db.errors("cannot recompute duplicates"), \
                 self._db.transaction() as conn:
+            if source_order is not None:
+                writing.set_source_order(conn, source_order)
             return dedupe.recompute(conn)
 
     def count(self, table: Table) -> int:
