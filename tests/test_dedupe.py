@@ -544,6 +544,32 @@ def test_a_version_1_database_is_upgraded_in_place(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("database", ["sqlite"], indirect=True)  # SQLite's own tables
+def test_an_upgraded_database_follows_the_canonical_rule_of_today(fetch: Fetch,
+                                                                   db_path: Path) -> None:
+    # Up to version 5 the copy stored first was canonical. A database of then where the
+    # aggregator was fetched first kept its later report as the story's canonical copy
+    # after the upgrade, until someone happened to run `signal dedupe`.
+    item = {"title": "Release of version seven", "link": "https://proj.example/v7",
+            "description": STORY}
+    fetch("orig", rss({**item, "guid": "o", "date": "Mon, 02 Mar 2026 10:00:00 GMT"}))
+    fetch("agg", rss({**item, "guid": "g", "date": "Tue, 03 Mar 2026 10:00:00 GMT"}))
+    today = markers(db_path)
+    orig, agg = digest(["orig", "o"]), digest(["agg", "g"])
+    assert today[agg][3] == orig and today[orig] == ("", "", "", "")
+    with closing(sqlite3.connect(db_path)) as conn, conn:  # what version 5 chose
+        channels = ("dup_link", "dup_title", "dup_text", "duplicate_of")
+        for column, value in zip(channels, today[agg], strict=True):
+            conn.execute(f"UPDATE entries SET {column} = ? WHERE id = ?",
+                         (agg if value else "", orig))
+            conn.execute(f"UPDATE entries SET {column} = '' WHERE id = ?", (agg,))
+        conn.execute("PRAGMA user_version = 5")
+    assert markers(db_path)[orig][3] == agg
+    with Store(db_path):
+        pass
+    assert markers(db_path) == today
+
+
+@pytest.mark.parametrize("database", ["sqlite"], indirect=True)  # SQLite's own tables
 def test_a_version_4_database_keeps_its_tokens_and_renames_its_versions(
         fetch: Fetch, db_path: Path) -> None:
     fetch("s", rss({"guid": "a", "title": "A headline long enough to match on",

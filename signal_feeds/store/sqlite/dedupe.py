@@ -44,6 +44,7 @@ __all__ = [
     "mark_new_entries",
     "recompute",
     "refresh_match_keys",
+    "remark",
 ]
 
 _CHUNK = 500  # bound on SQL variables per IN (...)
@@ -297,5 +298,11 @@ def recompute(conn: sqlite3.Connection) -> DedupeReport:
     """Recompute every match key and every cluster (``signal dedupe``), inside the
     caller's transaction. Running it again changes nothing."""
     refresh_match_keys(conn)
+    return remark(conn)
+
+
+def remark(conn: sqlite3.Connection) -> DedupeReport:
+    """Recompute every cluster from the stored match keys (which stay as they are),
+    inside the caller's transaction: the canonical copies follow today's rule."""
     keys = [r[0] for r in conn.execute("SELECT id FROM entries ORDER BY id")]
     return _mark(conn, _Rows(conn), keys, created=(), everything=True)

@@ -11,7 +11,7 @@ import contextlib
 import sqlite3
 from pathlib import Path
 
-from signal_feeds.store.sqlite.dedupe import refresh_match_keys
+from signal_feeds.store.sqlite.dedupe import refresh_match_keys, remark
 from signal_feeds.store.sqlite.search import create_search_index
 
 __all__ = ["ENTRY_ORDER", "ENTRY_ORDER_EXPR", "SCHEMA_VERSION", "create_schema",
@@ -77,6 +77,8 @@ def create_schema(conn: sqlite3.Connection) -> None:
     # sqlite-utils builds the schema (only on first use: it is slow to import).
     import sqlite_utils
 
+    before = schema_version(conn)
+
     db = sqlite_utils.Database(conn)
     db.table("sources").create(
         {"id": str, "url": str, "fetch_url": str, "etag": str, "last_modified": str,
@@ -121,6 +123,12 @@ def create_schema(conn: sqlite3.Connection) -> None:
     _rebuild_order_indexes(conn)  # versions 9 and 10
     for name, target in _MARKED_KEY_INDEXES.items():  # version 11
         conn.execute(f"CREATE INDEX IF NOT EXISTS {name} ON {target}")
+    if 1 < before < 6:
+        # Up to version 5 a story's canonical copy was the one stored first, so a later
+        # report could stand for the original post; stored stories follow today's rule
+        # (earliest by its own date, see identity.matching.canonical_order) at once, not
+        # after a `signal dedupe` nobody knew to run. (Version 1 had no match keys.)
+        remark(conn)
     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
 
