@@ -92,6 +92,14 @@ def test_duplicate_ids_and_canonical_urls(tmp_path: Path) -> None:
     assert "sources[1] (id 'b')" in str(info.value)
     assert "the same feed as source 'a'" in str(info.value)
     assert info.value.source_id == "b"
+    # A duplicate of a source with another problem is reported in the same run, not
+    # after that problem is fixed.
+    both = ('[[sources]]\nid = "dup"\nurl = "https://e.example/rss"\nreview_by = "soon"\n'
+            '[[sources]]\nid = "dup"\nurl = "https://e.example/rss"\n')
+    with pytest.raises(ConfigError) as info:
+        parse_config(both, path="x.toml")
+    assert "sources[0] (id 'dup'): review_by: 'soon' is not a date" in str(info.value)
+    assert "sources[1] (id 'dup'): id: duplicate (first at sources[0])" in str(info.value)
 
 
 def test_missing_file_and_bad_toml(tmp_path: Path) -> None:

@@ -402,14 +402,18 @@ def parse_config(text: str, *, path: str | Path | None = None) -> Config:
     seen_urls: dict[str, str] = {}
     for index, entry in enumerate(raw_sources):
         src = _source(entry, index, problems)
+        # An id is checked for duplicates even when its entry has other problems: the
+        # duplicate would otherwise surface only after those were fixed, one run later.
+        sid = entry.get("id") if isinstance(entry, dict) else None
+        if isinstance(sid, str) and sid:
+            if sid in seen_ids:
+                problems.add(f"sources[{index}] (id {sid!r})",
+                             f"id: duplicate (first at sources[{seen_ids[sid]}])", sid)
+                continue
+            seen_ids[sid] = index
         if src is None:
             continue
         label = f"sources[{index}] (id {src.id!r})"
-        if src.id in seen_ids:
-            problems.add(label, f"id: duplicate (first at sources[{seen_ids[src.id]}])",
-                         src.id)
-            continue
-        seen_ids[src.id] = index
         canonical = canonical_source_url(src.url)
         if canonical in seen_urls:
             problems.add(label, f"url: {src.url!r} is the same feed as source "
