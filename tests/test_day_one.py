@@ -120,6 +120,28 @@ def test_a_setting_requires_https_links(feed_url: str, tmp_path: Path) -> None:
     assert {r["title"] for r in stored_rows(tmp_path / "signal.db")} == {"Over https", "Inline"}
 
 
+def test_a_refused_link_of_an_entry_with_an_id_is_reported(httpserver: HTTPServer,
+                                                           tmp_path: Path) -> None:
+    # An entry with a guid is stored whatever its link; a link refused by the policy
+    # left the link column empty and the report silent (the reason showed only for an
+    # entry without an id, which is skipped).
+    httpserver.expect_request("/ids.xml").respond_with_data((
+        '<rss version="2.0"><channel><title>Ids</title>'
+        '<item><guid isPermaLink="false">j1</guid><title>One</title>'
+        '<link>javascript:alert(1)</link></item>'
+        '<item><guid isPermaLink="false">j2</guid><title>Two</title>'
+        '<link>http://plain.example/2</link></item>'
+        '<item><guid isPermaLink="false">j3</guid><title>Three</title></item>'
+        '</channel></rss>'), content_type="application/rss+xml")
+    config = write_config(tmp_path, httpserver.url_for("/ids.xml"), "require_https_links = true")
+    (source,) = fetch_json(config)["sources"]
+    assert (source["created"], source["skipped"]) == (3, 0)
+    assert source["warnings"] == [
+        "link left out of 1 entry (scheme http: is not https)",
+        "link left out of 1 entry (scheme javascript: is not https)"]  # none for no link
+    assert {r["url"] for r in stored_rows(tmp_path / "signal.db")} == {""}
+
+
 def test_the_text_report_gives_the_reasons() -> None:
     report = signal_feeds.RunReport(
         sources=(SourceReport(source="blog", status="fetched", skipped=1,

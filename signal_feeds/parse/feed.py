@@ -30,7 +30,7 @@ from signal_feeds.parse.fields import (
     references_read,
     text_value,
 )
-from signal_feeds.parse.links import distinct_name, entry_link
+from signal_feeds.parse.links import distinct_name, entry_link, refused_link_warnings
 from signal_feeds.parse.repairs import (
     ampersands,
     from_declaration,
@@ -422,6 +422,7 @@ def parse_feed(
     for field, count in sorted(limit.cut.items()):
         warnings.append(f"{field} cut to {field_limits[field]} characters in {count} entries")
     warnings.extend(date_warnings(raw_entries, entries))
+    warnings.extend(refused_link_warnings(entries))
     return ParsedFeed(
         title=plain_text(plain_title(text_value(dict.get(feed, "title")),
                                       dict.get(feed, "title_detail"))),

@@ -25,6 +25,7 @@ from signal_feeds.parse.fields import (
     plain_text,
     text_value,
 )
+from signal_feeds.parse.links import refused_link_warnings
 from signal_feeds.parse.repairs import WITHOUT_C0
 from signal_feeds.parse.settings import DEFAULT_MAX_ENTRIES, entries_cut
 from signal_feeds.parsed import ParsedEntry, ParsedFeed
@@ -232,5 +233,6 @@ def parse_jsonfeed(
         warnings.append(dates_warning(unknown, "time zone of date {} not known; read as UTC"))
     for name, count in sorted(limit.cut.items()):
         warnings.append(f"{name} cut to {field_limits[name]} characters in {count} entries")
+    warnings.extend(refused_link_warnings(entries))
     return ParsedFeed(title=text_value(data.get("title")), link=home, version=version,
                       ttl_seconds=None, entries=tuple(entries), warnings=tuple(warnings))

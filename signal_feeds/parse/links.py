@@ -4,11 +4,13 @@ entry without an id is known by instead of it."""
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Iterable, Mapping
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from signal_feeds.parse.fields import references_read, text_value
+from signal_feeds.parsed import ParsedEntry
 from signal_feeds.urls import check_link
 
 __all__ = ["distinct_name", "entry_link"]
@@ -119,3 +121,12 @@ def distinct_name(raw: dict[str, Any], written: str, link: str | None, base: str
         return ""
     media, _ = check_link(_enclosure(raw), base=base, require_https=require_https)
     return media if media and media != link else ""
+
+
+def refused_link_warnings(entries: Iterable[ParsedEntry]) -> list[str]:
+    """One warning per reason an entry that has an id lost its link (an entry without
+    one is skipped, and its reason reported as such): the link column is empty for
+    those, and the report is where the publisher's mistake can be seen."""
+    refused = Counter(e.link_refused for e in entries if e.remote_id and e.link_refused)
+    return [f"link left out of {count} {'entry' if count == 1 else 'entries'} ({reason})"
+            for reason, count in sorted(refused.items())]
