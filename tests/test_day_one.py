@@ -684,6 +684,16 @@ def test_the_readme_documents_every_setting_with_its_default() -> None:
             default = float(default)
         assert _documented_default(default_cell) == default, name
         assert unit and meaning, name
+    # The bounds a value is checked against are in the table too.
+    from signal_feeds.config import values
+
+    for name in values._AT_LEAST_ONE:
+        assert "at least 1" in table[name][2], name
+    for name in values._ABOVE_ZERO:
+        assert "more than 0" in table[name][2], name
+    for name, most in values._AT_MOST.items():
+        days = most / (24 * 3600)
+        assert ("at most a day" if days == 1 else f"at most {days:g} days") in table[name][2], name
 
 
 # -- 11. library and command agree --------------------------------------------------------
