@@ -297,6 +297,21 @@ def test_bad_query_syntax_is_a_usage_error_naming_the_query(fetch: Fetch,
     with open_store(database) as store, pytest.raises(QueryError) as caught:
         store.search('"unbalanced')
     assert caught.value.query == '"unbalanced'
+    # The hint fits the mistake, alike on both backends ('near ""' and a hint about
+    # punctuation told 'frog OR' nothing).
+    for query, said in (
+            ("anything OR", "syntax error at the end of the query (AND, OR, NOT and NEAR "
+                            "need words after them, and an opening parenthesis a closing "
+                            "one)"),
+            ("(open", "syntax error at the end of the query"),
+            ("AND anything", 'syntax error near "AND" (AND in capitals joins two words; '
+                             "write and to search for the word)"),
+            ("open)", 'syntax error near ")" (parentheses come in pairs, around words)'),
+            ('"open', "unterminated string (a double quote starts a phrase, and another "
+                      "must end it)")):
+        with open_store(database) as store, pytest.raises(QueryError) as caught:
+            store.search(query)
+        assert f"is not valid FTS5 syntax: {said}" in str(caught.value), (query, caught.value)
     assert invoke("search", "--db", str(database)).exit_code == 2  # no query, no --rebuild
 
 

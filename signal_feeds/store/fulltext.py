@@ -14,6 +14,7 @@ from signal_feeds.identity.search_text import SearchText, searchable_text
 __all__ = [
     "COLUMN_HINT",
     "DEFAULT_SEARCH_LIMIT",
+    "END_OF_QUERY",
     "SNIPPET_CLOSE",
     "SNIPPET_ELLIPSIS",
     "SNIPPET_OPEN",
@@ -23,6 +24,7 @@ __all__ = [
     "quote_punctuated_words",
     "require_text",
     "searchable_text",
+    "syntax_hint",
 ]
 
 #: Hits shown by ``signal search`` unless ``--limit`` says otherwise.
@@ -40,6 +42,27 @@ SNIPPET_TOKENS = 16
 #: What a query naming no column of the index is told.
 COLUMN_HINT = ("the columns to search in are title:, summary: and content:; a word with a "
                "colon inside can be put in double quotes")
+#: The detail of a query that stops where more was expected (FTS5 says 'near ""').
+END_OF_QUERY = "syntax error at the end of the query"
+_OPERATOR = re.compile(r'syntax error near "(AND|OR|NOT|NEAR)"')
+
+
+def syntax_hint(detail: str) -> str:
+    """What to try instead, for a syntax error's ``detail`` (both backends word their
+    details alike): a hint about punctuation is no help to 'frog OR'."""
+    if detail == END_OF_QUERY:
+        return ("AND, OR, NOT and NEAR need words after them, and an opening parenthesis "
+                "a closing one")
+    operator = _OPERATOR.fullmatch(detail)
+    if operator:
+        word = operator.group(1)
+        return (f"{word} in capitals joins two words; write {word.lower()} to search "
+                "for the word")
+    if detail in ('syntax error near "("', 'syntax error near ")"'):
+        return "parentheses come in pairs, around words"
+    if detail == "unterminated string":
+        return "a double quote starts a phrase, and another must end it"
+    return "put words that hold punctuation in double quotes"
 
 
 # A word with punctuation inside (covid-19, e-mail, node.js, what's, AT&T) or a sign after

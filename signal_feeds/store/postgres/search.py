@@ -30,6 +30,7 @@ from typing import NoReturn
 from signal_feeds.errors import QueryError
 from signal_feeds.store.fulltext import (
     COLUMN_HINT,
+    END_OF_QUERY,
     SNIPPET_CLOSE,
     SNIPPET_ELLIPSIS,
     SNIPPET_OPEN,
@@ -37,6 +38,7 @@ from signal_feeds.store.fulltext import (
     SearchText,
     check_query_text,
     quote_punctuated_words,
+    syntax_hint,
 )
 
 __all__ = ["COLUMNS", "RANK_WEIGHTS", "TITLE_WEIGHT", "Query", "search_vector", "snippet",
@@ -161,10 +163,9 @@ class _Parser:
             pos = found.end()
         self.at = 0
 
-    def _error(self, detail: str,
-               hint: str = "put words that hold punctuation in double quotes") -> NoReturn:
+    def _error(self, detail: str, hint: str = "") -> NoReturn:
         raise QueryError(f"search query {self.text!r} is not valid FTS5 syntax: {detail} "
-                         f"({hint})", query=self.text)
+                         f"({hint or syntax_hint(detail)})", query=self.text)
 
     def peek(self, offset: int = 0) -> tuple[str, str] | None:
         i = self.at + offset
@@ -173,7 +174,7 @@ class _Parser:
     def take(self) -> tuple[str, str]:
         token = self.peek()
         if token is None:
-            self._error("syntax error near end of query")
+            self._error(END_OF_QUERY)
         self.at += 1
         return token
 

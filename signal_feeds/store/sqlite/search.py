@@ -27,6 +27,7 @@ from typing import Any
 from signal_feeds.errors import QueryError
 from signal_feeds.store.fulltext import (
     COLUMN_HINT,
+    END_OF_QUERY,
     SNIPPET_CLOSE,
     SNIPPET_ELLIPSIS,
     SNIPPET_OPEN,
@@ -34,6 +35,7 @@ from signal_feeds.store.fulltext import (
     check_query_text,
     quote_punctuated_words,
     searchable_text,
+    syntax_hint,
 )
 
 __all__ = [
@@ -147,6 +149,8 @@ def checked_query(conn: sqlite3.Connection, query: str) -> str:
                      (expression,)).fetchall()
     except sqlite3.OperationalError as exc:
         detail = str(exc).removeprefix("fts5: ")
+        if detail == 'syntax error near ""':
+            detail = END_OF_QUERY
         raise QueryError(f"search query {query!r} is not valid FTS5 syntax: {detail} "
                          f"({_syntax_hint(query, detail)})", query=query) from exc
     return expression
@@ -160,7 +164,7 @@ def _syntax_hint(query: str, detail: str) -> str:
         return f"to leave out entries with a word, write NOT {column}"
     if column:
         return COLUMN_HINT
-    return "put words that hold punctuation in double quotes"
+    return syntax_hint(detail)
 
 
 def search_keys(conn: sqlite3.Connection, query: str, *, where: Sequence[str],
