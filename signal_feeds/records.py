@@ -35,6 +35,9 @@ class SourceState:
     body_normalizer_version: int = 0
     #: Entries (with a key) in that body: what a byte-identical body counts as unchanged.
     body_entries: int = 0
+    #: Entries of that body skipped, and why: what a byte-identical body reports again.
+    body_skipped: int = 0
+    body_skip_reasons: tuple[str, ...] = ()
     #: The feed's own ``<ttl>`` in seconds, remembered for 304s (which carry no body).
     ttl_seconds: int | None = None
     status: str = "new"

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from conftest import FIXTURES, Clock, dump, make_config
+from conftest import query as rows_of
 from scenario_server import ScenarioServer
 
 from signal_feeds import digest, run_fetch
@@ -210,6 +211,26 @@ def test_byte_identical_200_is_not_parsed_and_new_validators_are_stored(
         etag2 = store.source_state("rot", server.url(path)).etag
     assert etag2 and etag2 != etag1
     assert dump(database)["entries"] == entries_before
+
+
+def test_a_byte_identical_body_reports_what_it_skipped_again(
+        server: ScenarioServer, database: Path | str) -> None:
+    # Not parsed again, the body still holds its skipped entries: the report and the
+    # fetch row said "skipped 0" and gave no reason, unlike the run that parsed it.
+    server.put("/skips.xml", (
+        b'<rss version="2.0"><channel><title>Skips</title>'
+        b'<item><guid>a</guid><title>Kept</title></item>'
+        b'<item><title>Lost</title><link>javascript:void(0)</link></item>'
+        b'<item><title>Lost too</title><link>data:text/html,x</link></item>'
+        b'</channel></rss>'), etag=False, last_modified=False)  # each fetch a 200
+    config = make_config(database, {"skips": server.url("/skips.xml")})
+    first = run_fetch(config, force=True).get("skips")
+    second = run_fetch(config, force=True).get("skips")
+    assert (first.created, second.unchanged) == (1, 1)
+    assert second.skipped == first.skipped == 2
+    assert second.skip_reasons == first.skip_reasons and len(first.skip_reasons) == 2
+    rows = rows_of(database, "SELECT skipped, skip_reasons FROM fetches ORDER BY id")
+    assert [r[0] for r in rows] == [2, 2] and rows[0][1] == rows[1][1] != "[]"
 
 
 def test_validator_variants(server: ScenarioServer, database: Path | str) -> None:

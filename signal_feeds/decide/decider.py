@@ -263,8 +263,11 @@ class Decider:
             # Byte-identical to the stored body: nothing to parse, but keep the validators.
             new = replace(self._succeeded(state, response, state.ttl_seconds),
                           etag=response.etag, last_modified=response.last_modified)
+            # Its skipped entries are still in it: reported as the parse reported them.
             return self._save(new, outcome, response, http_status=response.status,
-                              unchanged=state.body_entries, moved_to=new.moved_to)
+                              unchanged=state.body_entries, moved_to=new.moved_to,
+                              skipped=state.body_skipped,
+                              skip_reasons=state.body_skip_reasons)
         if parsed is None:
             raise ValueError("a changed body needs its parse facts (see must_parse)")
         if parsed.error:
@@ -274,7 +277,8 @@ class Decider:
                       etag=response.etag, last_modified=response.last_modified,
                       body_digest=response.body_digest,
                       body_normalizer_version=self.normalizer_version,
-                      body_entries=parsed.entries, ttl_seconds=parsed.ttl_seconds,
+                      body_entries=parsed.entries, body_skipped=parsed.skipped,
+                      body_skip_reasons=parsed.skip_reasons, ttl_seconds=parsed.ttl_seconds,
                       feed_title=parsed.feed_title or state.feed_title)
         if parsed.incomplete:
             # Cut short: its validators would earn a 304 for the whole document, whose
@@ -282,7 +286,8 @@ class Decider:
             new = replace(new, etag=state.etag, last_modified=state.last_modified,
                           body_digest=state.body_digest,
                           body_normalizer_version=state.body_normalizer_version,
-                          body_entries=state.body_entries)
+                          body_entries=state.body_entries, body_skipped=state.body_skipped,
+                          body_skip_reasons=state.body_skip_reasons)
         return Decision(
             new,
             SourceReport(source=self.source_id, status=outcome, http_status=response.status,
@@ -338,15 +343,18 @@ class Decider:
     def _save(self, new: SourceState, outcome: SourceStatus, response: ResponseFacts, *,
               http_status: int, error: str = "", record_error: str | None = None,
               unchanged: int = 0, retry_after: dt.datetime | None = None,
-              moved_to: str = "") -> Decision:
+              moved_to: str = "", skipped: int = 0,
+              skip_reasons: tuple[str, ...] = ()) -> Decision:
         report = SourceReport(source=self.source_id, status=outcome, http_status=http_status,
                               unchanged=unchanged, error=error or None, retry_after=retry_after,
                               next_due=new.next_due_at, moved_to=moved_to,
-                              warnings=response.warnings)
+                              warnings=response.warnings, skipped=skipped,
+                              skip_reasons=skip_reasons)
         record = self._record(response.url, outcome, response,
                               error=error if record_error is None else record_error,
-                              unchanged=unchanged)
-        return Decision(new, report, "save_attempt", record)
+                              unchanged=unchanged, skipped=skipped)
+        return Decision(new, report, "save_attempt", replace(record,
+                                                             skip_reasons=skip_reasons))
 
     def _record(self, url: str, outcome: str, response: ResponseFacts | None, *,
                 error: str = "", skipped: int = 0, unchanged: int = 0) -> FetchRecord:

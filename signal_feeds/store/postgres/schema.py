@@ -143,9 +143,17 @@ def _bytewise(statements: list[str]) -> list[str]:
             "ALTER TABLE")) else s for s in statements]
 
 
+# Version 7: what the last stored body skipped, and why, so that a byte-identical body
+# (not parsed again) reports it again.
+_V7 = [
+    "ALTER TABLE sources ADD COLUMN body_skipped INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE sources ADD COLUMN body_skip_reasons TEXT NOT NULL DEFAULT '[]'",
+]
+
+
 #: The numbered steps: MIGRATIONS[n - 1] upgrades a version n - 1 database to version n.
 MIGRATIONS: tuple[list[str], ...] = (_bytewise(_V1), _bytewise(_V2), _bytewise(_V3),
-                                      _V4, _V5, _V6)
+                                      _V4, _V5, _V6, _bytewise(_V7))
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -7,6 +7,7 @@ sort.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import fields
@@ -56,7 +57,8 @@ def _state_from_row(row: sqlite3.Row) -> SourceState:
         retry_after=parse_time(row["retry_after"]),
         error_count=row["error_count"] or 0, last_error=row["last_error"] or "",
         moved_to=row["moved_to"] or "", gone=bool(row["gone"]),
-        feed_title=row["feed_title"] or "",
+        feed_title=row["feed_title"] or "", body_skipped=row["body_skipped"] or 0,
+        body_skip_reasons=tuple(json.loads(row["body_skip_reasons"] or "[]")),
     )
 
 

@@ -17,7 +17,7 @@ from signal_feeds.store.sqlite.search import create_search_index
 __all__ = ["ENTRY_ORDER", "ENTRY_ORDER_EXPR", "SCHEMA_VERSION", "create_schema",
            "is_signal_database", "not_signals", "schema_version"]
 
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 
 
 def is_signal_database(path: Path) -> bool:
@@ -123,6 +123,7 @@ def create_schema(conn: sqlite3.Connection) -> None:
     _rebuild_order_indexes(conn)  # versions 9 and 10
     for name, target in _MARKED_KEY_INDEXES.items():  # version 11
         conn.execute(f"CREATE INDEX IF NOT EXISTS {name} ON {target}")
+    _upgrade_to_v12(conn)
     if 1 < before < 6:
         # Up to version 5 a story's canonical copy was the one stored first, so a later
         # report could stand for the original post; stored stories follow today's rule
@@ -329,3 +330,14 @@ _MARKED_KEY_INDEXES = {
     "entries_link_marked": "entries (match_url) WHERE dup_link != ''",
     "entries_title_marked": "entries (norm_title) WHERE dup_title != ''",
 }
+
+
+# Version 12: what the last stored body skipped, and why, so that a byte-identical body
+# (not parsed again) reports it again.
+def _upgrade_to_v12(conn: sqlite3.Connection) -> None:
+    have = _columns(conn, "sources")
+    if "body_skipped" not in have:
+        conn.execute("ALTER TABLE sources ADD COLUMN body_skipped INTEGER NOT NULL DEFAULT 0")
+    if "body_skip_reasons" not in have:
+        conn.execute("ALTER TABLE sources ADD COLUMN body_skip_reasons TEXT NOT NULL "
+                     "DEFAULT '[]'")
