@@ -13,10 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import dump
+from conftest import dump, make_config
+from pytest_httpserver import HTTPServer
 
-from signal_feeds import Store
+from signal_feeds import Store, run_fetch
 from signal_feeds.errors import StoreError
+from signal_feeds.run import stages
 from signal_feeds.run.queues import StageQueue
 from signal_feeds.run.writer import Write, WriteStage
 from signal_feeds.store import FetchRecord, SourceState
@@ -297,3 +299,32 @@ def test_a_stop_drops_the_writes_still_queued(db_path: Path) -> None:
         assert not isinstance(first, BaseException)  # stored whole
         assert all(isinstance(r, asyncio.CancelledError) for r in queued)
         assert {s.source_id for s in store.source_states()} == {"committing"}
+
+
+def test_parsed_rows_are_counted_by_their_body_in_the_write_queue(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The write queue's byte bound counted every parsed response at the reservation's
+    # guess (an average of earlier guesses: 256 KiB each), so a 3 MB feed's rows took
+    # no more room than a small one's and the bound held about 32 responses, whatever
+    # their size.
+    items = "".join(f"<item><guid>g{i}</guid><title>Entry {i}</title>"
+                    f"<description>{'word ' * 200}</description></item>"
+                    for i in range(1500))
+    body = f'<rss version="2.0"><channel><title>Big</title>{items}</channel></rss>'.encode()
+    counted: list[tuple[str, int]] = []
+    put = StageQueue.put
+
+    def recording_put(self: StageQueue[Any], item: Any, cost: int, *,
+                      reservation: int = 0) -> None:
+        counted.append((type(item).__name__, cost))
+        put(self, item, cost, reservation=reservation)
+
+    monkeypatch.setattr(StageQueue, "put", recording_put)
+    with HTTPServer(host="127.0.0.1") as server:
+        server.expect_request("/big.xml").respond_with_data(
+            body, content_type="application/rss+xml")
+        report = run_fetch(make_config(tmp_path / "signal.db",
+                                       {"big": server.url_for("/big.xml")}))
+    assert report.get("big").created == 1500
+    writes = [cost for kind, cost in counted if kind == "Write"]
+    assert max(writes) >= stages.COST_PER_BODY_BYTE * len(body), (len(body), writes)

@@ -379,9 +379,12 @@ class Run:
                     source=item.source.id, status="failed",
                     error=f"internal error: {type(exc).__name__}: {exc}"))
                 continue
-            # The source's task waits for its write; this task parses on.
-            self._queue_write(decision, rows, derived, size, reservation=size,
-                              report=item.report)
+            # The source's task waits for its write; this task parses on. The rows are
+            # counted by the body they came from (the reservation was only a guess, and
+            # an average of guesses would keep the bound from ever seeing a large feed).
+            self._queue_write(decision, rows, derived,
+                              max(_SMALL_WRITE, COST_PER_BODY_BYTE * len(item.response.body)),
+                              reservation=size, report=item.report)
 
     async def _parse(self, item: _Downloaded, cost: int
                      ) -> tuple[Decision, Sequence[EntryRow], ParseOutcome | None, int]:
