@@ -21,14 +21,11 @@ SCHEMA_VERSION = 12
 
 
 def is_signal_database(path: Path) -> bool:
-    """True if ``path`` is a SQLite file with Signal's tables. Opens it read-only and
-    changes nothing (unlike opening a store, which creates the tables)."""
-    try:
-        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as conn:
-            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
-    except sqlite3.Error:
-        return False
-    return {"sources", "entries"} <= tables
+    """True unless the file at ``path`` is known not to be Signal's: empty, another kind
+    of file, or another program's database (see :func:`not_signals`). A file that
+    cannot be looked into now (locked) counts as Signal's: opening it as a store then
+    waits for it as long as ``busy_timeout`` allows, and says so."""
+    return not not_signals(path, empty_ok=False)
 
 
 #: The first 16 bytes of every SQLite database file.
@@ -51,8 +48,10 @@ def not_signals(path: Path, *, empty_ok: bool = True) -> str:
     tables: set[str] = set()
     if head:
         try:
+            # No wait (timeout 0): a check before opening must not add its own wait to
+            # the store's busy_timeout, on a file another program holds locked.
             with contextlib.closing(sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro",
-                                                    uri=True)) as conn:
+                                                    uri=True, timeout=0)) as conn:
                 tables = {r[0] for r in conn.execute(
                     "SELECT name FROM sqlite_master WHERE type = 'table'")}
         except sqlite3.Error:  # locked, or needs -shm made: opening it says why
