@@ -172,3 +172,35 @@ def test_no_two_parts_of_the_package_import_each_other() -> None:
         and graph.direct_import_exists(importer=b, imported=a, as_packages=True)
     ]
     assert both_ways == []
+
+
+#: Standard-library clients import-linter cannot forbid apart from their package (it
+#: forbids urllib or http only whole, and urllib.parse and http.HTTPStatus are fine):
+#: httpx is the one HTTP client, so no module opens connections another way.
+_OTHER_CLIENTS = ("urllib.request", "http.client", "ftplib", "smtplib", "telnetlib")
+#: The proxy variables are read as httpx reads them, with urllib's function for it.
+_CLIENT_IMPORTS_ALLOWED = {("http/proxies.py", "urllib.request")}
+
+
+def _imported(tree: ast.AST) -> Iterator[str]:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            yield node.module
+            yield from (f"{node.module}.{alias.name}" for alias in node.names)
+
+
+def test_no_module_uses_another_network_client() -> None:
+    found = [f"{rel}: {name}" for rel, path in _modules()
+             for name in _imported(ast.parse(path.read_text(encoding="utf-8")))
+             if name in _OTHER_CLIENTS and (rel, name) not in _CLIENT_IMPORTS_ALLOWED]
+    assert found == []
+
+
+def test_the_client_check_sees_each_way_of_importing() -> None:
+    for text in ("import urllib.request", "from urllib import request",
+                 "from http.client import HTTPConnection", "import http.client as c"):
+        assert set(_imported(ast.parse(text))) & set(_OTHER_CLIENTS), text
+    assert not set(_imported(ast.parse("from urllib.parse import urlsplit"))) & set(
+        _OTHER_CLIENTS)
