@@ -277,6 +277,17 @@ def test_a_file_damaged_under_an_open_store_raises_store_errors_only(filled: Pat
     _assert_only_store_errors(_each_call(damaged), filled, must_fail={"entries"})
 
 
+def test_a_path_with_a_nul_or_an_unknown_table_is_a_store_error(database: Path | str,
+                                                                tmp_path: Path) -> None:
+    # sqlite3 raises ValueError for either; the protocol promises StoreErrors only.
+    with pytest.raises(StoreError, match="NUL character"):
+        Store(f"{tmp_path}/a\0b.db")
+    with pytest.raises(StoreError, match="NUL character"):
+        open_store(f"{tmp_path}/a\0b.db")
+    with open_store(database) as store, pytest.raises(StoreError, match="'nope'"):
+        store.count("nope")  # type: ignore[arg-type]
+
+
 def test_a_directory_is_not_a_database(tmp_path: Path) -> None:
     with pytest.raises(StoreError, match=str(tmp_path)):
         Store(tmp_path)

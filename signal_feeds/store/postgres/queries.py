@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import fields
 from typing import Any
 
+from signal_feeds.errors import StoreError
 from signal_feeds.records import SourceState, StoredEntry, StoredVersion
 from signal_feeds.store.fulltext import searchable_text
 from signal_feeds.store.postgres.schema import ENTRY_ORDER_EXPR
@@ -128,7 +129,8 @@ def versions(conn: Any, key: str) -> list[StoredVersion]:
 def count(conn: Any, table: Table) -> int:
     """Number of rows in one of the store's tables."""
     if table not in TABLES:  # the name goes into the SQL text: only known names
-        raise ValueError(f"unknown table {table!r}")
+        raise StoreError(f"cannot count {table!r}: not one of the store's tables "
+                         f"({', '.join(TABLES)})")
     return int(conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
 
 

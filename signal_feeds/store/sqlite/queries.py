@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import fields
 from typing import Any
 
+from signal_feeds.errors import StoreError
 from signal_feeds.records import SourceState, StoredEntry, StoredVersion
 from signal_feeds.store.protocol import TABLES, DuplicateLink, Table
 from signal_feeds.store.sqlite import search as fulltext
@@ -113,7 +114,8 @@ def versions(conn: sqlite3.Connection, key: str) -> list[StoredVersion]:
 def count(conn: sqlite3.Connection, table: Table) -> int:
     """Number of rows in one of the store's tables."""
     if table not in TABLES:  # the name goes into the SQL text: only known names
-        raise ValueError(f"unknown table {table!r}")
+        raise StoreError(f"cannot count {table!r}: not one of the store's tables "
+                         f"({', '.join(TABLES)})")
     return int(conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
 
 

@@ -65,6 +65,9 @@ class Store:
             # Read as a file path it named a folder "postgresql:" and showed the password.
             raise ConfigError(f"Store is the SQLite store; open {display_database(str(path))}"
                               " with signal_feeds.open_store(url)")
+        if "\0" in str(path):  # sqlite3 raises ValueError for it
+            raise StoreError(f"cannot open database {str(path)!r}: a path cannot hold a "
+                             "NUL character")
         self.path = Path(path)
         self.busy_timeout = busy_timeout
         self._common_keys = CommonKeys()
