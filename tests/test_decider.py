@@ -219,6 +219,41 @@ CASES = [
          state_fields={"etag": '"new"', "last_modified": "Tue, 2 Jan 2024",
                        "body_digest": "d1", "body_entries": 12},
          report_fields={"unchanged": 12, "created": 0}, record_fields={"unchanged": 12}),
+    Case("identical body: what its parse skipped is reported again",
+         resp(200, body_digest="d1"),
+         state=replace(STORED, body_skipped=2, body_skip_reasons=("no id (2 entries)",)),
+         state_fields={"body_skipped": 2},
+         report_fields={"skipped": 2, "skip_reasons": ("no id (2 entries)",)},
+         record_fields={"skipped": 2, "skip_reasons": ("no id (2 entries)",)}),
+    Case("moved by 301 to a feed that answers 304", resp(304, permanent_url=NEW_URL,
+                                                         url=NEW_URL),
+         status="moved", state_fields={"fetch_url": NEW_URL, "moved_to": NEW_URL},
+         report_fields={"moved_to": NEW_URL, "http_status": 304},
+         record_fields={"outcome": "moved", "url": NEW_URL}),
+    Case("gone after a 301: the error says where", resp(410, permanent_url=NEW_URL,
+                                                        url=NEW_URL),
+         status="gone", state_fields={"fetch_url": ""},
+         report_fields={"error": "the server answered 410 Gone; not polled until 'signal "
+                                 f"sources --reset s' (answered at {NEW_URL}, permanently "
+                                 f"redirected from {URL})"}),
+    # Backoff steps: each consecutive failure doubles the wait from min_interval, up to
+    # the cap (or min_interval when that is longer); jitter stretches it by up to a
+    # quarter, never past the cap.
+    Case("backoff: first failure waits min_interval", resp(500), status="failed",
+         state_fields={"error_count": 1, "next_due_at": sent(HOUR)}),
+    Case("backoff: third failure waits four times as long", resp(500),
+         state=replace(STORED, error_count=2), status="failed",
+         state_fields={"error_count": 3, "next_due_at": sent(4 * HOUR)}),
+    Case("backoff: the twentieth failure waits the cap", resp(500),
+         state=replace(STORED, error_count=19), status="failed",
+         state_fields={"error_count": 20, "next_due_at": sent(DEFAULT_BACKOFF_CAP)}),
+    Case("backoff: a network error counts", FetchFailure(URL, "timeout"),
+         state=replace(STORED, error_count=1), status="failed",
+         state_fields={"error_count": 2, "next_due_at": sent(2 * HOUR)},
+         report_fields={"http_status": None, "error": "timeout"}),
+    Case("backoff: a success resets it", resp(304), state=replace(STORED, error_count=5),
+         status="not_modified", state_fields={"error_count": 0, "last_error": "",
+                                              "next_due_at": sent(HOUR)}),
 ]
 
 
@@ -293,10 +328,17 @@ def test_counts_and_store_failures_complete_the_report() -> None:
     ("retry_later pending, forced", replace(STORED, retry_after=at(60)), {"force": True},
      "retry_later", {"note": "--force does not override Retry-After"}),
     ("retry_after passed: go", replace(STORED, retry_after=at(-60)), {}, None, {}),
+    ("expired", STORED, {"expired": True, "review_by": dt.date(2026, 1, 1),
+                         "owner": "ana@example.org"}, "expired",
+     {"error": "review date 2026-01-01 has passed (owner ana@example.org); renew the "
+               "approval to fetch it again"}),
+    ("expired, forced, gone: expired", replace(STORED, gone=True),
+     {"force": True, "expired": True, "review_by": dt.date(2026, 1, 1)}, "expired", {}),
 ], ids=lambda v: v if isinstance(v, str) and " " in v else "")
 def test_before_fetch(name: str, state: SourceState, kw: dict[str, Any], status: str | None,
                       fields: dict[str, Any]) -> None:
-    decision = decider(now=NOW, **kw).before_fetch(state)
+    review = {k: kw.pop(k) for k in ("expired", "review_by", "owner") if k in kw}
+    decision = decider(now=NOW, **kw).before_fetch(state, **review)
     if status is None:
         assert decision is None
         return
