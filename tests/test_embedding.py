@@ -172,3 +172,49 @@ def test_a_run_needs_none_of_the_hosts_default_executor(server: ScenarioServer,
 
     created, host_job_done = asyncio.run(main())
     assert created == 5 and not host_job_done
+
+
+def test_the_run_makes_no_store_call_on_the_host_event_loop(
+        server: ScenarioServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The run read the source states and stored the config's order on the event loop's
+    # own thread: while another program held the database (a store call then waits up
+    # to busy_timeout), an async host's loop stood still. Here the store's first read
+    # is slow, as it is behind such a lock.
+    import time
+
+    from signal_feeds import Store
+
+    db = tmp_path / "signal.db"
+    config = make_config(db, {"demo-rss": server.url("/feeds/demo-rss.xml")})
+    read = Store.source_states_for
+
+    def slow_read(self: Store, urls: dict[str, str]) -> object:
+        time.sleep(1.0)
+        return read(self, urls)
+
+    monkeypatch.setattr(Store, "source_states_for", slow_read)
+    gaps: list[float] = []
+
+    async def host() -> None:
+        loop = asyncio.get_running_loop()
+        running = True
+
+        async def tick() -> None:
+            last = loop.time()
+            while running:
+                await asyncio.sleep(0.01)
+                gaps.append(loop.time() - last)
+                last = loop.time()
+
+        ticker = asyncio.create_task(tick())
+        try:
+            report = await fetch_sources(config, force=True)
+        finally:
+            running = False
+            await ticker
+        assert report.get("demo-rss").status == "fetched"
+
+    asyncio.run(host())
+    # The loop went on ticking through the slow read (not a speed claim: a blocked
+    # loop shows one gap of the whole second).
+    assert gaps and max(gaps) < 0.9, max(gaps)

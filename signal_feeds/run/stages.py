@@ -160,14 +160,20 @@ class Run:
                              chunk=config.settings.concurrency, force=self.force,
                              clock=clock)
 
+    def _start_of_run(self) -> dict[str, SourceState]:
+        states = self.store.source_states_for({s.id: s.url for s in self.sources})
+        self.store.set_source_order([s.id for s in self.config.sources])
+        return states
+
     async def execute(self) -> list[SourceReport]:
         """Run the stages until every source has its report."""
-        # One query for every source's state; from here on only the writer's thread
-        # uses the store.
-        states = self.store.source_states_for({s.id: s.url for s in self.sources})
+        # One query for every source's state, and the config's order of the sources (ties
+        # between copies of a story go to the one listed first), on a thread of Signal's
+        # own: another program's lock on the database must not block an embedding
+        # program's event loop. From here on the writer's thread uses the store, and a
+        # short-lived thread gives the leases back at the end.
+        states = await in_thread(self._start_of_run)
         self.host_pauses = HostPauses.from_states(states.values(), self.clock())
-        # Ties between copies of a story go to the source listed first in the config.
-        self.store.set_source_order([s.id for s in self.config.sources])
         writing = asyncio.create_task(self.writer.run())
         claiming = asyncio.create_task(self.claims.run())
         parsing = [asyncio.create_task(self._parse_stage())
