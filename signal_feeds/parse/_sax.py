@@ -4,8 +4,8 @@ Without buffering, expat reports character data in pieces, one per entity refere
 line, so an escaped HTML summary (``&lt;p&gt;...``) reaches feedparser as hundreds of
 ``characters()`` calls, each a round of Python bookkeeping. Buffered, the same text comes
 in a few calls; the concatenation, and so every parsed field, is identical. Used through
-``feedparser.api.PREFERRED_XML_PARSERS`` in the worker processes only
-(:func:`signal_feeds.workers.serve`).
+``feedparser.api.PREFERRED_XML_PARSERS`` in the worker processes only (installed by
+:func:`signal_feeds.parse._speedups.tune_feedparser`).
 """
 
 from __future__ import annotations

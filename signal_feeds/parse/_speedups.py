@@ -1,8 +1,9 @@
 """Faster, identical feedparser, for Signal's parser processes only.
 
 Each change here leaves every parsed field exactly as it was (the corpus test compares
-tuned and stock workers). :func:`tune_feedparser` is called by the parser process
-(:func:`signal_feeds.parse.processes.serve`), never in a process that imports Signal:
+tuned and stock workers). :func:`tune_feedparser` is called by a parser process with
+its first document (``_prepare`` in :mod:`signal_feeds.parse.processes`), never in a
+process that imports Signal:
 there feedparser belongs to the caller and stays exactly as it ships.
 
 The changes rely on feedparser's internals, so they are installed only when the version
