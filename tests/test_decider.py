@@ -358,6 +358,31 @@ def test_expired_wins_over_everything_and_names_the_owner() -> None:
     assert "2026-01-01" in decision.report.error and "ana@example.org" in decision.report.error
 
 
+# -- due, but not requested after all (nothing written) -----------------------------------
+
+@pytest.mark.parametrize(("name", "decide", "status", "fields"), [
+    ("leased by another worker", lambda d: d.leased(STORED), "leased",
+     {"note": "another worker holds its lease", "error": None}),
+    ("host paused in this run: says why",
+     lambda d: d.host_paused(STORED, until=at(600), why="not requested: h answered 429",
+                             told_this_run=True), "retry_later",
+     {"retry_after": at(600), "note": "not requested: h answered 429", "http_status": None}),
+    ("host paused in an earlier run: quiet",
+     lambda d: d.host_paused(STORED, until=at(600), why="not requested: h answered 429",
+                             told_this_run=False), "retry_later",
+     {"retry_after": at(600), "note": ""}),
+    ("host slots held by a stopped worker", lambda d: d.host_held(STORED, "slots held"),
+     "failed", {"error": "slots held", "http_status": None}),
+], ids=lambda v: v if isinstance(v, str) and " " in v else "")
+def test_not_requested(name: str, decide: Any, status: str, fields: dict[str, Any]) -> None:
+    decision = decide(decider())
+    assert (decision.report.status, decision.write, decision.record) == (status, "nothing",
+                                                                        None)
+    assert decision.state == STORED  # no backoff, nothing stored
+    for key, value in fields.items():
+        assert getattr(decision.report, key) == value, key
+
+
 # -- backoff -------------------------------------------------------------------------------
 
 def _fail(state: SourceState, jitter: float = 0.0) -> SourceState:

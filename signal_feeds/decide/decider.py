@@ -181,6 +181,30 @@ class Decider:
                                                 next_due=due.until, moved_to=state.moved_to))
         return None
 
+    # -- a due source that was not requested after all --------------------------------------
+    # Nothing is written for these: the source's state stays as it was, so the next run
+    # asks again (or waits, where a stored Retry-After says so).
+
+    def leased(self, state: SourceState) -> Decision:
+        """Another worker holds the source's lease (and has not fetched it yet)."""
+        return Decision(state, SourceReport(source=self.source_id, status="leased",
+                                            note="another worker holds its lease"))
+
+    def host_paused(self, state: SourceState, *, until: dt.datetime, why: str,
+                    told_this_run: bool) -> Decision:
+        """The source's host (or one it redirects to) asked for a pause until ``until``.
+        Told in this run, the report says ``why`` (a cron line); told earlier, it waits
+        the pause out as quietly as the told source's own ``Retry-After``."""
+        return Decision(state, SourceReport(source=self.source_id, status="retry_later",
+                                            retry_after=until,
+                                            note=why if told_this_run else ""))
+
+    def host_held(self, state: SourceState, why: str) -> Decision:
+        """Another worker holds every slot of the source's host and gave none back in
+        time: not the source's failure (no backoff), but the run's, and reported so."""
+        return Decision(state, SourceReport(source=self.source_id, status="failed",
+                                            error=why))
+
     # -- after the request ---------------------------------------------------------------
 
     def must_parse(self, state: SourceState, response: ResponseFacts) -> bool:

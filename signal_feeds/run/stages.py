@@ -267,10 +267,7 @@ class Run:
         skip = decider.before_fetch(state, expired=src.is_expired(decider.now.date()),
                                     review_by=src.review_by, owner=src.owner)
         self.unqueued -= 1
-        if skip is not None:
-            return skip.report
-        return SourceReport(source=src.id, status="leased",
-                            note="another worker holds its lease")
+        return (skip or decider.leased(state)).report
 
     def _decider(self, src: Source, started: dt.datetime | None = None) -> Decider:
         settings = self.config.effective(src)
@@ -316,17 +313,13 @@ class Run:
         except HostPaused as exc:  # the host, or one it redirects to, asked for a pause
             self.claims.fetched(src.id)
             self.unqueued -= 1
-            # A pause told in an earlier run is waited out as quietly as the told
-            # source's own Retry-After; one told in this run says why (cron output).
-            return SourceReport(source=src.id, status="retry_later",
-                                retry_after=exc.pause.until,
-                                note="" if exc.pause.earlier else str(exc))
+            return self._decider(src).host_paused(
+                state, until=exc.pause.until, why=str(exc),
+                told_this_run=not exc.pause.earlier).report
         except HostSlotsHeld as exc:
-            # Not the source's failure (no backoff, nothing stored), but the run's: a
-            # worker that holds a host's slots and does nothing needs someone to see it.
             self.claims.fetched(src.id)
             self.unqueued -= 1
-            return SourceReport(source=src.id, status="failed", error=str(exc))
+            return self._decider(src).host_held(state, str(exc)).report
 
     async def _request(self, src: Source, state: SourceState, url: str,
                        limits: FetchLimits) -> SourceReport:
