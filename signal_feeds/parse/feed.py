@@ -248,7 +248,6 @@ def _entry(raw: dict[str, Any], base: str | None, require_https: bool,
     4.2.1), which feedparser does not apply. ``lenient``: read by feedparser's lenient
     parser (see :func:`references_read`)."""
     get = dict.get  # bypass FeedParserDict's aliases (and their deprecation warnings)
-    title = plain_title(text_value(get(raw, "title")), get(raw, "title_detail"))
     summary = text_value(get(raw, "summary"))
     content_list = get(raw, "content")
     content = ""
@@ -274,14 +273,18 @@ def _entry(raw: dict[str, Any], base: str | None, require_https: bool,
     return ParsedEntry(
         remote_id=limit("remote_id", references_read(text_value(get(raw, "id")), lenient)),
         url=link or "",
-        title=limit("title", plain_text(title)),
+        title=limit("title", text_value(get(raw, "title")),
+                    lambda value: plain_text(plain_title(value, get(raw, "title_detail")))),
         published=entry_date(raw, "published"),
         updated=entry_date(raw, "updated"),
         author=limit("author", entry_author(raw, lenient=lenient,
                                             structured=feed_author is not None)
                      or _inherited_author(raw, feed_author, lenient)),
-        summary=limit("summary", as_html(summary, summary_detail, summary_base)),
-        content=limit("content", as_html(content, content_detail, content_base)),
+        # Rendered through the limiter: the sanitizer never sees a whole hostile value.
+        summary=limit("summary", summary,
+                      lambda value: as_html(value, summary_detail, summary_base)),
+        content=limit("content", content,
+                      lambda value: as_html(value, content_detail, content_base)),
         link_refused=refused,
         distinct=distinct_name(raw, written, link, base, require_https, home),
     )
@@ -423,9 +426,15 @@ def parse_feed(
         warnings.append(f"{field} cut to {field_limits[field]} characters in {count} entries")
     warnings.extend(date_warnings(raw_entries, entries))
     warnings.extend(refused_link_warnings(entries))
+    # Held to an entry title's limit: unlimited, a hostile HTML title kept nh3 busy for
+    # seconds, and was stored whole.
+    feed_limit = FieldLimiter(field_limits)
+    title = feed_limit("title", text_value(dict.get(feed, "title")), lambda value: plain_text(
+        plain_title(value, dict.get(feed, "title_detail"))))
+    if feed_limit.cut:
+        warnings.append(f"the feed's title cut to {field_limits['title']} characters")
     return ParsedFeed(
-        title=plain_text(plain_title(text_value(dict.get(feed, "title")),
-                                      dict.get(feed, "title_detail"))),
+        title=title,
         link=home,
         version=version,
         ttl_seconds=_ttl(feed),

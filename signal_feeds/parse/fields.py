@@ -11,7 +11,7 @@ import functools
 import hashlib
 import html
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import urljoin, urlsplit
 
@@ -23,10 +23,12 @@ __all__ = [
     "DEFAULT_FIELD_LIMITS",
     "FieldLimiter",
     "as_html",
+    "bounded",
     "entry_author",
     "html_base",
     "plain_text",
     "plain_title",
+    "read_bound",
     "references_read",
     "text_value",
 ]
@@ -226,12 +228,43 @@ def _names(raw: dict[str, Any], lenient: bool = False, structured: bool = False)
     return text
 
 
+#: Characters of an author read as HTML. Names are short (512 are stored), and the
+#: sanitizer's time grows with the square of a text's length; an Atom name in CDATA, or
+#: thousands of names joined, reach here uncut.
+_AUTHOR_HTML_BOUND = 16_384
+
+
 def _plain_author(value: str) -> str:
     """An author as text. Some feeds (arXiv's, among others) give the names as links,
     ``<a href="...">Jane Doe</a>, <a ...>John Roe</a>``; that reads ``Jane Doe, John
     Roe``. Only a value with an end tag is taken for HTML: ``John <john@example.org>``
     is a name and an address, as written."""
-    return " ".join(_text_of_html(value).split()) if "</" in value else value
+    if "</" not in value:
+        return value
+    return " ".join(_text_of_html(bounded(value, _AUTHOR_HTML_BOUND)).split())
+
+
+def read_bound(limit: int) -> int:
+    """How much of a value is rendered (sanitized, escaped) for a field of ``limit``
+    characters: the limit and a quarter more (at least 16,384), for the markup that
+    rendering removes. nh3 takes time quadratic in the length of a text holding many
+    ``&`` (2 MB of ``"& "`` took 15 s), so it must never see a whole hostile value."""
+    return limit + max(limit // 4, 16_384)
+
+
+#: A character reference the end of a cut may have split (the longest is 33 long).
+_SPLIT_REFERENCE = re.compile(r"&[#\w]{0,32}\Z")
+
+
+def bounded(value: str, bound: int) -> str:
+    """At most ``bound`` characters of ``value``, not ending inside a character
+    reference. (A tag the cut goes through needs nothing: the sanitizer drops a tag
+    the text ends inside, and closes the elements left open.)"""
+    if len(value) <= bound:
+        return value
+    value = value[:bound]
+    split = _SPLIT_REFERENCE.search(value, max(0, bound - 33))
+    return value[:split.start()] if split is not None else value
 
 
 class FieldLimiter:
@@ -242,11 +275,22 @@ class FieldLimiter:
         self.limits = limits
         self.cut: dict[str, int] = {}
 
-    def __call__(self, field: str, value: str) -> str:
+    def __call__(self, field: str, value: str,
+                 render: Callable[[str], str] | None = None) -> str:
+        """``value`` within the field's limit; with ``render``, ``render(value)``, given
+        at most :func:`read_bound` characters of ``value`` (the field is then counted
+        as cut whatever the length rendered)."""
         limit = self.limits.get(field)
-        if limit is None or len(value) <= limit:
+        early = False
+        if render is not None:
+            if limit is not None and len(value) > read_bound(limit):
+                early, value = True, bounded(value, read_bound(limit))
+            value = render(value)
+        if limit is None or (len(value) <= limit and not early):
             return value
         self.cut[field] = self.cut.get(field, 0) + 1
+        if len(value) <= limit:
+            return value
         if field == "remote_id":
             # Two ids that differ past the limit are two entries: the digest of the
             # whole id ends the kept part, so their keys still differ.

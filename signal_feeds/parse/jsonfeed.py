@@ -127,13 +127,18 @@ def _entry(item: Mapping[str, Any], base: str | None, require_https: bool, limit
     content_html = text_value(item.get("content_html"))
     content_text = text_value(item.get("content_text"))
     # Relative references in content_html: the item's page, else the feed's (as for RSS).
-    content = (as_html(content_html, _HTML, html_base(None, base, link)) if content_html
-               else as_html(content_text, _TEXT, in_markup=False))
-    summary = as_html(text_value(item.get("summary")), _TEXT, in_markup=False)
+    # Rendered through the limiter: the sanitizer never sees a whole hostile value.
+    html_base_url = html_base(None, base, link)
+    content = (limit("content", content_html,
+                     lambda value: as_html(value, _HTML, html_base_url)) if content_html
+               else limit("content", content_text,
+                          lambda value: as_html(value, _TEXT, in_markup=False)))
+    summary = limit("summary", text_value(item.get("summary")),
+                    lambda value: as_html(value, _TEXT, in_markup=False))
     # An item with content and no summary has the content as its summary too, as
     # feedparser gives an RSS or Atom entry with only <content:encoded> or <content>:
     # the same story gives the same row (text duplicates compare the summary) either way.
-    summary = summary or content
+    summary = summary or limit("summary", content)
     return ParsedEntry(
         remote_id=limit("remote_id", _remote_id(item.get("id"))),
         url=link or "",
@@ -142,8 +147,8 @@ def _entry(item: Mapping[str, Any], base: str | None, require_https: bool, limit
         published=_date(item.get("date_published"), unread, unknown),
         updated=_date(item.get("date_modified"), unread, unknown),
         author=limit("author", plain_text(_authors(item) or feed_author)),
-        summary=limit("summary", summary),
-        content=limit("content", content),
+        summary=summary,
+        content=content,
         link_refused=refused,
     )
 
