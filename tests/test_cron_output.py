@@ -142,10 +142,13 @@ def test_a_source_waiting_out_a_retry_after_or_already_moved_is_quiet(
     server.put("/target.xml", plain)
     server.script("/busy.xml", [ScriptedResponse(status=429,
                                                  headers=(("Retry-After", "3600"),))])
+    # The moving source on another host name: a host's Retry-After pauses every source
+    # it serves, in this run and the next.
+    elsewhere = server.url("/").replace("127.0.0.1", "localhost")
     server.script("/old.xml", [ScriptedResponse(status=301, headers=(
-        ("Location", server.url("/target.xml")),))])
+        ("Location", elsewhere + "target.xml"),))])
     config = write_config(tmp_path, {"busy": server.url("/busy.xml"),
-                                     "moving": server.url("/old.xml")})
+                                     "moving": elsewhere + "old.xml"})
     code, lines = fetch(config)
     assert [line.split()[:2] for line in lines[:-1]] == [["busy", "retry_later"],
                                                          ["moving", "moved"]]
