@@ -146,18 +146,17 @@ def _numeric_date(text: str) -> str | None:
     minute, second = int(match[6] or 0), int(match[7] or 0)
     if hour > 23 or minute > 59 or second > 59:  # no such time: the date alone
         return date.strftime(_ISO)
-    moment = date + dt.timedelta(hours=hour, minutes=minute - offset, seconds=second)
-    return moment.strftime(_ISO)
+    return _in_utc(date + dt.timedelta(hours=hour, minutes=minute, seconds=second), offset)
 
 
-def _iso_misread(text: str, parsed: Any) -> str:
+def _iso_misread(text: str, parsed: Any) -> str | None:
     """``text`` read whole when it is an ISO 8601 date and time that feedparser misreads
-    (see ``_ISO_DATE_TIME``) or did not read (``parsed`` is not a time); ``""`` when it
-    is not. A zone name not known is read as UTC (:func:`date_warnings` says so), as in
-    an RFC 822 date."""
+    (see ``_ISO_DATE_TIME``) or did not read (``parsed`` is not a time), ``""`` when its
+    offset takes it past the calendar's ends; ``None`` when it is not one. A zone name
+    not known is read as UTC (:func:`date_warnings` says so), as in an RFC 822 date."""
     match = _ISO_DATE_TIME.match(text) or _ISO_BASIC.match(text)
     if match is None:
-        return ""
+        return None
     year, month, day, hour, minute = (int(match[i]) for i in range(1, 6))
     zone = match[7] or ""
     dropped = (not isinstance(parsed, time.struct_time) or (
@@ -168,15 +167,25 @@ def _iso_misread(text: str, parsed: Any) -> str:
     minutes = zone[:1] in ("+", "-") and ":" not in zone and not zone.endswith("00")
     offset = _offset_minutes(zone)
     if not (dropped or named or minutes) or hour > 23 or minute > 59:
-        return ""
+        return None
     if offset is None:
         offset = 0
     try:
         moment = dt.datetime(year, month, day, hour, minute, min(int(match[6] or 0), 59),
                              tzinfo=dt.UTC)
     except ValueError:  # 2026-02-30
+        return None
+    return _in_utc(moment, offset)
+
+
+def _in_utc(clock: dt.datetime, offset: int) -> str:
+    """``clock``, a time ``offset`` minutes east of UTC, as ISO 8601 UTC; ``""`` when the
+    offset takes it past the calendar's ends (``31.12.9999 23:59 -2359``, ``0001-01-01
+    00:10 CET``): one date left unread, where an OverflowError rejected the whole feed."""
+    try:
+        return (clock - dt.timedelta(minutes=offset)).strftime(_ISO)
+    except OverflowError:
         return ""
-    return (moment - dt.timedelta(minutes=offset)).strftime(_ISO)
 
 
 #: Month names and abbreviations by month, in English and the languages a server's locale
@@ -245,11 +254,10 @@ def named_month_date(text: str) -> str:
     if len(year) == 2:  # RFC 2822's rule for a two-digit year
         full_year += 2000 if full_year < 50 else 1900
     try:
-        moment = dt.datetime(full_year, number, int(day), hour, minute, second,
-                             tzinfo=dt.UTC) - dt.timedelta(minutes=offset)
+        moment = dt.datetime(full_year, number, int(day), hour, minute, second, tzinfo=dt.UTC)
     except ValueError:  # 31 November, 24:00, minute 60
         return ""
-    return moment.strftime(_ISO)
+    return _in_utc(moment, offset)
 
 
 def _iso(value: Any) -> str:
@@ -315,9 +323,12 @@ def _in_zone(zone: str, parsed: Any) -> str | None:
     try:
         year, month, day, hour, minute, second = parsed[:6]
         local = dt.datetime(year, month, day, hour, minute, second, tzinfo=region)
-        return local.astimezone(dt.UTC).strftime(_ISO)
-    except (ValueError, OverflowError):  # a leap second; past 9999 in UTC
+    except ValueError:  # a leap second
         return None
+    try:
+        return local.astimezone(dt.UTC).strftime(_ISO)
+    except OverflowError:  # past 9999 in UTC: unread, not read as UTC
+        return ""
 
 
 @functools.lru_cache(maxsize=64)
@@ -340,9 +351,14 @@ def entry_date(raw: dict[str, Any], key: str) -> str:
     digits, or milliseconds, 12 or 13), and a zone name of :data:`ZONE_OFFSETS` applied."""
     # dict.get: FeedParserDict's own get would answer "updated" with "published".
     text = text_value(dict.get(raw, key))
-    if text.isascii() and text.isdigit() and len(text) in (9, 10, 12, 13):
+    if text.isascii() and text.isdigit() and len(text) in (9, 10, 13):
         seconds = int(text) / (1000 if len(text) > 10 else 1)
         return plausible(time.strftime(_ISO, time.gmtime(seconds)))
+    if text.isascii() and text.isdigit() and len(text) in (11, 12):
+        # Seconds past the year 2286, or milliseconds before September 2001: both
+        # unlikely, and feedparser's own reading is no date at all (12345678901 as
+        # 2012-12-10); 253402300800, the first second of the year 10000, is a "never".
+        return ""
     return plausible(_read(text, dict.get(raw, f"{key}_parsed")))
 
 
@@ -363,14 +379,32 @@ def _no_such_iso_day(text: str) -> bool:
     return False
 
 
+# An ISO 8601 date's year, with its sign if it has one.
+_ISO_YEAR = re.compile(r"^([+-]?)(\d{4,})-\d")
+
+
+def _year_out_of_range(text: str) -> bool:
+    """``text`` writes a year before 1000 or past 9999 (``-0001-01-01``, ``10000-01-01``,
+    ``01 Jan 0001``), which feedparser, when it reads it at all, reads as another date:
+    2000, 2010, or the year 2359 out of the offset of ``01 Jan 0001 00:00:00 +2359``."""
+    if (iso := _ISO_YEAR.match(text)) is not None:
+        return bool(iso[1]) or not 1000 <= int(iso[2]) <= 9999
+    if len(text) > _LONGEST_DATE:
+        return False
+    words = " ".join(text.split())
+    named = _DAY_FIRST.match(words) or _MONTH_FIRST.match(words)
+    return named is not None and len(named[3]) == 4 and int(named[3]) < 1000
+
+
 def _read(text: str, parsed: Any) -> str:
     if (numeric := _numeric_date(text)) is not None:
         return numeric
-    if _no_such_iso_day(text):
+    if _no_such_iso_day(text) or _year_out_of_range(text):
         return ""
     if _unread(parsed):
-        return _iso_misread(text, None) or named_month_date(text)
-    if misread := _iso_misread(text, parsed):
+        misread = _iso_misread(text, None)
+        return misread if misread is not None else named_month_date(text)
+    if (misread := _iso_misread(text, parsed)) is not None:
         return misread
     if _TWELVE_HOUR.search(text) and (read := named_month_date(text)):
         return read
