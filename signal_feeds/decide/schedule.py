@@ -50,13 +50,13 @@ def parse_http_date(value: str | None) -> dt.datetime | None:
         return None
     try:
         parsed = email.utils.parsedate_to_datetime(value.strip())
+        if parsed.tzinfo is None:
+            parsed = parsed.replace(tzinfo=dt.UTC)
+        # Inside the try: an offset can take a date past the calendar's ends in UTC
+        # ("31 Dec 9999 23:59:59 -2359"), and such a date is as unreadable as any other.
+        return parsed.astimezone(dt.UTC)
     except (TypeError, ValueError, IndexError, OverflowError):
         return None
-    if parsed is None:
-        return None
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=dt.UTC)
-    return parsed.astimezone(dt.UTC)
 
 
 #: The longest ``Retry-After`` obeyed, in seconds (30 days), as a delay or as a date: a
