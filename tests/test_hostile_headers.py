@@ -1,4 +1,5 @@
-"""Header values that cannot be turned into a time, over real HTTP on 127.0.0.1."""
+"""Header values that cannot be turned into a time, over real HTTP on 127.0.0.1, and
+what a run does with a source when deciding about it goes wrong in any other way."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from conftest import Clock, make_config
 from scenario_server import ScenarioServer, ScriptedResponse
 
 from signal_feeds import run_fetch
+from signal_feeds.decide.decider import Decider
 from signal_feeds.decide.schedule import freshness_lifetime, parse_http_date, parse_retry_after
 from signal_feeds.demo.teaching_server import fixtures_dir
 
@@ -72,3 +74,43 @@ def test_a_far_future_date_in_a_header_is_read_as_no_date(
         # A 503 without a Retry-After that can be read: a failure, backed off.
         assert (rep.status, rep.http_status, rep.retry_after) == ("failed", 503, None), rep
         assert (state, errors) == ("failed", 1) and due is not None
+
+
+def _broken(real, *, when_parsed: bool):  # type: ignore[no-untyped-def]
+    def after_fetch(self, state, response, parsed=None):  # type: ignore[no-untyped-def]
+        from signal_feeds.decide.decider import FetchFailure
+
+        if not isinstance(response, FetchFailure) and (parsed is not None) == when_parsed:
+            raise ZeroDivisionError("a bug")
+        return real(self, state, response, parsed)
+    return after_fetch
+
+
+@pytest.mark.parametrize("where", ["unparsed", "parsed", "fetch"])
+def test_any_bug_while_deciding_fails_the_source_and_backs_off(
+        server: ScenarioServer, db_path: Path, monkeypatch: pytest.MonkeyPatch,
+        where: str) -> None:
+    # The run only reported "internal error" and left the source as it was: no fetch
+    # row, no error counted, due again at once.
+    if where == "fetch":
+        async def fetch(*args: object, **kwargs: object) -> None:
+            raise ZeroDivisionError("a bug")
+        monkeypatch.setattr("signal_feeds.run.stages.fetch", fetch)
+    else:
+        monkeypatch.setattr(Decider, "after_fetch", _broken(
+            Decider.after_fetch, when_parsed=where == "parsed"))
+    server.script("/a.xml", [ScriptedResponse(200 if where == "parsed" else 500, FEED,
+                                              _feed())])
+    clock = Clock()
+    config = make_config(db_path, {"a": server.url("/a.xml")}, min_interval=600.0)
+    rep = run_fetch(config, clock=clock).get("a")
+    assert (rep.status, rep.error) == ("failed", "internal error: ZeroDivisionError: a bug")
+    assert rows(db_path, "SELECT status, error_count, last_error FROM sources WHERE id = 'a'"
+                ) == [("failed", 1, rep.error)]
+    assert rows(db_path, "SELECT outcome, error FROM fetches WHERE source_id = 'a'"
+                ) == [("failed", rep.error)]
+    assert rep.next_due is not None and rep.next_due >= clock.now + dt.timedelta(minutes=10)
+    clock.advance(60)
+    assert run_fetch(config, clock=clock).get("a").status == "not_due"
+    # The lease went back with the write: the run holds none.
+    assert rows(db_path, "SELECT count(*) FROM sources WHERE lease_owner IS NOT NULL") == [(0,)]

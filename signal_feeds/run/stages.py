@@ -346,18 +346,28 @@ class Run:
                 failure = FetchFailure(url, exc.message, exc.reason)
                 return await self._write(self._decider(src, started).after_fetch(
                     state, failure))
-            except (HostSlotsHeld, HostPaused):  # on a redirect to such a host
+            except (HostSlotsHeld, HostPaused, SignalError):  # not the source's failure
                 self.parse_queue.cancel(reservation)
                 raise
+            except Exception as exc:  # a bug: see _crashed
+                self.claims.fetched(src.id)
+                self.parse_queue.cancel(reservation)
+                return await self._write(self._crashed(src, state, url, started, exc))
         # The body is in hand: the next source may be claimed while this one is parsed.
         self.claims.fetched(src.id)
-        self.host_pauses.note(urlsplit(response.url).hostname or "", status=response.status,
-                              headers=response.headers, now=self.clock(), source_id=src.id)
-        facts = _response_facts(response, self._parse_settings(src))
-        decider = self._decider(src, started)
-        if not decider.must_parse(state, facts):
+        try:
+            self.host_pauses.note(urlsplit(response.url).hostname or "",
+                                  status=response.status, headers=response.headers,
+                                  now=self.clock(), source_id=src.id)
+            facts = _response_facts(response, self._parse_settings(src))
+            decider = self._decider(src, started)
+            decision = (None if decider.must_parse(state, facts)
+                        else decider.after_fetch(state, facts))
+        except Exception as exc:
+            decision = self._crashed(src, state, response.url, started, exc)
+        if decision is not None:
             self.parse_queue.cancel(reservation)
-            return await self._write(decider.after_fetch(state, facts))
+            return await self._write(decision)
         report: asyncio.Future[SourceReport] = asyncio.get_running_loop().create_future()
         self.parse_queue.put(_Downloaded(src, state, response, started, report),
                              COST_PER_BODY_BYTE * len(response.body),
@@ -372,17 +382,14 @@ class Run:
             try:
                 decision, rows, derived, size = await self._parse(item, cost)
             except Exception as exc:  # never leave a source without its report
-                log.exception("unexpected error parsing source %s", item.source.id)
-                self.unqueued -= 1
-                item.report.set_result(SourceReport(
-                    source=item.source.id, status="failed",
-                    error=f"internal error: {type(exc).__name__}: {exc}"))
-                continue
+                decision, rows, derived, size = self._crashed(
+                    item.source, item.state, item.response.url, item.started, exc), (), None, 0
             # The source's task waits for its write; this task parses on. The rows are
             # counted by the body they came from (the reservation was only a guess, and
             # an average of guesses would keep the bound from ever seeing a large feed).
-            self._queue_write(decision, rows, derived,
-                              max(_SMALL_WRITE, COST_PER_BODY_BYTE * len(item.response.body)),
+            cost = (max(_SMALL_WRITE, COST_PER_BODY_BYTE * len(item.response.body)) if rows
+                    else _SMALL_WRITE)
+            self._queue_write(decision, rows, derived, cost,
                               reservation=size, report=item.report)
 
     async def _parse(self, item: _Downloaded, cost: int
@@ -395,23 +402,33 @@ class Run:
                 source_id=src.id, body=item.response.body, url=item.response.url,
                 content_type=item.response.headers.get("content-type", ""),
                 settings=self._parse_settings(src)))
-        except BaseException:
-            self.write_queue.cancel(size)
-            raise
-        finally:
             self.parse_queue.done(cost)
-        identified = parsed.identified if isinstance(parsed.identified, Identified) else None
-        rows = identified.rows if identified is not None else ()
-        facts = ParseFacts(
-            entries=len(rows), skipped=identified.skipped if identified else 0,
-            skip_reasons=identified.skip_reasons if identified else (),
-            ttl_seconds=parsed.ttl_seconds, warnings=parsed.warnings,
-            error=parsed.message,
-            feed_title=parsed.feed_title, incomplete=parsed.incomplete)
-        decision = self._decider(item.source, item.started).after_fetch(
-            item.state, _response_facts(item.response, self._parse_settings(item.source)),
-            facts)
+            cost = 0
+            identified = (parsed.identified if isinstance(parsed.identified, Identified)
+                          else None)
+            rows = identified.rows if identified is not None else ()
+            facts = ParseFacts(
+                entries=len(rows), skipped=identified.skipped if identified else 0,
+                skip_reasons=identified.skip_reasons if identified else (),
+                ttl_seconds=parsed.ttl_seconds, warnings=parsed.warnings,
+                error=parsed.message,
+                feed_title=parsed.feed_title, incomplete=parsed.incomplete)
+            decision = self._decider(item.source, item.started).after_fetch(
+                item.state, _response_facts(item.response, self._parse_settings(src)), facts)
+        except BaseException:  # the reservation would be lost to the rest of the run
+            self.write_queue.cancel(size)
+            self.parse_queue.done(cost)
+            raise
         return decision, rows, parsed, size
+
+    def _crashed(self, src: Source, state: SourceState, url: str, started: dt.datetime,
+                 exc: Exception) -> Decision:
+        """A bug met while fetching or deciding: the source fails and backs off like any
+        failure, with a fetch row. Only reported, it stayed as it was (a new source with
+        no errors), and the host was asked again on every run."""
+        log.error("unexpected error for source %s", src.id, exc_info=exc)
+        message = f"internal error: {type(exc).__name__}: {exc}"
+        return self._decider(src, started).after_fetch(state, FetchFailure(url, message))
 
     # -- write ----------------------------------------------------------------------
 
