@@ -89,6 +89,9 @@ def http_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpRun]:
             "to-file": server.url("/scenario/redirect-to?location=file:///etc/passwd"),
             "to-javascript": server.url("/scenario/redirect-to?location=javascript:alert(1)"),
             "to-ftp": server.url("/scenario/redirect-to?location=ftp://127.0.0.1/feed.xml"),
+            **{f"to-port-{port}": server.url(
+                f"/scenario/redirect-to?location=http://127.0.0.1:{port}/x")
+               for port in (65536, 99999, 0)},
             "html-type": server.url("/scenario/html"),
             "feed-as-html": server.url("/as-html/feed.xml"),
         }
@@ -128,6 +131,11 @@ def test_run_is_bounded_and_the_healthy_source_is_stored(http_run: HttpRun) -> N
     ("to-file", "redirect to a non-http(s) URL 'file:///etc/passwd' refused"),
     ("to-javascript", "redirect to a non-http(s) URL 'javascript:alert(1)' refused"),
     ("to-ftp", "redirect to a non-http(s) URL 'ftp://127.0.0.1/feed.xml' refused"),
+    # The socket's OverflowError ended these in an internal error; port 0 was reported
+    # as "connection refused by 127.0.0.1 port 80".
+    ("to-port-65536", "redirect to an invalid URL 'http://127.0.0.1:65536/x'"),
+    ("to-port-99999", "redirect to an invalid URL 'http://127.0.0.1:99999/x'"),
+    ("to-port-0", "redirect to an invalid URL 'http://127.0.0.1:0/x'"),
 ])
 def test_failure_is_reported_and_nothing_written(http_run: HttpRun, sid: str,
                                                  reason: str) -> None:

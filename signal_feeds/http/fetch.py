@@ -246,6 +246,10 @@ def _next_hop(start: str, current: str, location: str, redirects: list[tuple[int
         target = urljoin(current, location)
         parts = urlsplit(target)
         hostname = parts.hostname
+        # Read here, where a port past 65535 raises ValueError (the socket raised
+        # OverflowError); port 0 is no port, and httpx would connect to port 80 instead.
+        if parts.port == 0:
+            raise ValueError("port 0")
     except ValueError as exc:
         raise FetchError(f"redirect to an invalid URL {location!r}", reason="redirect") from exc
     if parts.scheme not in ("http", "https") or not hostname:
