@@ -58,6 +58,12 @@ class CappedDecoder:
         self._raw_fallback = False
         #: The body was labelled compressed but came as it is (see :meth:`feed`).
         self.uncompressed = False
+        #: Bytes after the last compressed member that begin no other: left out, as
+        #: ``gzip -d`` leaves them ("trailing garbage ignored").
+        self.trailing = 0
+        self._members = 0  # members ended so far (RFC 1952 2.2: a file may hold several)
+        self._member_at = 0  # where the current member began in the body, and its output
+        self._member_out = 0
         self._received = bytearray()  # the body's first bytes as received (to _HEAD)
         self._seen = 0
         if codings:
@@ -74,6 +80,9 @@ class CappedDecoder:
                                  reason="encoding")
             self._unsupported = ""
             self.uncompressed = True
+        if self.trailing:
+            self.trailing += len(chunk)
+            return
         if self._zlib is None:
             self._append(chunk)
             return
@@ -82,10 +91,17 @@ class CappedDecoder:
             self._received += chunk
         data = chunk
         while data:
+            if self._zlib.eof:  # another member follows: gzip -d decodes them all
+                self._members += 1
+                self._member_at, self._member_out = self._seen - len(data), len(self.out)
+                self._zlib = zlib.decompressobj(_GZIP_OR_ZLIB)
             room = self.cap - len(self.out) + 1  # one byte past the cap proves the excess
             try:
                 piece = self._zlib.decompress(data, room)
             except zlib.error as exc:
+                if self._members:  # what follows the last member begins no other
+                    self.trailing = self._seen - self._member_at
+                    return
                 whole_start = self._seen == len(self._received)
                 if self._raw_fallback and not self.out and whole_start:
                     self._raw_fallback = False
@@ -102,9 +118,8 @@ class CappedDecoder:
                     return
                 raise FetchError(f"corrupt compressed body: {exc}", reason="encoding") from exc
             self._append(piece)
-            data = self._zlib.unconsumed_tail
-            if self._zlib.eof:
-                break
+            # Stopping at the end of the first member cut the body short without a word.
+            data = self._zlib.unused_data if self._zlib.eof else self._zlib.unconsumed_tail
 
     def finish(self) -> bytes:
         """The decoded body once every chunk is fed, with the codings applied before the
@@ -112,8 +127,13 @@ class CappedDecoder:
         body = bytes(self.out)
         if self.uncompressed:
             return body
+        if (self._members and not self.trailing and self._zlib is not None
+                and not self._zlib.eof and len(self.out) == self._member_out):
+            # Too short to be found wrong ("\n"), yet no member either.
+            self.trailing = self._seen - self._member_at
         for coding in reversed(self._inner):
-            body = _undone(coding, body, self.cap)
+            body, trailing = _undone(coding, body, self.cap)
+            self.trailing += trailing
         return body
 
     def _append(self, piece: bytes) -> None:
@@ -144,11 +164,12 @@ def gunzipped_again(body: bytes, cap: int) -> bytes:
     same cap: no feed document starts with those two bytes. Any other body as it is."""
     if not body.startswith(_GZIP_MAGIC):
         return body
-    return _undone("gzip", body, cap)
+    return _undone("gzip", body, cap)[0]
 
 
-def _undone(coding: str, body: bytes, cap: int) -> bytes:
-    """``body`` with one ``coding`` undone, under ``cap``."""
+def _undone(coding: str, body: bytes, cap: int) -> tuple[bytes, int]:
+    """``body`` with one ``coding`` undone, under ``cap``, and how many bytes after its
+    compressed data were left out (see :attr:`CappedDecoder.trailing`)."""
     decoder = CappedDecoder(coding, cap)
     decoder.feed(body)
-    return bytes(decoder.out)
+    return decoder.finish(), decoder.trailing

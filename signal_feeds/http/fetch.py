@@ -225,7 +225,11 @@ async def _read_body(response: httpx.Response, limits: FetchLimits
     if decoder.uncompressed:
         warnings += (f"the body was labelled Content-Encoding: {encoding[:40]} but was not "
                      "compressed: read as it came",)
-    return gunzipped_again(decoder.finish(), cap), wire, warnings
+    body = decoder.finish()
+    if decoder.trailing:
+        warnings += (f"{decoder.trailing} bytes after the end of the compressed body are "
+                     "not compressed data: left out",)
+    return gunzipped_again(body, cap), wire, warnings
 
 
 async def _drain(response: httpx.Response) -> None:
