@@ -46,14 +46,40 @@ class AddressRefused(Exception):
         self.address = address
 
 
+#: IPv6 blocks whose last 32 bits are an IPv4 address that the packets reach: NAT64's
+#: well-known prefix and its local-use block (RFC 6052, RFC 8215: a /96 inside it, as
+#: deployed), and the deprecated IPv4-compatible addresses (``::10.0.0.5``).
+_IPV4_IN_LAST_32_BITS = tuple(ipaddress.IPv6Network(block) for block in (
+    "64:ff9b::/96", "64:ff9b:1::/48", "::/96"))
+
+
+def _embedded_ipv4(ip: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+    """The IPv4 address an IPv6 one leads to (mapped, 6to4, NAT64, compatible), if any."""
+    if ip.ipv4_mapped is not None:
+        return ip.ipv4_mapped
+    if ip.sixtofour is not None:  # 2002::/16
+        return ip.sixtofour
+    if any(ip in block for block in _IPV4_IN_LAST_32_BITS):
+        return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    return None
+
+
 def is_private_address(address: str) -> bool:
-    """True for loopback, private, link-local, unspecified and other non-public addresses."""
+    """True for loopback, private, link-local, unspecified and other non-public addresses,
+    and for an IPv6 address that leads to such an IPv4 address: ``ipaddress`` counts
+    ``64:ff9b::a00:5`` (NAT64 to 10.0.0.5) and ``2002:a00:1::1`` (6to4) as global."""
     try:
         ip = ipaddress.ip_address(address.split("%", 1)[0])
     except ValueError:
         return False
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.is_site_local:  # fec0::/10, deprecated but still routed inside some sites
+            return True
+        # Decided by the IPv4 address alone: NAT64 to a public address is public, and
+        # Python versions differ on whether the IPv6 blocks themselves are global.
+        embedded = _embedded_ipv4(ip)
+        if embedded is not None:
+            return not embedded.is_global
     return not ip.is_global
 
 
