@@ -1,5 +1,6 @@
-"""Header values that cannot be turned into a time, over real HTTP on 127.0.0.1, and
-what a run does with a source when deciding about it goes wrong in any other way."""
+"""Hostile header values over real HTTP on 127.0.0.1 (dates that cannot be turned into
+a time, values too long to repeat), and what a run does with a source when deciding
+about it goes wrong in any other way."""
 
 from __future__ import annotations
 
@@ -114,3 +115,29 @@ def test_any_bug_while_deciding_fails_the_source_and_backs_off(
     assert run_fetch(config, clock=clock).get("a").status == "not_due"
     # The lease went back with the write: the run holds none.
     assert rows(db_path, "SELECT count(*) FROM sources WHERE lease_owner IS NOT NULL") == [(0,)]
+
+
+LONG = "/x" * 10_000  # 20 KB
+CODINGS = ",".join(["gzip"] * 2000) + ",br"  # 10 KB
+
+
+@pytest.mark.parametrize(("status", "headers", "said"), [
+    (302, ("Location", "ftp://h" + LONG), "redirect to a non-http(s) URL 'ftp://h/x/x/"),
+    (302, ("Location", "http://[" + LONG), "redirect to an invalid URL 'http://[/x/x/"),
+    (302, ("Location", "http://" + "a" * 20_000 + "/"), "cannot resolve host 'aaaa"),
+    (302, ("Location", "/missing" + LONG), "HTTP 404 Not Found (answered at http://"),
+    (300, ("Location", "http://h" + LONG), "not followed (it points to 'http://h/x/x/"),
+    (200, ("Content-Encoding", CODINGS), "unsupported Content-Encoding 'gzip,gzip,"),
+])
+def test_a_huge_header_value_is_not_repeated_whole(
+        server: ScenarioServer, db_path: Path, status: int, headers: tuple[str, str],
+        said: str) -> None:
+    # Each was echoed whole into the report and the source's last_error: one line of
+    # 10 to 20 KB in every cron mail.
+    server.script("/long.xml", [ScriptedResponse(status, (headers,), b"\x00 not a feed")])
+    rep = run_fetch(make_config(db_path, {"long": server.url("/long.xml")}),
+                    force=True).get("long")
+    assert rep.status == "failed" and said in rep.error, rep.error
+    assert len(rep.error) < 600 and "\u2026" in rep.error, len(rep.error)
+    ((stored,),) = rows(db_path, "SELECT last_error FROM sources WHERE id = 'long'")
+    assert stored == rep.error

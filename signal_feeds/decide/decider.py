@@ -33,6 +33,7 @@ from signal_feeds.decide.schedule import (
     next_poll,
     parse_retry_after,
 )
+from signal_feeds.errors import shown
 from signal_feeds.records import ApplyCounts, FetchRecord, SourceState
 
 __all__ = ["Decider", "Decision", "FetchFailure", "ParseFacts", "ResponseFacts", "Write",
@@ -270,7 +271,7 @@ class Decider:
                 # Redirects that reach here are not followed: 300, 305, or any without
                 # an address to go to; the address a 300 suggests helps fix the url.
                 location = response.headers.get("location", "")
-                error += (f": not followed (it points to {location[:200]!r})" if location
+                error += (f": not followed (it points to {shown(location, 200)!r})" if location
                           else " without a Location header")
             return self._failed(state, response, response.url, error, "failed")
         return self._ok(state, response, parsed)
@@ -426,5 +427,6 @@ def _where(state: SourceState, response: ResponseFacts) -> str:
     if response.url == state.request_url:
         return ""
     kind = "permanently " if response.permanent_url else ""
-    return f" (answered at {response.url}, {kind}redirected from {state.request_url})"
+    return (f" (answered at {shown(response.url, 200)}, {kind}redirected from "
+            f"{state.request_url})")
 

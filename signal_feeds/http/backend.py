@@ -19,6 +19,7 @@ from typing import Any
 
 import httpcore
 
+from signal_feeds.errors import shown
 from signal_feeds.http.addresses import (
     AddressRefused,
     Resolver,
@@ -55,9 +56,11 @@ async def resolve(host: str, resolver: Resolver) -> list[str]:
         # socket.gaierror is an OSError; the idna codec raises UnicodeError (a
         # ValueError), and the idna package's IDNAError is a UnicodeError too.
         detail = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
-        raise httpcore.ConnectError(f"cannot resolve host {host!r}: {detail}") from exc
+        # A name from a Location may be 20 KB long, and the idna codec repeats it.
+        raise httpcore.ConnectError(f"cannot resolve host {shown(host, 200)!r}: "
+                                    f"{shown(detail, 200)}") from exc
     if not addresses:
-        raise httpcore.ConnectError(f"cannot resolve host {host!r}: no addresses")
+        raise httpcore.ConnectError(f"cannot resolve host {shown(host, 200)!r}: no addresses")
     return addresses
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import zlib
 
-from signal_feeds.errors import FetchError
+from signal_feeds.errors import FetchError, shown
 
 __all__ = ["CappedDecoder", "body_too_large", "gunzipped_again"]
 
@@ -76,8 +76,8 @@ class CappedDecoder:
         """Decode one chunk of the body as received."""
         if self._unsupported:
             if not _is_document_start(chunk):
-                raise FetchError(f"unsupported Content-Encoding {self._unsupported!r}",
-                                 reason="encoding")
+                raise FetchError("unsupported Content-Encoding "
+                                 f"{shown(self._unsupported, 80)!r}", reason="encoding")
             self._unsupported = ""
             self.uncompressed = True
         if self.trailing:

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urljoin, urlsplit
 
 from signal_feeds.config.source_list import Settings
-from signal_feeds.errors import FetchError
+from signal_feeds.errors import FetchError, shown
 from signal_feeds.http.addresses import (
     PRIVATE_ADDRESS_INFO,
     AddressRefused,
@@ -55,6 +55,8 @@ _ACCEPT = ("application/atom+xml, application/rss+xml, application/feed+json, "
 #: A redirect's own body is read and dropped up to this size (then the connection can
 #: be reused); beyond it the connection is closed instead.
 _REDIRECT_BODY_LIMIT = 64 * 1024
+#: Characters of a URL a server sent (a Location) that an error or warning shows.
+_URL_SHOWN = 200
 
 
 @dataclass(frozen=True)
@@ -223,7 +225,7 @@ async def _read_body(response: httpx.Response, limits: FetchLimits
         warnings += (f"the connection closed before the end of the body ({wire} bytes "
                      f"received{of})",)
     if decoder.uncompressed:
-        warnings += (f"the body was labelled Content-Encoding: {encoding[:40]} but was not "
+        warnings += (f"the body was labelled Content-Encoding: {shown(encoding, 40)} but was not "
                      "compressed: read as it came",)
     body = decoder.finish()
     if decoder.trailing:
@@ -255,10 +257,11 @@ def _next_hop(start: str, current: str, location: str, redirects: list[tuple[int
         if parts.port == 0:
             raise ValueError("port 0")
     except ValueError as exc:
-        raise FetchError(f"redirect to an invalid URL {location!r}", reason="redirect") from exc
+        raise FetchError(f"redirect to an invalid URL {shown(location, _URL_SHOWN)!r}",
+                         reason="redirect") from exc
     if parts.scheme not in ("http", "https") or not hostname:
-        raise FetchError(f"redirect to a non-http(s) URL {location!r} refused",
-                         reason="redirect")
+        raise FetchError(f"redirect to a non-http(s) URL {shown(location, _URL_SHOWN)!r} "
+                         "refused", reason="redirect")
     if parts.username or parts.password:
         raise FetchError("redirect to a URL with credentials refused", reason="redirect")
     target = target.split("#", 1)[0]
@@ -266,7 +269,7 @@ def _next_hop(start: str, current: str, location: str, redirects: list[tuple[int
     # that checks for its cookie first. Only the redirect limit bounds such a chain.
     if not cookie_set and (target in (start, current)
                            or any(t == target for _, t in redirects)):
-        raise FetchError(f"redirect loop at {target}", reason="redirect")
+        raise FetchError(f"redirect loop at {shown(target, _URL_SHOWN)}", reason="redirect")
     # A literal address is refused here, before any client sees it (a MockTransport
     # included); a name is checked by the network backend on the address it resolves to.
     if not private_allowed and _literal_is_private(hostname):
@@ -346,7 +349,8 @@ async def fetch(
                             body, wire, warnings = await _read_body(response, limits)
                             if _downgrades(url, current):
                                 warnings = (f"redirected from https to plain http "
-                                            f"({current[:200]}): the feed came unencrypted",
+                                            f"({shown(current, _URL_SHOWN)}): the feed came "
+                                            "unencrypted",
                                             *warnings)
                         finally:
                             await response.aclose()
@@ -368,7 +372,8 @@ async def fetch(
     except httpx.TransportError as exc:
         raise _translated(exc, limits, source_id) from exc
     except (httpx.InvalidURL, ValueError) as exc:  # UnicodeError (IDNA) is a ValueError
-        raise FetchError(f"request failed: invalid URL {current!r}: {exc}",
+        raise FetchError(f"request failed: invalid URL {shown(current, _URL_SHOWN)!r}: "
+                         f"{shown(str(exc), _URL_SHOWN)}",
                          source_id=source_id, reason="network") from exc
 
 

@@ -15,6 +15,7 @@ import html
 import re
 from html.parser import HTMLParser
 
+from signal_feeds.errors import shown
 from signal_feeds.urls import check_link
 
 __all__ = ["FEED_TYPES", "MAX_SCANNED_BYTES", "feed_links", "misplaced_feed_root",
@@ -100,11 +101,7 @@ def page_title(body: bytes) -> str | None:
     match = _TITLE.search(_page_head(body))
     if match is None:
         return ""
-    title = " ".join(html.unescape(match.group(1).decode("utf-8", "replace")).split())
-    title = "".join(c for c in title if c.isprintable())
-    if len(title) > _TITLE_SHOWN:
-        title = title[:_TITLE_SHOWN - 1] + "\u2026"
-    return title
+    return shown(html.unescape(match.group(1).decode("utf-8", "replace")), _TITLE_SHOWN)
 
 
 def web_page(body: bytes) -> str:

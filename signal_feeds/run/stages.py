@@ -44,6 +44,7 @@ from signal_feeds.errors import (
     FetchError,
     SignalError,
     StoreError,
+    shown,
 )
 from signal_feeds.http.clients import Clients
 from signal_feeds.http.fetch import FetchLimits, FetchResponse, fetch
@@ -243,8 +244,7 @@ class Run:
             rep = SourceReport(source=src.id, status="failed", error=exc.message)
         except Exception as exc:  # never let one source end the run
             log.exception("unexpected error for source %s", src.id)
-            rep = SourceReport(source=src.id, status="failed",
-                               error=f"internal error: {type(exc).__name__}: {exc}")
+            rep = SourceReport(source=src.id, status="failed", error=_internal_error(exc))
         rep = replace(rep, duration=time.monotonic() - t0)
         if src.id in self.released_by_write:
             self.claims.finished(src.id)
@@ -427,8 +427,8 @@ class Run:
         failure, with a fetch row. Only reported, it stayed as it was (a new source with
         no errors), and the host was asked again on every run."""
         log.error("unexpected error for source %s", src.id, exc_info=exc)
-        message = f"internal error: {type(exc).__name__}: {exc}"
-        return self._decider(src, started).after_fetch(state, FetchFailure(url, message))
+        return self._decider(src, started).after_fetch(
+            state, FetchFailure(url, _internal_error(exc)))
 
     # -- write ----------------------------------------------------------------------
 
@@ -476,6 +476,10 @@ class Run:
 
     async def _write(self, decision: Decision) -> SourceReport:
         return await self._queue_write(decision)
+
+
+def _internal_error(exc: Exception) -> str:
+    return f"internal error: {type(exc).__name__}: {shown(str(exc), 200)}"
 
 
 def _response_facts(response: FetchResponse, settings: ParseSettings) -> ResponseFacts:
