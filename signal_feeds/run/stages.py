@@ -387,9 +387,9 @@ class Run:
             # The source's task waits for its write; this task parses on. The rows are
             # counted by the body they came from (the reservation was only a guess, and
             # an average of guesses would keep the bound from ever seeing a large feed).
-            cost = (max(_SMALL_WRITE, COST_PER_BODY_BYTE * len(item.response.body)) if rows
-                    else _SMALL_WRITE)
-            self._queue_write(decision, rows, derived, cost,
+            write_cost = max(_SMALL_WRITE, COST_PER_BODY_BYTE * len(item.response.body)
+                             if rows else 0)
+            self._queue_write(decision, rows, derived, write_cost,
                               reservation=size, report=item.report)
 
     async def _parse(self, item: _Downloaded, cost: int
