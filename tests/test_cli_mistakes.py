@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from signal_feeds import ConfigError, RunReport, SourceReport, parse_config
+from signal_feeds import ConfigError, RunReport, SourceReport, StoreError, parse_config
 from signal_feeds.cli.commands import cli
 from signal_feeds.config.opml import parse_opml
 from signal_feeds.records import FetchRecord, SourceState
@@ -271,3 +271,37 @@ def test_entry_filters_with_the_opml_export_are_refused_not_ignored(tmp_path: Pa
     assert ("--source, --limit: choose entries, and --format opml exports the source list, "
             "not entries") in result.output
     assert CliRunner().invoke(cli, ["export", *db]).exit_code == 0
+
+
+@pytest.mark.parametrize("wal", [False, True])
+def test_another_programs_file_is_refused_even_while_it_is_held(
+        tmp_path: Path, wal: bool) -> None:
+    # The look before opening does not wait for a file someone holds: it let a fetch
+    # open another program's database held for a moment, and the store wrote its tables
+    # there once the lock was gone (and switched the file to WAL).
+    import sqlite3
+    import subprocess
+    import sys
+    from contextlib import closing
+
+    other = tmp_path / "other.db"
+    with closing(sqlite3.connect(other, isolation_level=None)) as conn:
+        if wal:
+            conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("CREATE TABLE notes (x)")
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sqlite3, sys, time\n"
+         "conn = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+         "conn.execute('BEGIN EXCLUSIVE')\nprint('locked', flush=True)\ntime.sleep(1.5)\n"
+         "conn.execute('COMMIT')\n", str(other)], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout is not None and holder.stdout.readline() == "locked\n"
+    try:
+        with pytest.raises(StoreError, match="another program's SQLite database"):
+            Store(other, busy_timeout=10)
+    finally:
+        holder.wait(timeout=30)
+        holder.stdout.close()
+    with closing(sqlite3.connect(other)) as conn:
+        assert conn.execute("SELECT name FROM sqlite_master").fetchall() == [("notes",)]
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == ("wal" if wal
+                                                                      else "delete")

@@ -24,7 +24,8 @@ from pathlib import Path
 from signal_feeds.errors import DatabaseUnavailableError, StoreError
 from signal_feeds.store.sqlite.maintenance import WAL_LIMIT_BYTES, Checkpointer
 
-__all__ = ["CACHE_KIB", "DEFAULT_BUSY_TIMEOUT", "Connection"]
+__all__ = ["CACHE_KIB", "DEFAULT_BUSY_TIMEOUT", "Connection", "foreign_reason",
+           "foreign_tables"]
 
 log = logging.getLogger("signal_feeds")
 
@@ -39,6 +40,20 @@ DEFAULT_BUSY_TIMEOUT = 60.0
 CACHE_KIB = 8 * 1024
 
 _BUSY_WORDS = ("locked", "busy")
+
+
+def foreign_tables(conn: sqlite3.Connection) -> list[str]:
+    """The tables of the file if it is another program's database; ``[]`` for a file
+    without tables or Signal's own."""
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    return [] if not tables or {"sources", "entries"} <= tables else sorted(tables)
+
+
+def foreign_reason(tables: list[str]) -> str:
+    """Why a file holding ``tables`` (see :func:`foreign_tables`) is left alone."""
+    shown = ", ".join(tables[:5]) + (", …" if len(tables) > 5 else "")
+    return (f"another program's SQLite database (its tables: {shown}); Signal makes its "
+            "tables only in a new file or its own database")
 
 
 def _is_busy(exc: sqlite3.Error) -> bool:
@@ -142,6 +157,11 @@ class Connection:
         while True:
             try:
                 if self.conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                    # Never another program's file: the look before opening cannot
+                    # wait for a file someone holds, so the store looks again here.
+                    if tables := foreign_tables(self.conn):
+                        raise StoreError(f"cannot use database {self.path}: it is "
+                                         f"{foreign_reason(tables)}; it is left as it is")
                     self.conn.execute("PRAGMA journal_mode = WAL")
                 return
             except sqlite3.OperationalError as exc:

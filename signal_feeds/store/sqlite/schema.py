@@ -11,6 +11,7 @@ import contextlib
 import sqlite3
 from pathlib import Path
 
+from signal_feeds.store.sqlite.connection import foreign_reason
 from signal_feeds.store.sqlite.dedupe import refresh_match_keys, remark
 from signal_feeds.store.sqlite.search import create_search_index
 
@@ -54,15 +55,15 @@ def not_signals(path: Path, *, empty_ok: bool = True) -> str:
                                                     uri=True, timeout=0)) as conn:
                 tables = {r[0] for r in conn.execute(
                     "SELECT name FROM sqlite_master WHERE type = 'table'")}
-        except sqlite3.Error:  # locked, or needs -shm made: opening it says why
+        except sqlite3.Error:
+            # Locked, or it needs its -shm made: the store looks again when it opens
+            # the file, waiting as busy_timeout allows (Connection, Store).
             return ""
     if not tables:
         return "" if empty_ok else "empty: it holds no Signal database yet"
     if {"sources", "entries"} <= tables:
         return ""
-    shown = ", ".join(sorted(tables)[:5]) + (", …" if len(tables) > 5 else "")
-    return (f"another program's SQLite database (its tables: {shown}); Signal makes its "
-            "tables only in a new file or its own database")
+    return foreign_reason(sorted(tables))
 
 
 def schema_version(conn: sqlite3.Connection) -> int:

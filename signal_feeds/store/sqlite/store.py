@@ -33,7 +33,13 @@ from signal_feeds.store.protocol import TABLES, DedupeReport, DuplicateLink, Tab
 from signal_feeds.store.sqlite import change_log, dedupe, queries, search, writing
 from signal_feeds.store.sqlite import leases as lease_rows
 from signal_feeds.store.sqlite.bulk import SqliteBulk
-from signal_feeds.store.sqlite.connection import DEFAULT_BUSY_TIMEOUT, Connection, write_probe
+from signal_feeds.store.sqlite.connection import (
+    DEFAULT_BUSY_TIMEOUT,
+    Connection,
+    foreign_reason,
+    foreign_tables,
+    write_probe,
+)
 from signal_feeds.store.sqlite.host_locks import FileHostGate
 from signal_feeds.store.sqlite.schema import SCHEMA_VERSION, create_schema, schema_version
 from signal_feeds.store.views import searched, stored_since
@@ -84,6 +90,11 @@ class Store:
                         "upgrade signal-feeds to use it")
                 if check_writable or found < SCHEMA_VERSION:
                     with self._db.transaction() as conn:
+                        if schema_version(conn) == 0 and (tables := foreign_tables(conn)):
+                            # Another program's database already in WAL mode (one in
+                            # another mode is refused before the switch to WAL).
+                            raise StoreError(f"cannot use database {self.path}: it is "
+                                             f"{foreign_reason(tables)}; it is left as it is")
                         if schema_version(conn) < SCHEMA_VERSION:
                             create_schema(conn)
                         if check_writable:
