@@ -121,6 +121,17 @@ def test_markup_that_sanitizing_removes_leaves_less_than_the_limit() -> None:
     assert stored.endswith("</p>") and limiter.cut == {"summary": 1}
 
 
+def test_an_image_pasted_into_a_post_does_not_cut_the_text_after_it() -> None:
+    # A 400 KB data: image (which the sanitizer drops) spent the bound on its address,
+    # and the story after it was lost, with a warning that the content was cut.
+    body = rss(item("g", extra="<description><![CDATA[<p>Intro</p><img src=\"data:image/"
+                    "png;base64," + "A" * 400_000 + "\" alt='chart'><p>The story.</p>]]>"
+                    "</description>"))
+    feed = parse_feed(body, source_id="s", url="https://e.org/")
+    assert feed.entries[0].summary == ('<p>Intro</p><img alt="chart"><p>The story.</p>')
+    assert not [w for w in feed.warnings if "cut" in w]
+
+
 def test_a_value_under_the_bound_is_rendered_whole() -> None:
     from signal_feeds.parse.fields import read_bound
 

@@ -254,6 +254,11 @@ def read_bound(limit: int) -> int:
 
 #: A character reference the end of a cut may have split (the longest is 33 long).
 _SPLIT_REFERENCE = re.compile(r"&[#\w]{0,32}\Z")
+#: An attribute holding a long quoted ``data:`` address (an image pasted into a post):
+#: the sanitizer drops every ``data:`` address, so the attribute goes before the cut,
+#: which would otherwise spend the bound on it and lose the text after it.
+_LONG_DATA_ATTRIBUTE = re.compile(r"""\s[^\s"'=<>/]+\s*=\s*(["'])\s*data:[^"']{1024,}\1""",
+                                  re.IGNORECASE)
 
 
 def bounded(value: str, bound: int) -> str:
@@ -283,6 +288,8 @@ class FieldLimiter:
         limit = self.limits.get(field)
         early = False
         if render is not None:
+            if limit is not None and len(value) > read_bound(limit):
+                value = _LONG_DATA_ATTRIBUTE.sub("", value)
             if limit is not None and len(value) > read_bound(limit):
                 early, value = True, bounded(value, read_bound(limit))
             value = render(value)
