@@ -117,6 +117,29 @@ def test_any_bug_while_deciding_fails_the_source_and_backs_off(
     assert rows(db_path, "SELECT count(*) FROM sources WHERE lease_owner IS NOT NULL") == [(0,)]
 
 
+def test_a_bug_in_deciding_the_failure_itself_costs_one_source(
+        server: ScenarioServer, db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A decider that fails for one source failed again when asked to decide that
+    # failure, and the parse stage's task ended: the whole run stopped ("a stage of the
+    # run ended early") and every source's report was lost.
+    real = Decider.after_fetch
+
+    def after_fetch(self: Decider, *args: object) -> object:
+        if self.source_id == "bad":
+            raise ZeroDivisionError("a bug")
+        return real(self, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Decider, "after_fetch", after_fetch)
+    server.script("/bad.xml", [ScriptedResponse(200, FEED, _feed())])
+    server.script("/good.xml", [ScriptedResponse(200, FEED, _feed())])
+    config = make_config(db_path, {"bad": server.url("/bad.xml"),
+                                   "good": server.url("/good.xml")})
+    report = run_fetch(config)
+    assert (report.get("bad").status, report.get("bad").error) == (
+        "failed", "internal error: ZeroDivisionError: a bug")
+    assert report.get("good").status == "fetched"
+
+
 LONG = "/x" * 10_000  # 20 KB
 CODINGS = ",".join(["gzip"] * 2000) + ",br"  # 10 KB
 

@@ -30,13 +30,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from signal_feeds.config.source_list import Config, Source
-from signal_feeds.decide.decider import (
-    Decider,
-    Decision,
-    FetchFailure,
-    ParseFacts,
-    ResponseFacts,
-)
+from signal_feeds.decide.decider import Decider, Decision, FetchFailure, ParseFacts, ResponseFacts
 from signal_feeds.decide.report import SourceReport
 from signal_feeds.errors import (
     ConfigError,
@@ -427,8 +421,14 @@ class Run:
         failure, with a fetch row. Only reported, it stayed as it was (a new source with
         no errors), and the host was asked again on every run."""
         log.error("unexpected error for source %s", src.id, exc_info=exc)
-        return self._decider(src, started).after_fetch(
-            state, FetchFailure(url, _internal_error(exc)))
+        try:
+            return self._decider(src, started).after_fetch(
+                state, FetchFailure(url, _internal_error(exc)))
+        except Exception as again:  # the bug is in the decider: report it, write nothing
+            log.error("unexpected error deciding the failure of source %s", src.id,
+                      exc_info=again)
+            return Decision(state, SourceReport(source=src.id, status="failed",
+                                                error=_internal_error(exc)))
 
     # -- write ----------------------------------------------------------------------
 
