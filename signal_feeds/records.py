@@ -38,6 +38,9 @@ class SourceState:
     #: Entries of that body skipped, and why: what a byte-identical body reports again.
     body_skipped: int = 0
     body_skip_reasons: tuple[str, ...] = ()
+    #: The host that asked for ``retry_after`` (the one that answered, after redirects):
+    #: its other sources wait it out too, in later runs (see run/host_pauses.py).
+    retry_host: str = ""
     #: The feed's own ``<ttl>`` in seconds, remembered for 304s (which carry no body).
     ttl_seconds: int | None = None
     status: str = "new"

@@ -336,3 +336,28 @@ def test_a_bare_503_or_429_fails_and_backs_off(server: ScenarioServer, tmp_path:
         states = {s.source_id: s for s in store.source_states()}
     assert {s.status for s in states.values()} == {"failed"}
     assert all(s.error_count == 1 and s.retry_after is None for s in states.values())
+
+
+def test_a_pause_told_through_a_redirect_holds_for_the_host_that_told_it(
+        server: ScenarioServer, tmp_path: Path) -> None:
+    # The next runs took the pause's host from the source's own address: a feed that a
+    # temporary redirect sends to a CDN answering 429 paused its own host, which never
+    # asked, and not the CDN, which did.
+    cdn = server.url("/cdn/").replace("127.0.0.1", "localhost")
+    server.script("/a.xml", [ScriptedResponse(status=302, headers=(
+        ("Location", cdn + "a.xml"),))])
+    server.script("/cdn/a.xml", [ScriptedResponse(status=429,
+                                                  headers=(("Retry-After", "3600"),))])
+    server.put("/b.xml", feed_body(server))
+    server.put("/cdn/c.xml", feed_body(server))
+    config = make_config(tmp_path / "signal.db", {"a": server.url("/a.xml")})
+    clock = Clock()
+    assert run_fetch(config, clock=clock).get("a").status == "retry_later"
+    clock.advance(600)
+    both = make_config(tmp_path / "signal.db", {"a": server.url("/a.xml"),
+                                                "b": server.url("/b.xml"),
+                                                "c": cdn + "c.xml"})
+    later = run_fetch(both, clock=clock)
+    assert later.get("b").status == "fetched"  # 127.0.0.1 asked for nothing
+    assert (later.get("c").status, later.get("c").http_status) == ("retry_later", None)
+    assert not [r for r in server.requests if r.path == "/cdn/c.xml"]

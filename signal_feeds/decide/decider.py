@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from http import HTTPStatus
 from typing import Literal
+from urllib.parse import urlsplit
 
 from signal_feeds.decide.report import SourceReport, SourceStatus
 from signal_feeds.decide.schedule import (
@@ -237,6 +238,7 @@ class Decider:
             new = replace(state, status="retry_later", http_status=status,
                           last_fetch_at=self.started, error_count=errors,
                           next_due_at=poll.next_due_at, retry_after=poll.retry_after,
+                          retry_host=urlsplit(response.url).hostname or "",
                           last_error=said)
             # The report says more than its status only when a page came with it (a
             # maintenance page, a bot check served as 503).

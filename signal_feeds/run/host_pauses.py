@@ -66,7 +66,7 @@ class HostPauses:
         for state in states:
             if (state.status == "retry_later" and state.http_status in (429, 503)
                     and state.retry_after is not None and state.retry_after > now):
-                pauses._keep(urlsplit(state.request_url).hostname or "",
+                pauses._keep(state.retry_host or urlsplit(state.request_url).hostname or "",
                              HostPause(state.retry_after, state.source_id, state.http_status,
                                        earlier=True))
         return pauses

@@ -35,7 +35,7 @@ COPIED: dict[str, Spec] = {
                      "body_normalizer_version", "body_entries", "ttl_seconds", "status",
                      "http_status", "last_fetch_at", "last_success_at", "next_due_at",
                      "retry_after", "error_count", "last_error", "moved_to", "gone",
-                     "feed_title", "body_skipped", "body_skip_reasons"), "id",
+                     "feed_title", "body_skipped", "body_skip_reasons", "retry_host"), "id",
                     _SOURCE_TIMES),
     "source_order": Spec(("source_id", "position"), "source_id"),
     "entries": Spec(("id", "seq", "source_id", "remote_id", "url", "title", "published",

@@ -144,10 +144,11 @@ def _bytewise(statements: list[str]) -> list[str]:
 
 
 # Version 7: what the last stored body skipped, and why, so that a byte-identical body
-# (not parsed again) reports it again.
+# (not parsed again) reports it again; the host that asked for the Retry-After.
 _V7 = [
     "ALTER TABLE sources ADD COLUMN body_skipped INTEGER NOT NULL DEFAULT 0",
     "ALTER TABLE sources ADD COLUMN body_skip_reasons TEXT NOT NULL DEFAULT '[]'",
+    "ALTER TABLE sources ADD COLUMN retry_host TEXT NOT NULL DEFAULT ''",
 ]
 
 

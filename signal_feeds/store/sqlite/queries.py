@@ -60,6 +60,7 @@ def _state_from_row(row: sqlite3.Row) -> SourceState:
         moved_to=row["moved_to"] or "", gone=bool(row["gone"]),
         feed_title=row["feed_title"] or "", body_skipped=row["body_skipped"] or 0,
         body_skip_reasons=tuple(json.loads(row["body_skip_reasons"] or "[]")),
+        retry_host=row["retry_host"] or "",
     )
 
 

@@ -333,7 +333,7 @@ _MARKED_KEY_INDEXES = {
 
 
 # Version 12: what the last stored body skipped, and why, so that a byte-identical body
-# (not parsed again) reports it again.
+# (not parsed again) reports it again; the host that asked for the Retry-After.
 def _upgrade_to_v12(conn: sqlite3.Connection) -> None:
     have = _columns(conn, "sources")
     if "body_skipped" not in have:
@@ -341,3 +341,5 @@ def _upgrade_to_v12(conn: sqlite3.Connection) -> None:
     if "body_skip_reasons" not in have:
         conn.execute("ALTER TABLE sources ADD COLUMN body_skip_reasons TEXT NOT NULL "
                      "DEFAULT '[]'")
+    if "retry_host" not in have:
+        conn.execute("ALTER TABLE sources ADD COLUMN retry_host TEXT NOT NULL DEFAULT ''")
