@@ -562,11 +562,18 @@ def test_an_upgraded_database_follows_the_canonical_rule_of_today(fetch: Fetch,
             conn.execute(f"UPDATE entries SET {column} = ? WHERE id = ?",
                          (agg if value else "", orig))
             conn.execute(f"UPDATE entries SET {column} = '' WHERE id = ?", (agg,))
+        conn.execute("DROP TABLE changes")  # what version 5 had
+        conn.execute("DROP TABLE change_log")
         conn.execute("PRAGMA user_version = 5")
     assert markers(db_path)[orig][3] == agg
     with Store(db_path):
         pass
     assert markers(db_path) == today
+    # The change log the upgrade starts agrees with the markers it leaves.
+    logged = query(db_path, "SELECT e.id, c.duplicate_of FROM changes AS c JOIN "
+                            "entry_versions AS v ON v.id = c.version_id JOIN entries AS e "
+                            "ON e.seq = v.entry_seq")
+    assert dict(logged) == {orig: "", agg: orig}
 
 
 @pytest.mark.parametrize("database", ["sqlite"], indirect=True)  # SQLite's own tables

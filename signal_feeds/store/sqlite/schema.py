@@ -118,18 +118,19 @@ def create_schema(conn: sqlite3.Connection) -> None:
     _upgrade_to_v4(conn)
     _upgrade_to_v5(conn)
     _upgrade_to_v6(conn)
+    if 1 < before < 6:
+        # Up to version 5 a story's canonical copy was the one stored first, so a later
+        # report could stand for the original post; stored stories follow today's rule
+        # (earliest by its own date, see identity.matching.canonical_order) at once, not
+        # after a `signal dedupe` nobody knew to run. (Version 1 had no match keys.)
+        # Before the change log is started (version 7), which records the markers.
+        remark(conn)
     _upgrade_to_v7(conn)
     _upgrade_to_v8(conn)
     _rebuild_order_indexes(conn)  # versions 9 and 10
     for name, target in _MARKED_KEY_INDEXES.items():  # version 11
         conn.execute(f"CREATE INDEX IF NOT EXISTS {name} ON {target}")
     _upgrade_to_v12(conn)
-    if 1 < before < 6:
-        # Up to version 5 a story's canonical copy was the one stored first, so a later
-        # report could stand for the original post; stored stories follow today's rule
-        # (earliest by its own date, see identity.matching.canonical_order) at once, not
-        # after a `signal dedupe` nobody knew to run. (Version 1 had no match keys.)
-        remark(conn)
     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
 
