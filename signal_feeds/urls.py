@@ -72,6 +72,8 @@ def _canonical(url: str, *, allowed_schemes: frozenset[str],
         port = parts.port
     except ValueError as exc:
         raise UrlRejected(f"malformed URL ({exc})") from exc
+    if port == 0:  # no server listens there; a client connects to the default instead
+        raise UrlRejected("port 0 is no port to connect to")
     scheme = parts.scheme.lower()
     if scheme not in allowed_schemes:
         allowed = " or ".join(sorted(allowed_schemes))

@@ -102,6 +102,12 @@ def test_duplicate_ids_and_canonical_urls(tmp_path: Path) -> None:
     assert "sources[1] (id 'dup'): id: duplicate (first at sources[0])" in str(info.value)
 
 
+def test_a_source_on_port_0_is_refused() -> None:
+    # It passed, and httpx then connected to port 80 ("connection refused ... port 80").
+    with pytest.raises(ConfigError, match="port 0 is no port to connect to"):
+        parse_config('[[sources]]\nid = "a"\nurl = "http://a.example:0/feed"\n')
+
+
 def test_missing_file_and_bad_toml(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="config file not found"):
         load_config(tmp_path / "nope.toml")
