@@ -300,9 +300,11 @@ def test_bad_query_syntax_is_a_usage_error_naming_the_query(fetch: Fetch,
     # The hint fits the mistake, alike on both backends ('near ""' and a hint about
     # punctuation told 'frog OR' nothing).
     for query, said in (
-            ("anything OR", "syntax error at the end of the query (AND, OR, NOT and NEAR "
-                            "need words after them, and an opening parenthesis a closing "
-                            "one)"),
+            ("anything OR", "syntax error at the end of the query (a word is missing at "
+                            "the end: after AND, OR, NOT, NEAR, a column such as title: or "
+                            "a +, or before a closing parenthesis)"),
+            ("title:", "syntax error at the end of the query"),
+            ("anything +", "syntax error at the end of the query"),
             ("(open", "syntax error at the end of the query"),
             ("AND anything", 'syntax error near "AND" (AND in capitals joins two words; '
                              "write and to search for the word)"),
