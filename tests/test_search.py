@@ -300,9 +300,9 @@ def test_bad_query_syntax_is_a_usage_error_naming_the_query(fetch: Fetch,
     # The hint fits the mistake, alike on both backends ('near ""' and a hint about
     # punctuation told 'frog OR' nothing).
     for query, said in (
-            ("anything OR", "syntax error at the end of the query (a word is missing at "
-                            "the end: after AND, OR, NOT, NEAR, a column such as title: or "
-                            "a +, or before a closing parenthesis)"),
+            ("anything OR", "syntax error at the end of the query (something is missing "
+                            "at the end: a word after AND, OR, NOT, NEAR, a column such as "
+                            "title: or a +, or a closing parenthesis)"),
             ("title:", "syntax error at the end of the query"),
             ("anything +", "syntax error at the end of the query"),
             ("(open", "syntax error at the end of the query"),

@@ -51,8 +51,8 @@ def syntax_hint(detail: str) -> str:
     """What to try instead, for a syntax error's ``detail`` (both backends word their
     details alike): a hint about punctuation is no help to 'frog OR'."""
     if detail == END_OF_QUERY:
-        return ("a word is missing at the end: after AND, OR, NOT, NEAR, a column such as "
-                "title: or a +, or before a closing parenthesis")
+        return ("something is missing at the end: a word after AND, OR, NOT, NEAR, a "
+                "column such as title: or a +, or a closing parenthesis")
     operator = _OPERATOR.fullmatch(detail)
     if operator:
         word = operator.group(1)
