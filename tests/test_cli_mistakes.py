@@ -273,9 +273,9 @@ def test_entry_filters_with_the_opml_export_are_refused_not_ignored(tmp_path: Pa
     assert CliRunner().invoke(cli, ["export", *db]).exit_code == 0
 
 
-@pytest.mark.parametrize("wal", [False, True])
+@pytest.mark.parametrize(("wal", "version"), [(False, 0), (True, 0), (True, 5), (True, 77)])
 def test_another_programs_file_is_refused_even_while_it_is_held(
-        tmp_path: Path, wal: bool) -> None:
+        tmp_path: Path, wal: bool, version: int) -> None:
     # The look before opening does not wait for a file someone holds: it let a fetch
     # open another program's database held for a moment, and the store wrote its tables
     # there once the lock was gone (and switched the file to WAL).
@@ -289,6 +289,9 @@ def test_another_programs_file_is_refused_even_while_it_is_held(
         if wal:
             conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("CREATE TABLE notes (x)")
+        # Programs keep their own schema number there (Firefox, Android's Room): it was
+        # taken for Signal's (tables added at 5, "a newer Signal made it" at 77).
+        conn.execute(f"PRAGMA user_version = {version}")
     holder = subprocess.Popen(
         [sys.executable, "-c", "import sqlite3, sys, time\n"
          "conn = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
@@ -305,3 +308,22 @@ def test_another_programs_file_is_refused_even_while_it_is_held(
         assert conn.execute("SELECT name FROM sqlite_master").fetchall() == [("notes",)]
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == ("wal" if wal
                                                                       else "delete")
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == version
+
+
+def test_a_file_with_only_sqlites_own_tables_is_an_empty_one(tmp_path: Path) -> None:
+    # An ANALYZE leaves sqlite_stat1 behind: that made an empty file "another
+    # program's database".
+    import sqlite3
+    from contextlib import closing
+
+    path = tmp_path / "analyzed.db"
+    with closing(sqlite3.connect(path, isolation_level=None)) as conn:
+        conn.execute("CREATE TABLE t (x)")
+        conn.execute("CREATE INDEX t_x ON t (x)")
+        conn.execute("INSERT INTO t VALUES (1)")
+        conn.execute("ANALYZE")
+        conn.execute("DROP TABLE t")
+        assert conn.execute("SELECT name FROM sqlite_master").fetchall() == [("sqlite_stat1",)]
+    with Store(path) as store:
+        assert store.source_states() == []

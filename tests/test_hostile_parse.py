@@ -132,6 +132,23 @@ def test_an_image_pasted_into_a_post_does_not_cut_the_text_after_it() -> None:
     assert not [w for w in feed.warnings if "cut" in w]
 
 
+@pytest.mark.parametrize("html", [
+    '<img src="https://ex.com/c.png" alt="Data: revenue grew {long}">',  # an alt text
+    '<a href="https://ex.com/" title="data: {long}">x</a>',  # a title
+    '<pre><code>&lt;img src="data:image/png;base64,{long}"&gt;</code></pre>',  # code
+    '<p>set x = "data:text/plain,{long}" in your config</p>',  # text
+])
+def test_what_only_mentions_data_is_not_taken_out(html: str) -> None:
+    # Taken out before the cut, it vanished with no warning; nh3 keeps all of these.
+    value = html.format(long="A" * 2_000) + "<p>" + "x" * 90_000 + "</p>"
+    body = rss(item("g", extra=f"<description><![CDATA[{value}]]></description>"))
+    feed = parse_feed(body, source_id="s", url="https://e.org/")
+    assert "summary cut to 65536 characters in 1 entries" in feed.warnings
+    assert feed.entries[0].summary == parse_feed(
+        rss(item("g", extra=f"<description><![CDATA[{value[:81_920]}]]></description>")),
+        source_id="s", url="https://e.org/").entries[0].summary
+
+
 def test_a_value_under_the_bound_is_rendered_whole() -> None:
     from signal_feeds.parse.fields import read_bound
 

@@ -254,11 +254,19 @@ def read_bound(limit: int) -> int:
 
 #: A character reference the end of a cut may have split (the longest is 33 long).
 _SPLIT_REFERENCE = re.compile(r"&[#\w]{0,32}\Z")
-#: An attribute holding a long quoted ``data:`` address (an image pasted into a post):
-#: the sanitizer drops every ``data:`` address, so the attribute goes before the cut,
-#: which would otherwise spend the bound on it and lose the text after it.
-_LONG_DATA_ATTRIBUTE = re.compile(r"""\s[^\s"'=<>/]+\s*=\s*(["'])\s*data:[^"']{1024,}\1""",
-                                  re.IGNORECASE)
+#: An address attribute holding a long quoted ``data:`` URL (an image pasted into a
+#: post), inside a tag: the sanitizer drops every ``data:`` address, so the attribute goes
+#: before the cut, which would otherwise spend the bound on it and lose the text after
+#: it. Text, alt texts and titles that mention "data:" are not addresses.
+_TAG = re.compile(r"<[A-Za-z][^<>]*>")
+_LONG_DATA_ADDRESS = re.compile(
+    r"""\s(?:src|href|poster|srcset|data-src|data-lazy-src|data-original)\s*=\s*"""
+    r"""(["'])\s*data:[^"']{1024,}\1""", re.IGNORECASE)
+
+
+def _without_long_data_addresses(value: str) -> str:
+    return _TAG.sub(lambda tag: _LONG_DATA_ADDRESS.sub("", tag.group())
+                    if "data:" in tag.group().lower() else tag.group(), value)
 
 
 def bounded(value: str, bound: int) -> str:
@@ -289,7 +297,7 @@ class FieldLimiter:
         early = False
         if render is not None:
             if limit is not None and len(value) > read_bound(limit):
-                value = _LONG_DATA_ATTRIBUTE.sub("", value)
+                value = _without_long_data_addresses(value)
             if limit is not None and len(value) > read_bound(limit):
                 early, value = True, bounded(value, read_bound(limit))
             value = render(value)

@@ -144,17 +144,20 @@ def _bytewise(statements: list[str]) -> list[str]:
 
 
 # Version 7: what the last stored body skipped, and why, so that a byte-identical body
-# (not parsed again) reports it again; the host that asked for the Retry-After.
+# (not parsed again) reports it again.
 _V7 = [
     "ALTER TABLE sources ADD COLUMN body_skipped INTEGER NOT NULL DEFAULT 0",
     "ALTER TABLE sources ADD COLUMN body_skip_reasons TEXT NOT NULL DEFAULT '[]'",
-    "ALTER TABLE sources ADD COLUMN retry_host TEXT NOT NULL DEFAULT ''",
 ]
+
+# Version 8: the host that asked for the Retry-After (the one that answered, after
+# redirects): in later runs its other sources wait the pause out too.
+_V8 = ["ALTER TABLE sources ADD COLUMN retry_host TEXT NOT NULL DEFAULT ''"]
 
 
 #: The numbered steps: MIGRATIONS[n - 1] upgrades a version n - 1 database to version n.
 MIGRATIONS: tuple[list[str], ...] = (_bytewise(_V1), _bytewise(_V2), _bytewise(_V3),
-                                      _V4, _V5, _V6, _bytewise(_V7))
+                                      _V4, _V5, _V6, _bytewise(_V7), _bytewise(_V8))
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -25,7 +25,7 @@ from signal_feeds.errors import DatabaseUnavailableError, StoreError
 from signal_feeds.store.sqlite.maintenance import WAL_LIMIT_BYTES, Checkpointer
 
 __all__ = ["CACHE_KIB", "DEFAULT_BUSY_TIMEOUT", "Connection", "foreign_reason",
-           "foreign_tables"]
+           "foreign_tables", "user_tables"]
 
 log = logging.getLogger("signal_feeds")
 
@@ -42,10 +42,16 @@ CACHE_KIB = 8 * 1024
 _BUSY_WORDS = ("locked", "busy")
 
 
+def user_tables(conn: sqlite3.Connection) -> set[str]:
+    """The file's tables, without SQLite's own (``sqlite_stat1`` of an ANALYZE)."""
+    return {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' "
+                                       "AND name NOT LIKE 'sqlite!_%' ESCAPE '!'")}
+
+
 def foreign_tables(conn: sqlite3.Connection) -> list[str]:
     """The tables of the file if it is another program's database; ``[]`` for a file
     without tables or Signal's own."""
-    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    tables = user_tables(conn)
     return [] if not tables or {"sources", "entries"} <= tables else sorted(tables)
 
 

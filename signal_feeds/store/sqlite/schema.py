@@ -11,14 +11,14 @@ import contextlib
 import sqlite3
 from pathlib import Path
 
-from signal_feeds.store.sqlite.connection import foreign_reason
+from signal_feeds.store.sqlite.connection import foreign_reason, user_tables
 from signal_feeds.store.sqlite.dedupe import refresh_match_keys, remark
 from signal_feeds.store.sqlite.search import create_search_index
 
 __all__ = ["ENTRY_ORDER", "ENTRY_ORDER_EXPR", "SCHEMA_VERSION", "create_schema",
            "is_signal_database", "not_signals", "schema_version"]
 
-SCHEMA_VERSION = 12
+SCHEMA_VERSION = 13
 
 
 def is_signal_database(path: Path) -> bool:
@@ -53,8 +53,7 @@ def not_signals(path: Path, *, empty_ok: bool = True) -> str:
             # the store's busy_timeout, on a file another program holds locked.
             with contextlib.closing(sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro",
                                                     uri=True, timeout=0)) as conn:
-                tables = {r[0] for r in conn.execute(
-                    "SELECT name FROM sqlite_master WHERE type = 'table'")}
+                tables = user_tables(conn)
         except sqlite3.Error:
             # Locked, or it needs its -shm made: the store looks again when it opens
             # the file, waiting as busy_timeout allows (Connection, Store).
@@ -131,6 +130,7 @@ def create_schema(conn: sqlite3.Connection) -> None:
     for name, target in _MARKED_KEY_INDEXES.items():  # version 11
         conn.execute(f"CREATE INDEX IF NOT EXISTS {name} ON {target}")
     _upgrade_to_v12(conn)
+    _upgrade_to_v13(conn)
     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
 
@@ -334,7 +334,7 @@ _MARKED_KEY_INDEXES = {
 
 
 # Version 12: what the last stored body skipped, and why, so that a byte-identical body
-# (not parsed again) reports it again; the host that asked for the Retry-After.
+# (not parsed again) reports it again.
 def _upgrade_to_v12(conn: sqlite3.Connection) -> None:
     have = _columns(conn, "sources")
     if "body_skipped" not in have:
@@ -342,5 +342,10 @@ def _upgrade_to_v12(conn: sqlite3.Connection) -> None:
     if "body_skip_reasons" not in have:
         conn.execute("ALTER TABLE sources ADD COLUMN body_skip_reasons TEXT NOT NULL "
                      "DEFAULT '[]'")
-    if "retry_host" not in have:
+
+
+# Version 13: the host that asked for the Retry-After (the one that answered, after
+# redirects): in later runs its other sources wait the pause out too.
+def _upgrade_to_v13(conn: sqlite3.Connection) -> None:
+    if "retry_host" not in _columns(conn, "sources"):
         conn.execute("ALTER TABLE sources ADD COLUMN retry_host TEXT NOT NULL DEFAULT ''")

@@ -80,6 +80,12 @@ class Store:
         self._db = Connection(self.path, busy_timeout=busy_timeout)
         try:
             with self._db.errors("cannot use database"):
+                if tables := foreign_tables(self._db.conn):
+                    # Another program's database already in WAL mode (one in another
+                    # mode is refused before the switch to WAL), whatever user_version
+                    # its program keeps: never written, never taken for a newer Signal's.
+                    raise StoreError(f"cannot use database {self.path}: it is "
+                                     f"{foreign_reason(tables)}; it is left as it is")
                 found = schema_version(self._db.conn)
                 if found > SCHEMA_VERSION:
                     # A newer Signal keeps tables this one does not know (the change
@@ -90,11 +96,6 @@ class Store:
                         "upgrade signal-feeds to use it")
                 if check_writable or found < SCHEMA_VERSION:
                     with self._db.transaction() as conn:
-                        if schema_version(conn) == 0 and (tables := foreign_tables(conn)):
-                            # Another program's database already in WAL mode (one in
-                            # another mode is refused before the switch to WAL).
-                            raise StoreError(f"cannot use database {self.path}: it is "
-                                             f"{foreign_reason(tables)}; it is left as it is")
                         if schema_version(conn) < SCHEMA_VERSION:
                             create_schema(conn)
                         if check_writable:

@@ -276,7 +276,7 @@ def reset_source(conn: sqlite3.Connection, source_id: str) -> bool:
     """Clear gone, moved, backoff and schedule state; True if the source was known."""
     cur = conn.execute(
         "UPDATE sources SET gone = 0, status = 'reset', error_count = 0, "
-        "last_error = '', next_due_at = NULL, retry_after = NULL, moved_to = '', "
+        "last_error = '', next_due_at = NULL, retry_after = NULL, retry_host = '', moved_to = '', "
         "fetch_url = '' WHERE id = ?", (source_id,))
     return cur.rowcount > 0
 
