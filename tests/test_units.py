@@ -612,6 +612,12 @@ _NEEDS_TZ = pytest.mark.skipif(not _has_tz_database(), reason="no tz database he
     pytest.param("Tue, 01 Dec 2026 10:00:00 PST8PDT", "2026-12-01T18:00:00Z", False,
                  marks=_NEEDS_TZ),
     ("Tue, 01 Dec 2026 10:00 Mars/Olympus", "2026-12-01T10:00:00Z", True),
+    # After an ISO time as well: read as UTC, or (PST8PDT) as PST and then "8PDT".
+    pytest.param("2026-12-01 10:00:00 America/New_York", "2026-12-01T15:00:00Z", False,
+                 marks=_NEEDS_TZ),
+    pytest.param("2026-12-01 10:00 PST8PDT", "2026-12-01T18:00:00Z", False, marks=_NEEDS_TZ),
+    pytest.param("2026-07-01T10:00 PST8PDT", "2026-07-01T17:00:00Z", False, marks=_NEEDS_TZ),
+    ("2026-12-01T10:00 Mars/Olympus", "2026-12-01T10:00:00Z", True),
 ])
 def test_a_zone_name_feedparser_reads_as_utc(date: str, stored: str, warned: bool) -> None:
     feed = one_item(f"<guid>g</guid><pubDate>{date}</pubDate>")

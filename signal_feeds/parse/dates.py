@@ -61,7 +61,8 @@ _RFC822_ZONE = re.compile(
 # follows, applies only the hours of an offset without its colon, and drops a zone name.
 _ISO_DATE_TIME = re.compile(
     r"^(\d{4})-(\d{1,2})-(\d{1,2})[T ](\d{1,2}):(\d{2})(?::(\d{2})(?:[.,]\d+)?)?"
-    r"(?:\s*(Z|[+-]\d{2}:?\d{2}|[A-Za-z]{2,5}))?$")
+    r"(?:\s*(Z|[+-]\d{2}:?\d{2}|[A-Za-z]{2,5}|"
+    r"[A-Za-z]+(?:/[A-Za-z0-9_+-]+)+|[A-Z]{3}\d[A-Z]{3}))?$")  # or America/New_York, PST8PDT
 # ISO 8601's basic format, "20261205T090703Z": feedparser drops the time.
 _ISO_BASIC = re.compile(r"^(\d{4})(\d{2})(\d{2})T(\d{2})(\d{2})(\d{2})?(Z|[+-]\d{2}:?\d{2})?$")
 # A 12-hour clock: "1:05 PM", "9:00 a.m.".
@@ -168,14 +169,18 @@ def _iso_misread(text: str, parsed: Any) -> str | None:
     offset = _offset_minutes(zone)
     if not (dropped or named or minutes) or hour > 23 or minute > 59:
         return None
-    if offset is None:
-        offset = 0
+    region = _tz_region(zone) if offset is None else None
     try:
         moment = dt.datetime(year, month, day, hour, minute, min(int(match[6] or 0), 59),
-                             tzinfo=dt.UTC)
+                             tzinfo=region or dt.UTC)
     except ValueError:  # 2026-02-30
         return None
-    return _in_utc(moment, offset)
+    if region is not None:  # with that zone's summer time on that date
+        try:
+            return moment.astimezone(dt.UTC).strftime(_ISO)
+        except OverflowError:
+            return ""
+    return _in_utc(moment, offset or 0)
 
 
 def _in_utc(clock: dt.datetime, offset: int) -> str:
@@ -295,7 +300,8 @@ def unknown_iso_zone(text: str) -> bool:
     """An ISO 8601 date and time that ends in a zone name not known (``IST``)."""
     match = _ISO_DATE_TIME.match(text)
     zone: str = (match[7] or "") if match is not None else ""
-    return zone[:1].isalpha() and _offset_minutes(zone) is None
+    return (zone[:1].isalpha() and _offset_minutes(zone) is None
+            and _tz_region(zone) is None)
 
 
 def _read_as_utc(text: str, parsed: Any) -> str | None:
@@ -317,7 +323,7 @@ def _in_zone(zone: str, parsed: Any) -> str | None:
     offset = ZONE_OFFSETS.get(zone.lower())
     if offset is not None:
         return time.strftime(_ISO, time.gmtime(calendar.timegm(parsed) - offset * 60))
-    region = _region(zone) if "/" in zone or zone[3:4].isdigit() else None
+    region = _tz_region(zone)
     if region is None:
         return None
     try:
@@ -329,6 +335,12 @@ def _in_zone(zone: str, parsed: Any) -> str | None:
         return local.astimezone(dt.UTC).strftime(_ISO)
     except OverflowError:  # past 9999 in UTC: unread, not read as UTC
         return ""
+
+
+def _tz_region(zone: str) -> zoneinfo.ZoneInfo | None:
+    """The tz database's zone of that name (``America/New_York``, ``PST8PDT``), if the
+    name has that form and this machine's database has it."""
+    return _region(zone) if "/" in zone or zone[3:4].isdigit() else None
 
 
 @functools.lru_cache(maxsize=64)
