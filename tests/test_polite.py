@@ -277,6 +277,17 @@ def test_a_host_that_asks_for_a_pause_gets_no_more_requests_until_it_ends(
     result = CliRunner().invoke(cli, ["fetch", "--config", str(write_config(
         tmp_path, sources))])
     assert result.exit_code == 0 and "feed-" not in result.output, result.output
+    # `signal sources` says why the host's other sources wait (they looked due).
+    listed = CliRunner().invoke(cli, ["sources", "--config", str(tmp_path / "signal.toml"),
+                                      "--json"])
+    rows = {r["id"]: r for r in json.loads(listed.output)["sources"]}
+    told = answered[0].source
+    assert rows[told]["host_paused_until"] is None  # its own Retry-After says it
+    waiting = [r for sid, r in rows.items() if sid.startswith("feed-") and sid != told]
+    assert len(waiting) == 9 and all(
+        r["note"].startswith(f"waiting: 127.0.0.1 answered 429 to {told} with Retry-After "
+                             "until ") and r["host_paused_until"] for r in waiting)
+    assert rows["elsewhere"]["host_paused_until"] is None
 
     # The hour over, the host is asked again.
     clock.advance(3600)

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from signal_feeds.config.source_list import Config
 from signal_feeds.dsn import as_database
 from signal_feeds.errors import ConfigError
 from signal_feeds.records import SourceState
+from signal_feeds.run.host_pauses import HostPauses
 from signal_feeds.store import open_store
 from signal_feeds.store.leases import Lease
 from signal_feeds.timeutil import format_time, utcnow
@@ -36,7 +38,8 @@ def source_table(config: Config | None, *,
     else's database, say): there are no review dates to expire then.
     """
     db = _database(config, database)
-    today = utcnow().date()
+    now = utcnow()
+    today = now.date()
     rows: list[dict[str, Any]] = []
     with open_store(db, busy_timeout=config.settings.busy_timeout if config else None) as store:
         leases = store.leases()
@@ -46,8 +49,15 @@ def source_table(config: Config | None, *,
             listed = [(store.source_state(src.id, src.url),
                        f"expired (review by {src.review_by})" if src.is_expired(today) else "")
                       for src in config.sources]
+        # A host's pause (a 429 or 503 with Retry-After to one of its sources) holds its
+        # other sources too: said here, or they would look due and never be asked.
+        pauses = HostPauses.from_states([st for st, _ in listed], now)
         for st, expired in listed:
-            note = expired or _state_note(st)
+            host = urlsplit(st.request_url).hostname or ""
+            paused = pauses.pause(host, now) if st.status != "retry_later" else None
+            note = expired or _state_note(st) or (
+                f"waiting: {host} answered {paused.status} to {paused.source_id} with "
+                f"Retry-After until {format_time(paused.until)[:19]}" if paused else "")
             rows.append({
                 "id": st.source_id, "url": st.url, "status": st.status,
                 "http_status": st.http_status,
@@ -56,6 +66,7 @@ def source_table(config: Config | None, *,
                 "retry_after": format_time(st.retry_after) if st.retry_after else None,
                 "error_count": st.error_count, "moved_to": st.moved_to or None,
                 "gone": st.gone, "expired": bool(expired), "note": note,
+                "host_paused_until": format_time(paused.until) if paused else None,
                 **_lease_columns(leases.get(st.source_id)),
             })
     return rows
