@@ -290,11 +290,13 @@ def test_private_source_may_redirect_to_private(server: ScenarioServer,
 
 
 @pytest.mark.parametrize("address", ["64:ff9b::a00:5", "64:ff9b::a9fe:a9fe", "64:ff9b:1::a00:5",
-                                     "fec0::1", "2002:a00:1::1", "::127.0.0.1"])
+                                     "fec0::1", "2002:a00:1::1", "::127.0.0.1",
+                                     "::ffff:0:10.0.0.1"])
 def test_an_ipv6_address_that_leads_to_a_private_one_is_private(
         server: ScenarioServer, db_path: Path, address: str) -> None:
-    # NAT64 (to 10.0.0.5, to the cloud metadata address 169.254.169.254), site-local, 6to4
-    # and IPv4-compatible addresses counted as public: a redirect was let through to them.
+    # NAT64 (to 10.0.0.5, to the cloud metadata address 169.254.169.254), site-local, 6to4,
+    # IPv4-compatible and IPv4-translated addresses counted as public: a redirect was let
+    # through to them.
     def origin(target: str) -> str:
         return server.url(f"/scenario/redirect-to?location={target}").replace(
             "127.0.0.1", "localhost", 1)
@@ -310,4 +312,5 @@ def test_an_ipv6_address_that_leads_to_a_private_one_is_private(
         assert f"to a private or loopback one ({host}) refused" in rep.error, rep.error
     # What those addresses lead to when it is public stays public.
     assert not any(is_private_address(a) for a in (
-        "64:ff9b::808:808", "64:ff9b:1::808:808", "2002:808:808::1", "2606:4700::1111"))
+        "64:ff9b::808:808", "64:ff9b:1::808:808", "2002:808:808::1", "2606:4700::1111",
+        "::ffff:0:8.8.8.8"))

@@ -50,7 +50,8 @@ class AddressRefused(Exception):
 #: well-known prefix and its local-use block (RFC 6052, RFC 8215: a /96 inside it, as
 #: deployed), and the deprecated IPv4-compatible addresses (``::10.0.0.5``).
 _IPV4_IN_LAST_32_BITS = tuple(ipaddress.IPv6Network(block) for block in (
-    "64:ff9b::/96", "64:ff9b:1::/48", "::/96"))
+    "64:ff9b::/96", "64:ff9b:1::/48", "::/96",
+    "::ffff:0:0:0/96"))  # IPv4-translated (RFC 2765: ::ffff:0:a.b.c.d)
 
 
 def _embedded_ipv4(ip: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
