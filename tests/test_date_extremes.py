@@ -26,7 +26,8 @@ PAST_THE_ENDS = [
     "99991231T235959-2359",
 ]
 #: Each was stored as another date: 2000-01-01, 1978-01-11, 2010-12-01, 2359-01-01,
-#: 2026-07-21, 9999-12-01, and 9999-12-31 read as UTC for want of its zone.
+#: 2026-07-21, 9999-12-01, 9999-12-31 read as UTC for want of its zone, and 1733-02-16
+#: (microseconds).
 MISREAD = [
     "-0001-01-01T00:00:00Z",
     "253402300800",
@@ -35,6 +36,7 @@ MISREAD = [
     "-2026-12-01",
     "99999999999",
     "Fri, 31 Dec 9999 23:59:59 America/New_York",
+    "1733047200000000",
 ]
 GOOD = ("Thu, 03 Dec 2026 10:00:00 GMT", "2026-12-03T10:00:00Z")
 

@@ -366,10 +366,11 @@ def entry_date(raw: dict[str, Any], key: str) -> str:
     if text.isascii() and text.isdigit() and len(text) in (9, 10, 13):
         seconds = int(text) / (1000 if len(text) > 10 else 1)
         return plausible(time.strftime(_ISO, time.gmtime(seconds)))
-    if text.isascii() and text.isdigit() and len(text) in (11, 12):
+    if text.isascii() and text.isdigit() and (len(text) in (11, 12) or len(text) > 13):
         # Seconds past the year 2286, or milliseconds before September 2001: both
         # unlikely, and feedparser's own reading is no date at all (12345678901 as
         # 2012-12-10); 253402300800, the first second of the year 10000, is a "never".
+        # Longer still (microseconds): 1733047200000000 was read as 1733-02-16.
         return ""
     return plausible(_read(text, dict.get(raw, f"{key}_parsed")))
 
