@@ -302,7 +302,9 @@ def test_bad_query_syntax_is_a_usage_error_naming_the_query(fetch: Fetch,
     for query, said in (
             ("anything OR", "syntax error at the end of the query (something is missing "
                             "at the end: a word after AND, OR, NOT, NEAR, a column such as "
-                            "title: or a +, or a closing parenthesis)"),
+                            "title: or a +)"),
+            ("frog AND (toad", "syntax error at the end of the query (a ( is never "
+                               "closed)"),
             ("title:", "syntax error at the end of the query"),
             ("anything +", "syntax error at the end of the query"),
             ("(open", "syntax error at the end of the query"),

@@ -47,12 +47,20 @@ END_OF_QUERY = "syntax error at the end of the query"
 _OPERATOR = re.compile(r'syntax error near "(AND|OR|NOT|NEAR)"')
 
 
-def syntax_hint(detail: str) -> str:
+def _unclosed(query: str) -> bool:
+    """True when ``query`` opens more parentheses than it closes, outside quotes."""
+    outside = "".join(query.split('"')[::2])
+    return outside.count("(") > outside.count(")")
+
+
+def syntax_hint(detail: str, query: str = "") -> str:
     """What to try instead, for a syntax error's ``detail`` (both backends word their
-    details alike): a hint about punctuation is no help to 'frog OR'."""
+    details alike) in ``query``: a hint about punctuation is no help to 'frog OR'."""
+    if detail == END_OF_QUERY and _unclosed(query):
+        return "a ( is never closed"
     if detail == END_OF_QUERY:
         return ("something is missing at the end: a word after AND, OR, NOT, NEAR, a "
-                "column such as title: or a +, or a closing parenthesis")
+                "column such as title: or a +")
     operator = _OPERATOR.fullmatch(detail)
     if operator:
         word = operator.group(1)

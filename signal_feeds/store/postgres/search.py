@@ -165,7 +165,7 @@ class _Parser:
 
     def _error(self, detail: str, hint: str = "") -> NoReturn:
         raise QueryError(f"search query {self.text!r} is not valid FTS5 syntax: {detail} "
-                         f"({hint or syntax_hint(detail)})", query=self.text)
+                         f"({hint or syntax_hint(detail, self.text)})", query=self.text)
 
     def peek(self, offset: int = 0) -> tuple[str, str] | None:
         i = self.at + offset

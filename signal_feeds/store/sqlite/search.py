@@ -164,7 +164,7 @@ def _syntax_hint(query: str, detail: str) -> str:
         return f"to leave out entries with a word, write NOT {column}"
     if column:
         return COLUMN_HINT
-    return syntax_hint(detail)
+    return syntax_hint(detail, query)
 
 
 def search_keys(conn: sqlite3.Connection, query: str, *, where: Sequence[str],
