@@ -259,10 +259,15 @@ def test_a_host_that_asks_for_a_pause_gets_no_more_requests_until_it_ends(
     assert all(r.retry_after is not None and r.note.startswith(
         f"not requested: 127.0.0.1 answered 429 to {answered[0].source}") for r in paused)
     assert report.get("elsewhere").status == "fetched"
-    # Nothing was written for the paused ones; the pause is the told source's state.
+    # The paused ones were not requested (no fetch row) and wait out the host's pause:
+    # another worker on the database must not fetch them meanwhile.
     with Store(tmp_path / "signal.db") as store:
         states = {s.source_id: s for s in store.source_states()}
-    assert sum(1 for s in states.values() if s.retry_after is not None) == 1
+    until = answered[0].retry_after
+    assert {sid for sid, s in states.items() if s.retry_after == until} == {
+        f"feed-{i}" for i in range(10)}
+    assert rows(tmp_path / "signal.db", "SELECT count(*) FROM fetches WHERE source_id "
+                "LIKE 'feed-%'") == [(1,)]
 
     # A cron job ten minutes later: the hour is not over, so the host is not asked,
     # and the wait is as quiet as a source that is not due (no note, no line).
@@ -280,14 +285,14 @@ def test_a_host_that_asks_for_a_pause_gets_no_more_requests_until_it_ends(
     # `signal sources` says why the host's other sources wait (they looked due).
     listed = CliRunner().invoke(cli, ["sources", "--config", str(tmp_path / "signal.toml"),
                                       "--json"])
-    rows = {r["id"]: r for r in json.loads(listed.output)["sources"]}
+    table = {r["id"]: r for r in json.loads(listed.output)["sources"]}
     told = answered[0].source
-    assert rows[told]["host_paused_until"] is None  # its own Retry-After says it
-    waiting = [r for sid, r in rows.items() if sid.startswith("feed-") and sid != told]
+    assert table[told]["host_paused_until"] is None  # its own Retry-After says it
+    waiting = [r for sid, r in table.items() if sid.startswith("feed-") and sid != told]
     assert len(waiting) == 9 and all(
         r["note"].startswith(f"waiting: 127.0.0.1 answered 429 to {told} with Retry-After "
                              "until ") and r["host_paused_until"] for r in waiting)
-    assert rows["elsewhere"]["host_paused_until"] is None
+    assert table["elsewhere"]["host_paused_until"] is None
 
     # The hour over, the host is asked again.
     clock.advance(3600)

@@ -232,6 +232,31 @@ def test_per_host_holds_across_workers(
     assert 1 <= server.peak_in_flight <= 2
 
 
+def test_workers_running_at_once_respect_a_pause_another_was_told(
+        server: ScenarioServer, tmp_path: Path, database: Path | str) -> None:
+    # One worker was told 429 with Retry-After and went past the host's other sources
+    # without asking them, giving their leases back; they were still due, so a worker
+    # running beside it claimed and fetched them all (26 requests after the 429).
+    urls = serve_sources(server, 30, delay=0.3)
+    server.script("/w/0.xml", [ScriptedResponse(429, (("Retry-After", "3600"),), b"")])
+    config = write_config(tmp_path, urls, concurrency=2, per_host=2)
+
+    workers = [start_worker(config, database, f"w{i}") for i in range(2)]
+    reports = [finish(w) for w in workers]
+
+    told = [r for r in server.requests if urlsplit(r.path).path == "/w/0.xml"]
+    after = [r for r in server.requests if r.started > told[0].finished]
+    # Only what either worker already held when the 429 came (two chunks of
+    # `concurrency` each) may still go out; before, every other source did.
+    assert len(after) <= 2 * 2 * 2, [r.path for r in after]
+    requested = {sid for report in reports for sid, status in statuses(report).items()
+                 if status == "fetched"}
+    with open_store(database) as store:
+        waiting = {s.source_id for s in store.source_states()
+                   if s.retry_after is not None and s.source_id not in requested}
+    assert waiting | requested | {"s0000"} == set(urls)
+
+
 # -- the pure decision and the SQLite host gate, without workers -------------------------
 
 NOW = dt.datetime(2026, 12, 4, 12, tzinfo=dt.UTC)

@@ -153,11 +153,14 @@ class Claims:
             except Exception as exc:  # the leases may run out; the run goes on
                 lease_trouble(exc, "could not renew the leases of %s", owner)
 
-    async def release(self, source_id: str) -> None:
-        """Give back one lease now (a claimed source that ended without a write)."""
+    async def release(self, source_id: str, *, not_before: dt.datetime | None = None) -> None:
+        """Give back one lease now (a claimed source that ended without a write); see
+        :meth:`~signal_feeds.store.protocol.FeedStore.release_sources` for
+        ``not_before``."""
         store, owner = self.store, self.owner
         try:
-            await self.call(lambda: store.release_sources([source_id], owner=owner))
+            await self.call(lambda: store.release_sources([source_id], owner=owner,
+                                                          not_before=not_before))
         except Exception as exc:  # it expires instead
             lease_trouble(exc, "could not release the lease on %s", source_id)
         self.finished(source_id)

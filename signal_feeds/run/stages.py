@@ -243,7 +243,10 @@ class Run:
         if src.id in self.released_by_write:
             self.claims.finished(src.id)
         elif src.id in self.claims.held:  # ended without a write that gave the lease back
-            await self.claims.release(src.id)
+            # Not requested as its host asked for a pause: due after it, not before (or
+            # another worker on the database fetches it meanwhile).
+            paused = rep.status == "retry_later" and rep.http_status is None
+            await self.claims.release(src.id, not_before=rep.retry_after if paused else None)
         self.in_flight.pop(src.id, None)
         self.done += 1
         if rep.status in ("failed", "rejected"):

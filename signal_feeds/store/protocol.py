@@ -186,10 +186,14 @@ class FeedStore(Protocol):
         """
         ...
 
-    def release_sources(self, source_ids: Sequence[str] | None, *, owner: str) -> int:
+    def release_sources(self, source_ids: Sequence[str] | None, *, owner: str,
+                        not_before: dt.datetime | None = None) -> int:
         """Give back ``owner``'s leases on ``source_ids`` (``None``: all it holds);
         how many. Atomic; inside a :meth:`batch`, committed with it, so that the lease
-        and the response's new state (its next poll time) change together."""
+        and the response's new state (its next poll time) change together. With
+        ``not_before`` (sources not requested because their host asked for a pause),
+        their next poll and ``retry_after`` move to that time if they were earlier, so
+        that another worker does not fetch them meanwhile, ``--force`` or not."""
         ...
 
     def renew_leases(self, *, owner: str,

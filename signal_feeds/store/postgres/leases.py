@@ -102,13 +102,22 @@ def claim(conn: Any, urls: Mapping[str, str], *, owner: str, now: dt.datetime,
             for sid in urls if sid in claimed}
 
 
-def release(conn: Any, source_ids: Sequence[str] | None, *, owner: str) -> int:
-    """Give back ``owner``'s leases on ``source_ids`` (``None``: all of them)."""
+def release(conn: Any, source_ids: Sequence[str] | None, *, owner: str,
+            not_before: dt.datetime | None = None) -> int:
+    """Give back ``owner``'s leases on ``source_ids`` (``None``: all of them);
+    ``not_before``: their next poll and ``retry_after`` are no earlier."""
+    clear, args = _CLEAR, tuple[dt.datetime, ...]()
+    if not_before is not None:
+        # GREATEST skips a NULL.
+        clear += (", next_due_at = GREATEST(next_due_at, %s), "
+                  "retry_after = GREATEST(retry_after, %s)")
+        args = (not_before, not_before)
     if source_ids is None:
-        cur = conn.execute(f"UPDATE sources SET {_CLEAR} WHERE lease_owner = %s", (owner,))
+        cur = conn.execute(f"UPDATE sources SET {clear} WHERE lease_owner = %s",
+                           (*args, owner))
     else:
-        cur = conn.execute(f"UPDATE sources SET {_CLEAR} WHERE lease_owner = %s "
-                           "AND id = ANY(%s)", (owner, list(source_ids)))
+        cur = conn.execute(f"UPDATE sources SET {clear} WHERE lease_owner = %s "
+                           "AND id = ANY(%s)", (*args, owner, list(source_ids)))
     return int(cur.rowcount)
 
 

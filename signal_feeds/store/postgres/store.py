@@ -176,12 +176,14 @@ class PostgresStore:
             return lease_rows.claim(conn, urls, owner=owner, now=now,
                                     lease_seconds=lease_seconds, limit=limit, force=force)
 
-    def release_sources(self, source_ids: Sequence[str] | None, *, owner: str) -> int:
-        """Give back ``owner``'s leases on ``source_ids`` (``None``: all)."""
+    def release_sources(self, source_ids: Sequence[str] | None, *, owner: str,
+                        not_before: dt.datetime | None = None) -> int:
+        """Give back ``owner``'s leases on ``source_ids`` (``None``: all), see the
+        protocol for ``not_before``."""
         only = source_ids[0] if source_ids is not None and len(source_ids) == 1 else None
         with self._db.errors("cannot release leases", only), \
                 self._db.transaction() as conn:
-            return lease_rows.release(conn, source_ids, owner=owner)
+            return lease_rows.release(conn, source_ids, owner=owner, not_before=not_before)
 
     def renew_leases(self, *, owner: str,
                      lease_seconds: float = DEFAULT_LEASE_SECONDS) -> int:

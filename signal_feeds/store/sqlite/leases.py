@@ -74,18 +74,26 @@ def claim(conn: sqlite3.Connection, urls: Mapping[str, str], *, owner: str,
 
 
 def release(conn: sqlite3.Connection, source_ids: Sequence[str] | None, *,
-            owner: str) -> int:
+            owner: str, not_before: dt.datetime | None = None) -> int:
     """Give back ``owner``'s leases on ``source_ids`` (``None``: all of them); the
-    number given back. Another worker's lease is never touched."""
+    number given back. Another worker's lease is never touched. ``not_before``: their
+    next poll and ``retry_after`` are no earlier (ISO 8601 UTC text sorts as time)."""
+    clear, args = _CLEAR, tuple[str, ...]()
+    if not_before is not None:
+        until = format_time(not_before)
+        clear += "".join(f", {column} = CASE WHEN {column} IS NULL OR {column} < ? "
+                         f"THEN ? ELSE {column} END" for column in ("next_due_at",
+                                                                    "retry_after"))
+        args = (until,) * 4
     if source_ids is None:
-        return conn.execute(f"UPDATE sources SET {_CLEAR} WHERE lease_owner = ?",
-                            (owner,)).rowcount
+        return conn.execute(f"UPDATE sources SET {clear} WHERE lease_owner = ?",
+                            (*args, owner)).rowcount
     released = 0
     for part in _chunks(list(source_ids)):
         marks = ", ".join("?" for _ in part)
         released += conn.execute(
-            f"UPDATE sources SET {_CLEAR} WHERE lease_owner = ? AND id IN ({marks})",
-            (owner, *part)).rowcount
+            f"UPDATE sources SET {clear} WHERE lease_owner = ? AND id IN ({marks})",
+            (*args, owner, *part)).rowcount
     return released
 
 
