@@ -15,6 +15,7 @@ from test_cli import write_config
 
 from signal_feeds import Store, run_fetch
 from signal_feeds.cli.commands import cli
+from signal_feeds.store import open_store
 
 DEMO_HEADERS = (("Content-Type", "application/rss+xml; charset=utf-8"),)
 
@@ -377,3 +378,27 @@ def test_a_pause_told_through_a_redirect_holds_for_the_host_that_told_it(
     assert later.get("b").status == "fetched"  # 127.0.0.1 asked for nothing
     assert (later.get("c").status, later.get("c").http_status) == ("retry_later", None)
     assert not [r for r in server.requests if r.path == "/cdn/c.xml"]
+
+
+def test_a_pause_stored_before_the_host_was_remembered_keeps_its_host(
+        server: ScenarioServer, database: Path | str) -> None:
+    # A database from before retry_host: the pause fell back to the told source's own
+    # address, where a redirect had sent it elsewhere; the last fetch row has the host.
+    from conftest import execute
+
+    cdn = server.url("/cdn/").replace("127.0.0.1", "localhost")
+    server.script("/a.xml", [ScriptedResponse(status=302, headers=(
+        ("Location", cdn + "a.xml"),))])
+    server.script("/cdn/a.xml", [ScriptedResponse(status=429,
+                                                  headers=(("Retry-After", "3600"),))])
+    config = make_config(database, {"a": server.url("/a.xml")})
+    clock = Clock(dt.datetime.now(dt.UTC))
+    assert run_fetch(config, clock=clock).get("a").status == "retry_later"
+    # Back to what the schema before it held (SQLite 12, PostgreSQL 7).
+    execute(database, "ALTER TABLE sources DROP COLUMN retry_host")
+    if isinstance(database, str):
+        execute(database, "UPDATE schema_version SET version = 7")
+    else:
+        execute(database, "PRAGMA user_version = 12")
+    with open_store(database) as store:
+        assert store.source_state("a", server.url("/a.xml")).retry_host == "localhost"

@@ -152,7 +152,15 @@ _V7 = [
 
 # Version 8: the host that asked for the Retry-After (the one that answered, after
 # redirects): in later runs its other sources wait the pause out too.
-_V8 = ["ALTER TABLE sources ADD COLUMN retry_host TEXT NOT NULL DEFAULT ''"]
+_V8 = [
+    "ALTER TABLE sources ADD COLUMN retry_host TEXT NOT NULL DEFAULT ''",
+    # A pause already running was told by the host of the last fetch row's address.
+    "UPDATE sources AS s SET retry_host = btrim(coalesce(lower(substring(f.url from "
+    "'^[A-Za-z][A-Za-z0-9+.-]*://(?:[^/@?#]*@)?(\\[[^]]*\\]|[^/:?#]*)')), ''), '[]') "
+    "FROM (SELECT DISTINCT ON (source_id) source_id, url FROM fetches "
+    "ORDER BY source_id, id DESC) AS f WHERE f.source_id = s.id "
+    "AND s.status = 'retry_later' AND s.retry_after IS NOT NULL",
+]
 
 
 #: The numbered steps: MIGRATIONS[n - 1] upgrades a version n - 1 database to version n.

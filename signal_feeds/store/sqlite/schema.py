@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from signal_feeds.store.sqlite.connection import foreign_reason, user_tables
 from signal_feeds.store.sqlite.dedupe import refresh_match_keys, remark
@@ -347,5 +348,14 @@ def _upgrade_to_v12(conn: sqlite3.Connection) -> None:
 # Version 13: the host that asked for the Retry-After (the one that answered, after
 # redirects): in later runs its other sources wait the pause out too.
 def _upgrade_to_v13(conn: sqlite3.Connection) -> None:
-    if "retry_host" not in _columns(conn, "sources"):
-        conn.execute("ALTER TABLE sources ADD COLUMN retry_host TEXT NOT NULL DEFAULT ''")
+    if "retry_host" in _columns(conn, "sources"):
+        return
+    conn.execute("ALTER TABLE sources ADD COLUMN retry_host TEXT NOT NULL DEFAULT ''")
+    # A pause already running was told by the host of the last fetch row's address.
+    told = conn.execute(
+        "SELECT s.id, (SELECT f.url FROM fetches AS f WHERE f.source_id = s.id "
+        "ORDER BY f.id DESC LIMIT 1) FROM sources AS s WHERE s.status = 'retry_later' "
+        "AND s.retry_after IS NOT NULL").fetchall()
+    conn.executemany("UPDATE sources SET retry_host = ? WHERE id = ?",
+                     [((urlsplit(url).hostname or "") if url else "", sid)
+                      for sid, url in told])
