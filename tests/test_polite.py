@@ -402,3 +402,24 @@ def test_a_pause_stored_before_the_host_was_remembered_keeps_its_host(
         execute(database, "PRAGMA user_version = 12")
     with open_store(database) as store:
         assert store.source_state("a", server.url("/a.xml")).retry_host == "localhost"
+
+
+def test_resetting_the_told_source_ends_its_hosts_pause_for_all(
+        server: ScenarioServer, database: Path | str) -> None:
+    # The host's other sources keep the pause as their own Retry-After (so that other
+    # workers leave them alone); `sources --reset` of the told source left them waiting.
+    server.script("/t.xml", [ScriptedResponse(status=429,
+                                              headers=(("Retry-After", "3600"),)),
+                             ScriptedResponse(status=200, headers=DEMO_HEADERS,
+                                              body=feed_body(server))])
+    server.put("/s.xml", feed_body(server))
+    sources = {"t": server.url("/t.xml"), "s": server.url("/s.xml")}
+    config = make_config(database, sources, concurrency=1, per_host=1)
+    first = run_fetch(config)
+    assert (first.get("t").http_status, first.get("s").status) == (429, "retry_later")
+    with open_store(database) as store:
+        assert store.source_state("s", sources["s"]).retry_after is not None
+        assert store.reset_source("t")
+        assert store.source_state("s", sources["s"]).retry_after is None
+    again = run_fetch(config)
+    assert again.get("s").status == "fetched"

@@ -486,6 +486,7 @@ def test_the_worker_speedups_change_no_field(monkeypatch: pytest.MonkeyPatch) ->
     ("999999999", "2001-09-09T01:46:39Z"),
     ("2026", "2026-01-01T00:00:00Z"),  # a year alone stays feedparser's reading
     ("20261201", "2026-12-01T00:00:00Z"),  # so does a compact ISO 8601 date
+    ("20261205100000", "2026-12-05T10:00:00Z"),  # and time (feedparser: the day alone)
 ])
 def test_a_unix_timestamp_is_read_as_one(given: str, stored: str) -> None:
     for element in ("pubDate", "atom:updated"):

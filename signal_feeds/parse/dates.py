@@ -366,7 +366,14 @@ def entry_date(raw: dict[str, Any], key: str) -> str:
     if text.isascii() and text.isdigit() and len(text) in (9, 10, 13):
         seconds = int(text) / (1000 if len(text) > 10 else 1)
         return plausible(time.strftime(_ISO, time.gmtime(seconds)))
-    if text.isascii() and text.isdigit() and (len(text) in (11, 12) or len(text) > 13):
+    if text.isascii() and text.isdigit() and len(text) == 14:
+        # A compact date and time, 20261205100000: feedparser kept the day alone.
+        try:
+            moment = dt.datetime.strptime(text, "%Y%m%d%H%M%S").replace(tzinfo=dt.UTC)
+        except ValueError:
+            return ""
+        return plausible(moment.strftime(_ISO))
+    if text.isascii() and text.isdigit() and (len(text) in (11, 12) or len(text) > 14):
         # Seconds past the year 2286, or milliseconds before September 2001: both
         # unlikely, and feedparser's own reading is no date at all (12345678901 as
         # 2012-12-10); 253402300800, the first second of the year 10000, is a "never".

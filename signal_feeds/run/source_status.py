@@ -54,10 +54,13 @@ def source_table(config: Config | None, *,
         pauses = HostPauses.from_states([st for st, _ in listed], now)
         for st, expired in listed:
             host = urlsplit(st.request_url).hostname or ""
-            paused = pauses.pause(host, now) if st.status != "retry_later" else None
-            note = expired or _state_note(st) or (
+            paused = pauses.pause(host, now)
+            if paused is not None and paused.source_id == st.source_id:
+                paused = None  # the told source: its own Retry-After says it
+            note = expired or (
                 f"waiting: {host} answered {paused.status} to {paused.source_id} with "
-                f"Retry-After until {format_time(paused.until)[:19]}" if paused else "")
+                f"Retry-After until {format_time(paused.until)[:19]}" if paused
+                else _state_note(st))
             rows.append({
                 "id": st.source_id, "url": st.url, "status": st.status,
                 "http_status": st.http_status,

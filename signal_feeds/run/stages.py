@@ -353,11 +353,12 @@ class Run:
         # The body is in hand: the next source may be claimed while this one is parsed.
         self.claims.fetched(src.id)
         try:
+            decider = self._decider(src, started)
+            # On the decider's clock: the pause ends with the told source's Retry-After.
             self.host_pauses.note(urlsplit(response.url).hostname or "",
                                   status=response.status, headers=response.headers,
-                                  now=self.clock(), source_id=src.id)
+                                  now=decider.now, source_id=src.id)
             facts = _response_facts(response, self._parse_settings(src))
-            decider = self._decider(src, started)
             decision = (None if decider.must_parse(state, facts)
                         else decider.after_fetch(state, facts))
         except Exception as exc:

@@ -262,7 +262,12 @@ def save_attempt(conn: Any, state: SourceState, fetch: FetchRecord) -> None:
 
 
 def reset_source(conn: Any, source_id: str) -> bool:
-    """Clear gone, moved, backoff and schedule state; True if the source was known."""
+    """Clear gone, moved, backoff and schedule state; True if the source was known. A
+    pause its host asked for ends for the host's other sources too: they were given it as
+    their own ``retry_after`` (see ``release_sources``), to the same instant."""
+    conn.execute("UPDATE sources AS o SET retry_after = NULL, next_due_at = NULL "
+                 "FROM sources AS t WHERE t.id = %s AND o.id != t.id "
+                 "AND o.retry_after = t.retry_after", (source_id,))
     cur = conn.execute(
         "UPDATE sources SET gone = false, status = 'reset', error_count = 0, "
         "last_error = '', next_due_at = NULL, retry_after = NULL, retry_host = '', moved_to = '', "

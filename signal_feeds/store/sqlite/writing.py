@@ -273,7 +273,14 @@ def save_attempt(conn: sqlite3.Connection, state: SourceState, fetch: FetchRecor
 
 
 def reset_source(conn: sqlite3.Connection, source_id: str) -> bool:
-    """Clear gone, moved, backoff and schedule state; True if the source was known."""
+    """Clear gone, moved, backoff and schedule state; True if the source was known. A
+    pause its host asked for ends for the host's other sources too: they were given it as
+    their own ``retry_after`` (see ``release_sources``), to the same instant."""
+    told = conn.execute("SELECT retry_after FROM sources WHERE id = ?",
+                        (source_id,)).fetchone()
+    if told is not None and told[0] is not None:
+        conn.execute("UPDATE sources SET retry_after = NULL, next_due_at = NULL "
+                     "WHERE retry_after = ? AND id != ?", (told[0], source_id))
     cur = conn.execute(
         "UPDATE sources SET gone = 0, status = 'reset', error_count = 0, "
         "last_error = '', next_due_at = NULL, retry_after = NULL, retry_host = '', moved_to = '', "
