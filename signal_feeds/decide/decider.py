@@ -322,8 +322,8 @@ class Decider:
                          moved_to=new.moved_to, next_due=new.next_due_at,
                          warnings=response.warnings + parsed.warnings),
             "apply_response",
-            replace(self._record(response.url, outcome, response, skipped=parsed.skipped),
-                    skip_reasons=parsed.skip_reasons))
+            self._record(response.url, outcome, response, skipped=parsed.skipped,
+                         skip_reasons=parsed.skip_reasons))
 
     # -- helpers -------------------------------------------------------------------------
 
@@ -379,16 +379,17 @@ class Decider:
                               skip_reasons=skip_reasons)
         record = self._record(response.url, outcome, response,
                               error=error if record_error is None else record_error,
-                              unchanged=unchanged, skipped=skipped)
-        return Decision(new, report, "save_attempt", replace(record,
-                                                             skip_reasons=skip_reasons))
+                              unchanged=unchanged, skipped=skipped,
+                              skip_reasons=skip_reasons)
+        return Decision(new, report, "save_attempt", record)
 
     def _record(self, url: str, outcome: str, response: ResponseFacts | None, *,
-                error: str = "", skipped: int = 0, unchanged: int = 0) -> FetchRecord:
+                error: str = "", skipped: int = 0, unchanged: int = 0,
+                skip_reasons: tuple[str, ...] = ()) -> FetchRecord:
         return FetchRecord(
             source_id=self.source_id, started_at=self.started, url=url, outcome=outcome,
             http_status=response.status if response is not None else None, error=error,
-            skipped=skipped, unchanged=unchanged,
+            skipped=skipped, skip_reasons=skip_reasons, unchanged=unchanged,
             duration_ms=(self.now - self.started).total_seconds() * 1000,
             bytes=response.wire_bytes if response is not None else 0)
 

@@ -296,10 +296,11 @@ class FieldLimiter:
         limit = self.limits.get(field)
         early = False
         if render is not None:
-            if limit is not None and len(value) > read_bound(limit):
+            bound = read_bound(limit) if limit is not None else len(value)
+            if len(value) > bound:
                 value = _without_long_data_addresses(value)
-            if limit is not None and len(value) > read_bound(limit):
-                early, value = True, bounded(value, read_bound(limit))
+                if len(value) > bound:
+                    early, value = True, bounded(value, bound)
             value = render(value)
         if limit is None or (len(value) <= limit and not early):
             return value

@@ -48,10 +48,9 @@ def user_tables(conn: sqlite3.Connection) -> set[str]:
                                        "AND name NOT LIKE 'sqlite!_%' ESCAPE '!'")}
 
 
-def foreign_tables(conn: sqlite3.Connection) -> list[str]:
-    """The tables of the file if it is another program's database; ``[]`` for a file
-    without tables or Signal's own."""
-    tables = user_tables(conn)
+def foreign_tables(tables: set[str]) -> list[str]:
+    """``tables`` (see :func:`user_tables`), sorted, if they are another program's
+    database; ``[]`` for a file without tables or Signal's own."""
     return [] if not tables or {"sources", "entries"} <= tables else sorted(tables)
 
 
@@ -162,12 +161,14 @@ class Connection:
         deadline = time.monotonic() + self.busy_timeout
         while True:
             try:
+                # Never another program's file, whatever its journal mode or the
+                # user_version its program keeps: the look before opening cannot wait
+                # for a file someone holds, so the store looks again here, before
+                # anything is changed.
+                if tables := foreign_tables(user_tables(self.conn)):
+                    raise StoreError(f"cannot use database {self.path}: it is "
+                                     f"{foreign_reason(tables)}; it is left as it is")
                 if self.conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
-                    # Never another program's file: the look before opening cannot
-                    # wait for a file someone holds, so the store looks again here.
-                    if tables := foreign_tables(self.conn):
-                        raise StoreError(f"cannot use database {self.path}: it is "
-                                         f"{foreign_reason(tables)}; it is left as it is")
                     self.conn.execute("PRAGMA journal_mode = WAL")
                 return
             except sqlite3.OperationalError as exc:

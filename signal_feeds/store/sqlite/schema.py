@@ -12,7 +12,7 @@ import sqlite3
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from signal_feeds.store.sqlite.connection import foreign_reason, user_tables
+from signal_feeds.store.sqlite.connection import foreign_reason, foreign_tables, user_tables
 from signal_feeds.store.sqlite.dedupe import refresh_match_keys, remark
 from signal_feeds.store.sqlite.search import create_search_index
 
@@ -61,9 +61,8 @@ def not_signals(path: Path, *, empty_ok: bool = True) -> str:
             return ""
     if not tables:
         return "" if empty_ok else "empty: it holds no Signal database yet"
-    if {"sources", "entries"} <= tables:
-        return ""
-    return foreign_reason(sorted(tables))
+    foreign = foreign_tables(tables)
+    return foreign_reason(foreign) if foreign else ""
 
 
 def schema_version(conn: sqlite3.Connection) -> int:

@@ -33,13 +33,7 @@ from signal_feeds.store.protocol import TABLES, DedupeReport, DuplicateLink, Tab
 from signal_feeds.store.sqlite import change_log, dedupe, queries, search, writing
 from signal_feeds.store.sqlite import leases as lease_rows
 from signal_feeds.store.sqlite.bulk import SqliteBulk
-from signal_feeds.store.sqlite.connection import (
-    DEFAULT_BUSY_TIMEOUT,
-    Connection,
-    foreign_reason,
-    foreign_tables,
-    write_probe,
-)
+from signal_feeds.store.sqlite.connection import DEFAULT_BUSY_TIMEOUT, Connection, write_probe
 from signal_feeds.store.sqlite.host_locks import FileHostGate
 from signal_feeds.store.sqlite.schema import SCHEMA_VERSION, create_schema, schema_version
 from signal_feeds.store.views import searched, stored_since
@@ -80,12 +74,6 @@ class Store:
         self._db = Connection(self.path, busy_timeout=busy_timeout)
         try:
             with self._db.errors("cannot use database"):
-                if tables := foreign_tables(self._db.conn):
-                    # Another program's database already in WAL mode (one in another
-                    # mode is refused before the switch to WAL), whatever user_version
-                    # its program keeps: never written, never taken for a newer Signal's.
-                    raise StoreError(f"cannot use database {self.path}: it is "
-                                     f"{foreign_reason(tables)}; it is left as it is")
                 found = schema_version(self._db.conn)
                 if found > SCHEMA_VERSION:
                     # A newer Signal keeps tables this one does not know (the change
