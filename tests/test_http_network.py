@@ -274,6 +274,81 @@ def test_per_host_counts_every_hop(db_path: Path) -> None:
         httpd.server_close()
 
 
+def test_redirects_never_wait_for_a_host_while_holding_a_run_slot(db_path: Path) -> None:
+    # Two sources redirect to final.example and hold both run slots; two sources of
+    # final.example itself hold its one slot and wait for a run slot. The redirected
+    # requests used to wait for final.example's slot with their run slots held: nothing
+    # moved until the deadline failed them ("no complete response within ...").
+    _CountingHandler.peak.clear()
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _CountingHandler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        port = httpd.server_address[1]
+
+        async def resolve(host: str) -> list[str]:
+            return ["127.0.0.1"]
+
+        sources = {"r0": f"http://h0.example:{port}/hop/0",
+                   "r1": f"http://h1.example:{port}/hop/1",
+                   "d0": f"http://final.example:{port}/feed/d0",
+                   "d1": f"http://final.example:{port}/feed/d1"}
+        config = make_config(db_path, sources, per_host=1, concurrency=2, deadline=8.0)
+        report = run_fetch(config, force=True, resolver=resolve)
+        assert {r.source: r.status for r in report.sources} == {
+            "r0": "fetched", "r1": "fetched", "d0": "fetched", "d1": "fetched"}, report.sources
+        assert _CountingHandler.peak["final.example"] == 1
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+class _Besides:
+    """A stand-in for what a request holds besides its host slot, with a log."""
+
+    def __init__(self) -> None:
+        self.held = True
+        self.log: list[str] = []
+
+    def give_back(self) -> None:
+        self.held = False
+        self.log.append("give back")
+
+    async def take(self) -> None:
+        self.held = True
+        self.log.append("take")
+
+
+def test_a_hop_gives_back_what_it_holds_only_while_it_waits() -> None:
+    from signal_feeds.http.slots import HostSlots
+
+    async def main() -> None:
+        slots = HostSlots(1)
+        free, busy = _Besides(), _Besides()
+        async with slots.hold("a.example", besides=free) as hold:
+            await hold.move_to("b.example")  # b's slot is free: nothing given back
+            assert free.log == [] and free.held
+        async with slots.hold("busy.example") as holder:
+            async with slots.hold("a.example", besides=busy) as hold:
+                moving = asyncio.ensure_future(hold.move_to("busy.example"))
+                await asyncio.sleep(0.01)
+                assert busy.log == ["give back"] and not moving.done()
+                await holder.move_to("elsewhere.example")  # busy.example's slot is free
+                await moving
+                assert busy.log == ["give back", "take"] and busy.held
+                assert hold.host == "busy.example"
+            cancelled = _Besides()
+            async with slots.hold("c.example", besides=cancelled) as hold:
+                waiting = asyncio.ensure_future(hold.move_to("elsewhere.example"))
+                await asyncio.sleep(0.01)
+                waiting.cancel()
+                with pytest.raises(asyncio.CancelledError):
+                    await waiting
+                # Given back, not taken again: the request's own cleanup finds it free.
+                assert cancelled.log == ["give back"] and not cancelled.held
+
+    asyncio.run(main())
+
+
 def test_a_slow_resolver_is_inside_the_deadline(db_path: Path) -> None:
     events: list[str] = []
 

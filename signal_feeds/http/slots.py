@@ -4,7 +4,11 @@ A source's request holds one slot of the host it is talking to; when a redirect 
 to another host, the slot is given back and one of the new host's is taken. Eight
 sources on eight hosts that all redirect to one host therefore never put more than
 ``per_host`` requests in flight there. A request holds at most one host slot at a time,
-so two requests redirecting towards each other's hosts cannot wait on each other.
+so two requests redirecting towards each other's hosts cannot wait on each other. Nor
+does a redirected request wait for a host's slot while it holds what a request takes
+after its host slot (the run's slot, room for its body: :class:`HeldBesides`): a
+source of that host holding the slot may be waiting for exactly that. It gives them
+back, waits, and takes them again in the order a new request does.
 
 With a :class:`SlotGate` the limit holds across processes too: after the in-process
 slot, a request takes one of the gate's slots for its host (shared by every worker on
@@ -21,7 +25,8 @@ from typing import Protocol
 
 from signal_feeds.offload import in_thread
 
-__all__ = ["GATE_POLL_SECONDS", "HostHold", "HostSlots", "HostSlotsHeld", "SlotGate"]
+__all__ = ["GATE_POLL_SECONDS", "HeldBesides", "HostHold", "HostSlots", "HostSlotsHeld",
+           "SlotGate"]
 
 #: How long a request waits before asking a full gate again (stretched by up to half,
 #: at random, so that waiting workers do not ask in step).
@@ -54,6 +59,18 @@ class SlotGate(Protocol):
     def give_back(self, host: str, slot: int) -> None: ...
 
 
+class HeldBesides(Protocol):
+    """What a request holds besides its host slot, taken after it: given back while a
+    redirect waits for another host's slot, then taken again."""
+
+    @property
+    def held(self) -> bool: ...
+
+    def give_back(self) -> None: ...
+
+    async def take(self) -> None: ...
+
+
 class HostSlots:
     """``per_host`` slots for each host name (lower-cased; the port is not part of it)."""
 
@@ -76,18 +93,21 @@ class HostSlots:
             semaphore = self._hosts[host] = asyncio.Semaphore(self.per_host)
         return semaphore
 
-    def hold(self, host: str) -> HostHold:
+    def hold(self, host: str, *, besides: HeldBesides | None = None) -> HostHold:
         """``async with slots.hold(host) as hold:`` waits for a slot of ``host``;
-        :meth:`HostHold.move_to` trades it for another host's."""
-        return HostHold(self, host.lower())
+        :meth:`HostHold.move_to` trades it for another host's, giving ``besides`` back
+        while it waits."""
+        return HostHold(self, host.lower(), besides)
 
 
 class HostHold:
     """The one host slot a request holds (see :class:`HostSlots`)."""
 
-    def __init__(self, slots: HostSlots, host: str) -> None:
+    def __init__(self, slots: HostSlots, host: str, besides: HeldBesides | None = None
+                 ) -> None:
         self._slots = slots
         self._host = host
+        self._besides = besides
         self._held: asyncio.Semaphore | None = None
         self._gate_slot: int | None = None
 
@@ -110,35 +130,46 @@ class HostHold:
         if self._held is not None and host == self._host:
             return
         await self._release()
-        semaphore = self._slots._semaphore(host)
-        await semaphore.acquire()
-        self._held, self._host = semaphore, host
-        # Asked once the slot is held: a request that waited for it behind one that
-        # was refused is refused too (and again after the gate's wait, below).
+        gave_back = False
         try:
+            semaphore = self._slots._semaphore(host)
+            if semaphore.locked():
+                gave_back = self._give_back_besides()
+            await semaphore.acquire()
+            self._held, self._host = semaphore, host
+            # Asked once the slot is held: a request that waited for it behind one that
+            # was refused is refused too (and again after the gate's wait, below).
             self._refuse_if_asked(host)
+            gate = self._slots.gate
+            if gate is not None:
+                slot = await _take(gate, host, self._slots.per_host)
+                if slot is None:
+                    gave_back = self._give_back_besides() or gave_back
+                    slot = await self._wait_for_gate(gate, host)
+                self._gate_slot = slot
+                self._refuse_if_asked(host)
         except BaseException:
             await self._release()
             raise
-        gate = self._slots.gate
-        if gate is None:
-            return
+        if gave_back:
+            assert self._besides is not None
+            await self._besides.take()  # with the host slot held, as a new request
+
+    def _give_back_besides(self) -> bool:
+        if self._besides is None or not self._besides.held:
+            return False
+        self._besides.give_back()
+        return True
+
+    async def _wait_for_gate(self, gate: SlotGate, host: str) -> int:
         loop = asyncio.get_running_loop()
         began, most = loop.time(), self._slots.max_gate_wait
-        try:
-            while (slot := await _take(gate, host, self._slots.per_host)) is None:
-                if most is not None and loop.time() - began > most:
-                    raise HostSlotsHeld(host, loop.time() - began)
-                await asyncio.sleep(GATE_POLL_SECONDS * (1 + random.random() / 2))
-        except BaseException:
-            await self._release()
-            raise
-        self._gate_slot = slot
-        try:
-            self._refuse_if_asked(host)
-        except BaseException:
-            await self._release()
-            raise
+        while True:
+            if most is not None and loop.time() - began > most:
+                raise HostSlotsHeld(host, loop.time() - began)
+            await asyncio.sleep(GATE_POLL_SECONDS * (1 + random.random() / 2))
+            if (slot := await _take(gate, host, self._slots.per_host)) is not None:
+                return slot
 
     def _refuse_if_asked(self, host: str) -> None:
         if self._slots.refusal is not None and (

@@ -52,6 +52,7 @@ from signal_feeds.records import SourceState
 from signal_feeds.run.claims import Claims, lease_trouble
 from signal_feeds.run.host_pauses import HostPaused, HostPauses
 from signal_feeds.run.queues import StageQueue
+from signal_feeds.run.run_hold import RunHold
 from signal_feeds.run.writer import Write, WriteStage
 from signal_feeds.run.written import releasing, report_when_written
 from signal_feeds.store.leases import worker_id
@@ -321,11 +322,9 @@ class Run:
     async def _request(self, src: Source, state: SourceState, url: str,
                        limits: FetchLimits) -> SourceReport:
         """Request, then hand the response on (to the parser, or straight to the writer)."""
-        async with self.host_slots.hold(urlsplit(url).hostname or "") as host_hold, \
-                self.slots:
-            # Room is reserved with the slot held: at the start of a run every slot's
-            # request goes out; later ones wait here while bodies wait for parsers.
-            reservation = await self.parse_queue.reserve()
+        async with RunHold(self.slots, self.parse_queue) as run_hold, self.host_slots.hold(
+                urlsplit(url).hostname or "", besides=run_hold) as host_hold:
+            await run_hold.take()  # later requests wait here while bodies wait for parsers
             self.in_flight[src.id] = time.monotonic()
             # When the request goes out: the fetch row's time and duration are the
             # request's, not the wait for a slot before it.
@@ -339,17 +338,17 @@ class Run:
                     source_id=src.id, host_hold=host_hold)
             except FetchError as exc:
                 self.claims.fetched(src.id)
-                self.parse_queue.cancel(reservation)
+                run_hold.give_back()
                 failure = FetchFailure(url, exc.message, exc.reason)
                 return await self._write(self._decider(src, started).after_fetch(
                     state, failure))
             except (HostSlotsHeld, HostPaused, SignalError):  # not the source's failure
-                self.parse_queue.cancel(reservation)
                 raise
             except Exception as exc:  # a bug: see _crashed
                 self.claims.fetched(src.id)
-                self.parse_queue.cancel(reservation)
+                run_hold.give_back()
                 return await self._write(self._crashed(src, state, url, started, exc))
+            reservation = run_hold.keep_reservation()
         # The body is in hand: the next source may be claimed while this one is parsed.
         self.claims.fetched(src.id)
         try:
