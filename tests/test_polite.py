@@ -423,3 +423,23 @@ def test_resetting_the_told_source_ends_its_hosts_pause_for_all(
         assert store.source_state("s", sources["s"]).retry_after is None
     again = run_fetch(config)
     assert again.get("s").status == "fetched"
+
+
+def test_a_run_over_some_sources_keeps_the_pause_another_was_told(
+        server: ScenarioServer, tmp_path: Path) -> None:
+    # `signal fetch --source s` after `--source t` was told 429: the run read only s's
+    # state, knew nothing of the pause, and asked the host again within its hour.
+    server.script("/t.xml", [ScriptedResponse(status=429,
+                                              headers=(("Retry-After", "3600"),))])
+    server.put("/s.xml", feed_body(server))
+    sources = {"t": server.url("/t.xml"), "s": server.url("/s.xml")}
+    config = make_config(tmp_path / "signal.db", sources)
+    clock = Clock(dt.datetime.now(dt.UTC))
+    told = run_fetch(config, source_ids=["t"], clock=clock).get("t")
+    assert told.http_status == 429
+    clock.advance(60)
+    later = run_fetch(config, source_ids=["s"], force=True, clock=clock).get("s")
+    # Waited out as quietly as in a run over every source (told in an earlier run).
+    assert (later.status, later.http_status, later.retry_after) == (
+        "retry_later", None, told.retry_after)
+    assert [r.path for r in server.requests if r.path in ("/t.xml", "/s.xml")] == ["/t.xml"]

@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from signal_feeds.timeutil import format_time
 
-__all__ = ["FAILING_STATUSES", "RunReport", "SourceReport", "SourceStatus"]
+__all__ = ["FAILING_STATUSES", "Progress", "RunReport", "SourceReport", "SourceStatus"]
 
 #: ``leased``: another worker on the same database holds the source (it fetches it).
 SourceStatus = Literal["fetched", "not_modified", "not_due", "moved", "gone", "retry_later",
@@ -148,3 +148,15 @@ class RunReport:
                    f"{t['unchanged']} unchanged, {t['skipped']} skipped; "
                    + (by_status or "the source list names none"))
         return out
+
+
+@dataclass(frozen=True)
+class Progress:
+    """A snapshot for progress displays: called after each source finishes."""
+
+    done: int
+    total: int
+    failed: int
+    #: Source ids still being fetched, the longest-running first.
+    in_flight: tuple[str, ...]
+    last: SourceReport

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from signal_feeds.config.source_list import DEFAULT_MAX_BODY_BYTES, Config, Source
-from signal_feeds.decide.report import RunReport
+from signal_feeds.decide.report import Progress, RunReport
 from signal_feeds.dsn import as_database, display_database
 from signal_feeds.errors import ConfigError, FetchError, did_you_mean
 from signal_feeds.http.clients import Clients, DirectTransport, SharedClient, TransportPool
@@ -30,7 +30,7 @@ from signal_feeds.identity.keys import Identified
 from signal_feeds.parse.processes import ParseJob, ParserPool
 from signal_feeds.parse.settings import ParseSettings
 from signal_feeds.run.blocking import run_blocking
-from signal_feeds.run.stages import Progress, Run
+from signal_feeds.run.stages import Run
 from signal_feeds.store import open_store
 from signal_feeds.timeutil import format_time, utcnow
 

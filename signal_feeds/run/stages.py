@@ -31,7 +31,7 @@ from urllib.parse import urlsplit
 
 from signal_feeds.config.source_list import Config, Source
 from signal_feeds.decide.decider import Decider, Decision, FetchFailure, ParseFacts, ResponseFacts
-from signal_feeds.decide.report import SourceReport
+from signal_feeds.decide.report import Progress, SourceReport
 from signal_feeds.errors import (
     ConfigError,
     DatabaseUnavailableError,
@@ -58,7 +58,7 @@ from signal_feeds.run.written import releasing, report_when_written
 from signal_feeds.store.leases import worker_id
 from signal_feeds.store.protocol import FeedStore
 
-__all__ = ["DEFAULT_PARSE_QUEUE_BYTES", "DEFAULT_WRITE_QUEUE_BYTES", "Progress", "Run"]
+__all__ = ["DEFAULT_PARSE_QUEUE_BYTES", "DEFAULT_WRITE_QUEUE_BYTES", "Run"]
 
 log = logging.getLogger("signal_feeds")
 
@@ -76,18 +76,6 @@ COST_PER_BODY_BYTE = 4
 _FIRST_GUESS = COST_PER_BODY_BYTE * 64 * 1024
 # A write without rows (a 304, a failure): a state row and a fetch row.
 _SMALL_WRITE = 1024
-
-
-@dataclass(frozen=True)
-class Progress:
-    """A snapshot for progress displays: called after each source finishes."""
-
-    done: int
-    total: int
-    failed: int
-    #: Source ids still being fetched, the longest-running first.
-    in_flight: tuple[str, ...]
-    last: SourceReport
 
 
 @dataclass(frozen=True)
@@ -156,10 +144,15 @@ class Run:
                              chunk=config.settings.concurrency, force=self.force,
                              clock=clock)
 
-    def _start_of_run(self) -> dict[str, SourceState]:
+    def _start_of_run(self) -> tuple[dict[str, SourceState], list[SourceState]]:
+        """The sources' states, and those of the config's other sources (a run over a
+        few must not ask a host that one of the others was told to leave alone)."""
         states = self.store.source_states_for({s.id: s.url for s in self.sources})
-        self.store.set_source_order([s.id for s in self.config.sources])
-        return states
+        self.store.set_source_order(listed := [s.id for s in self.config.sources])
+        others = ([st for st in self.store.source_states()
+                   if st.source_id in listed and st.source_id not in states]
+                  if len(states) < len(listed) else [])
+        return states, others
 
     async def execute(self) -> list[SourceReport]:
         """Run the stages until every source has its report."""
@@ -168,8 +161,8 @@ class Run:
         # own: another program's lock on the database must not block an embedding
         # program's event loop. From here on the writer's thread uses the store, and a
         # short-lived thread gives the leases back at the end.
-        states = await in_thread(self._start_of_run)
-        self.host_pauses = HostPauses.from_states(states.values(), self.clock())
+        states, others = await in_thread(self._start_of_run)
+        self.host_pauses = HostPauses.from_states([*states.values(), *others], self.clock())
         writing = asyncio.create_task(self.writer.run())
         claiming = asyncio.create_task(self.claims.run())
         parsing = [asyncio.create_task(self._parse_stage())
