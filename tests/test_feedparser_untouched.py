@@ -26,7 +26,10 @@ HOST = textwrap.dedent("""
     from feedparser.util import FeedParserDict
 
     def state():
-        return {"get": FeedParserDict.get, "parsers": list(feedparser.api.PREFERRED_XML_PARSERS),
+        return {"get": FeedParserDict.get, "getitem": FeedParserDict.__getitem__,
+                "contains": FeedParserDict.__contains__, "setitem": FeedParserDict.__setitem__,
+                "setdefault": FeedParserDict.setdefault, "urljoin": feedparser.mixin._urljoin,
+                "parsers": list(feedparser.api.PREFERRED_XML_PARSERS),
                 "parsers_type": type(feedparser.api.PREFERRED_XML_PARSERS),
                 "copy": feedparser.mixin.copy, "cp1252": dict(feedparser.mixin._cp1252),
                 "sync_author": feedparser.mixin._FeedParserMixin._sync_author_detail}
@@ -86,6 +89,7 @@ def test_tuning_falls_back_to_stock_feedparser_when_an_internal_changed(
                         tuple(feedparser.api.PREFERRED_XML_PARSERS))
     monkeypatch.setattr(_speedups, "_installed", False)
     get, copy_module = FeedParserDict.get, feedparser.mixin.copy
+    getitem, urljoin = FeedParserDict.__getitem__, feedparser.mixin._urljoin
     table = feedparser.mixin._cp1252
     assert "PREFERRED_XML_PARSERS is a list" in _speedups.why_not_tuned()
     with caplog.at_level(logging.WARNING, logger="signal_feeds.parse"):
@@ -96,6 +100,7 @@ def test_tuning_falls_back_to_stock_feedparser_when_an_internal_changed(
         "feedparser.api.PREFERRED_XML_PARSERS is a list"]
     # Nothing was changed, and parsing works as stock.
     assert FeedParserDict.get is get and feedparser.mixin.copy is copy_module
+    assert FeedParserDict.__getitem__ is getitem and feedparser.mixin._urljoin is urljoin
     assert feedparser.mixin._cp1252 is table
     assert parse_feed(body) == stock
 

@@ -465,7 +465,10 @@ def test_the_worker_speedups_change_no_field(monkeypatch: pytest.MonkeyPatch) ->
                         list(feedparser.api.PREFERRED_XML_PARSERS))
     monkeypatch.setattr(feedparser.mixin, "_cp1252", feedparser.mixin._cp1252)
     monkeypatch.setattr(feedparser.mixin, "copy", feedparser.mixin.copy)
-    monkeypatch.setattr(feedparser.util.FeedParserDict, "get", feedparser.util.FeedParserDict.get)
+    for name in ("get", "__getitem__", "__contains__", "__setitem__", "setdefault"):
+        monkeypatch.setattr(feedparser.util.FeedParserDict, name,
+                            getattr(feedparser.util.FeedParserDict, name))
+    monkeypatch.setattr(feedparser.mixin, "_urljoin", feedparser.mixin._urljoin)
     mixin = feedparser.mixin._FeedParserMixin
     monkeypatch.setattr(mixin, "_sync_author_detail", mixin._sync_author_detail)
     monkeypatch.setattr(_speedups, "_installed", False)
