@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import replace
 
 import pytest
@@ -100,6 +102,10 @@ def test_pinned_digests() -> None:
          "published": "2026-03-14T09:26:53Z", "updated": ""})
     assert metadata_fingerprint(entry) == (
         "1f693fa6c36f4f4d63e0ecbccc55d19c46ffc86a0d7c6cd47a1980f5dd587047")
+    # The canonical JSON is json.dumps's with these options, whatever the value holds.
+    for value in (["s", "é \u2028 \x1b \"q\""], {"z": [1.5, None, True], "a": {"b": ""}}):
+        text = json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+        assert digest(value) == hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def test_key_falls_back_to_url_and_never_invents_one() -> None:
