@@ -10,6 +10,7 @@ import sqlite3
 import zlib
 from collections.abc import Callable, Iterator
 from contextlib import closing
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 from xml.sax.saxutils import escape
@@ -30,6 +31,7 @@ from signal_feeds.identity.matching import (
     canonical_key,
     clusters,
     jaccard,
+    match_keys,
     match_url,
     normalize_title,
     pack_tokens,
@@ -746,6 +748,24 @@ def test_parser_workers_send_the_same_match_keys_the_store_computes() -> None:
     sent = outcome.match_keys[row.key]
     assert sent == replace(match_keys(row.url, row.title, row.summary), shingles=frozenset())
     assert sent.tokens and sent.match_url == "pub.example/a"
+
+
+@pytest.mark.parametrize(("title", "summary"), [
+    ("Café Σίσυφος &amp; ﬁne",
+     "<p>ΣΑΣ straße\u00ad word x\u0301y \u2026 İstanbul and more words</p>"),
+    ("e\u0301 ends in a combining mark\u0301", "\u0301starts with one, then seven more words"),
+    ("Title\u200b", "\u00a0summary of enough plain words to make shingles from"),
+    ("", "eight words of a summary without any title here"),
+])
+def test_match_keys_read_the_title_as_the_separate_functions_do(title: str,
+                                                                summary: str) -> None:
+    # match_keys splits the title's words once for its key and its shingles.
+    keys = match_keys("https://example.org/a", title, summary)
+    assert keys.norm_title == normalize_title(title)
+    assert keys.shingles == shingles(title, summary)
+    assert keys.tokens == tuple(prefix_tokens(shingles(title, summary)))
+    assert replace(keys, shingles=frozenset()) == match_keys(
+        "https://example.org/a", title, summary, with_shingles=False)
 
 
 def test_a_token_past_the_cap_is_remembered_and_not_looked_up_again(db_path: Path) -> None:

@@ -185,7 +185,10 @@ def normalize_title(title: str, *, min_chars: int = DEFAULT_MIN_TITLE_CHARS) -> 
     episode of whichever project or show the feed is about: two feeds' equal such titles
     are two stories (two repositories' releases), not one.
     """
-    words = _words(html.unescape(title))
+    return _title_key(_words(html.unescape(title)), min_chars)
+
+
+def _title_key(words: list[str], min_chars: int = DEFAULT_MIN_TITLE_CHARS) -> str:
     norm = " ".join(words)
     if len(norm) < min_chars or sum(word.isalpha() for word in words) < 2:
         return ""
@@ -222,6 +225,11 @@ def shingles(title: str, summary: str, *, size: int = DEFAULT_SHINGLE_SIZE,
     if summary_text is None:  # given when the search text was computed already
         summary_text = searchable_text(summary)
     words = _words(html.unescape(title) + " " + summary_text)
+    return _shingles_of(words, size, min_words)
+
+
+def _shingles_of(words: list[str], size: int = DEFAULT_SHINGLE_SIZE,
+                 min_words: int = DEFAULT_MIN_TEXT_WORDS) -> frozenset[int]:
     if len(words) < max(min_words, size):
         return frozenset()
     # CRC-32 of every word, repeats included: hashing a word again is cheaper than
@@ -403,8 +411,16 @@ class MatchKeys:
 
 
 def match_keys(url: str, title: str, summary: str, *,
-               summary_text: str | None = None) -> MatchKeys:
+               summary_text: str | None = None, with_shingles: bool = True) -> MatchKeys:
     """The match URL, normalized title, shingles and text tokens of one entry
-    (``summary_text``: the summary's :func:`searchable_text`, if already known)."""
-    text = shingles(title, summary, summary_text=summary_text)
-    return MatchKeys(match_url(url), normalize_title(title), text, tuple(prefix_tokens(text)))
+    (``summary_text``: the summary's :func:`searchable_text`, if already known;
+    ``with_shingles=False`` leaves the shingles empty, the tokens computed)."""
+    if summary_text is None:
+        summary_text = searchable_text(summary)
+    # The title's words once, for its key and for the text's: NFKC, case folding and the
+    # word split never reach across the space that joins title and summary, so the
+    # words of the two are the words of the joined text (what shingles() reads).
+    title_words = _words(html.unescape(title))
+    text = _shingles_of(title_words + _words(summary_text))
+    return MatchKeys(match_url(url), _title_key(title_words),
+                     text if with_shingles else frozenset(), tuple(prefix_tokens(text)))

@@ -7,7 +7,7 @@ body, identify its entries, and derive what the writer needs (match keys, search
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from signal_feeds.errors import ContradictionError, SignalError
 from signal_feeds.identity.matching import MatchKeys, match_keys
@@ -90,9 +90,8 @@ def parse_job(job: ParseJob) -> ParseOutcome:
     except RecursionError:
         return ParseOutcome(error="document nested too deeply", kind="parse")
     texts = search_texts(identified.rows)
-    keys = {row.key: replace(match_keys(row.url, row.title, row.summary,
-                                        summary_text=texts[row.key].summary),
-                             shingles=frozenset())
+    keys = {row.key: match_keys(row.url, row.title, row.summary,
+                                summary_text=texts[row.key].summary, with_shingles=False)
             for row in identified.rows}
     return ParseOutcome(identified=identified, ttl_seconds=feed.ttl_seconds,
                         warnings=feed.warnings, entries=len(feed.entries), match_keys=keys,
