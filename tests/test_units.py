@@ -760,6 +760,15 @@ def test_a_google_redirect_gives_the_page_it_leads_to(link: str, url: str) -> No
     assert entry.url == url
 
 
+def test_titles_and_names_lose_control_and_invisible_characters_only() -> None:
+    from signal_feeds.parse.fields import plain_text
+
+    assert plain_text(" Bundes\u00adverfassungs\u200bgericht\x1b[2J \u2028 Café ") == (
+        "Bundesverfassungsgericht[2J Café")
+    assert plain_text("Plain\x07 ASCII\tname") == "Plain ASCII name"
+    assert plain_text("Σ\xa0no break") == "Σ\xa0no break"
+
+
 def test_the_unix_epoch_is_no_date() -> None:
     # A publishing system's zero timestamp: listed by when Signal saw it, and warned of.
     for date in ("Thu, 01 Jan 1970 00:00:00 +0000", "1970-01-01T00:00:00Z", "0000000000"):
