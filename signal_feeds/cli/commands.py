@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import signal
 import sys
@@ -272,9 +273,19 @@ def sources(ctx: click.Context, config_path: str | None, db_path: str | None,
         say("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
 
 
+#: Allocations of container objects between two young-generation collections (Python's
+#: default is 700). A cold run allocates a few hundred thousand short-lived tuples, dicts
+#: and rows per 20,000 entries: at 700 the collector ran 430 times, 0.2 s of the main
+#: process's 3.5 s of CPU, at 10,000 35 times, 0.03 s, for 4 MB more peak RSS. The
+#: parser processes, forked from this one, collect as rarely. The command owns its
+#: interpreter; the library leaves the collector alone.
+GC_YOUNG_THRESHOLD = 10_000
+
+
 def main() -> None:
     """Console-script entry point."""
     signal.signal(signal.SIGTERM, _stop_as_on_ctrl_c)
+    gc.set_threshold(GC_YOUNG_THRESHOLD, *gc.get_threshold()[1:])
     cli(prog_name="signal")
 
 
