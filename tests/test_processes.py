@@ -23,7 +23,7 @@ from conftest import dump
 from scenario_server import ScenarioServer
 from test_cli import write_config
 
-from signal_feeds.parse.processes import ParseJob, ParserPool
+from signal_feeds.parse.processes import WORKER_GC_YOUNG_THRESHOLD, ParseJob, ParserPool
 from signal_feeds.parse.settings import ParseSettings
 
 KILLER = textwrap.dedent("""
@@ -391,3 +391,16 @@ def test_a_thread_importing_at_the_fork_does_not_hang_a_worker() -> None:
                           text=True, timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["parsed", "1"]
+
+
+def test_a_worker_collects_garbage_on_its_own_terms_not_the_hosts() -> None:
+    # The embedding program's collector settings are its own; a parser process sets the
+    # young generation's threshold it was measured with (700 collected every few entries).
+    pool = ParserPool(workers=1)
+    before = gc.get_threshold()
+    try:
+        in_worker = pool._executor().executor.submit(gc.get_threshold).result(timeout=30)
+    finally:
+        pool.close()
+    assert in_worker[0] == WORKER_GC_YOUNG_THRESHOLD != before[0]
+    assert gc.get_threshold() == before

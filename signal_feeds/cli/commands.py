@@ -277,8 +277,8 @@ def sources(ctx: click.Context, config_path: str | None, db_path: str | None,
 #: default is 700). A cold run allocates a few hundred thousand short-lived tuples, dicts
 #: and rows per 20,000 entries: at 700 the collector ran 430 times, 0.2 s of the main
 #: process's 3.5 s of CPU, at 10,000 35 times, 0.03 s, for 4 MB more peak RSS. The
-#: parser processes, forked from this one, collect as rarely. The command owns its
-#: interpreter; the library leaves the collector alone.
+#: command owns its interpreter; the library leaves the embedding program's collector
+#: alone (its parser processes set their own: ``WORKER_GC_YOUNG_THRESHOLD``).
 GC_YOUNG_THRESHOLD = 10_000
 
 

@@ -131,6 +131,11 @@ def _limit_self(memory: int) -> None:
         os.nice(PARSER_NICENESS)
 
 
+#: Allocations between two young-generation collections in a parser process (the
+#: ``signal`` command sets the same in its own process: ``cli.commands.GC_YOUNG_THRESHOLD``).
+WORKER_GC_YOUNG_THRESHOLD = 10_000
+
+
 def _watch_parent(parent: int) -> None:
     while os.getppid() == parent:
         time.sleep(PARENT_CHECK_SECONDS)
@@ -160,6 +165,10 @@ def _start_worker(memory: int, stderr_fd: int, pids: Any) -> None:
     # What the worker inherited from the parent stays as it is: the collector leaves it
     # out, so collections neither walk it nor copy the pages it lies in.
     gc.freeze()
+    # A document's parse makes tens of thousands of short-lived containers: at Python's
+    # default (700) the young generation was collected every few entries. The worker is
+    # Signal's own process, whatever the embedding program's setting.
+    gc.set_threshold(WORKER_GC_YOUNG_THRESHOLD, *gc.get_threshold()[1:])
     _limit_self(memory)
     pids.put(os.getpid())
 
