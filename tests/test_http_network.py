@@ -302,6 +302,59 @@ def test_redirects_never_wait_for_a_host_while_holding_a_run_slot(db_path: Path)
         httpd.server_close()
 
 
+class _QueueHandler(BaseHTTPRequestHandler):
+    """``/hop/N`` redirects to ``final.example``'s ``/feed/r``; ``/feed/d`` takes 1 s,
+    ``/feed/r`` 1.5 s, ``/slow/N`` 3 s."""
+
+    protocol_version = "HTTP/1.1"
+    pauses = {"/feed/d": 1.0, "/feed/r": 1.5}
+
+    def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+        if self.path.startswith("/hop/"):
+            self.send_response(302)
+            self.send_header("Location",
+                             f"http://final.example:{self.server.server_address[1]}/feed/r")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        time.sleep(3.0 if self.path.startswith("/slow/") else self.pauses[self.path])
+        self.send_response(200)
+        self.send_header("Content-Type", "application/rss+xml")
+        self.send_header("Content-Length", str(len(FEED)))
+        self.end_headers()
+        self.wfile.write(FEED)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+def test_taking_the_run_slot_back_after_a_hop_is_not_counted_by_the_deadline(
+        db_path: Path) -> None:
+    # r's redirect waits for final.example's slot (d holds it for 1 s) and gives its run
+    # slot to o0 meanwhile; taking it back, it queues behind o1 until o0's 3 s are
+    # over. Counted by its 4 s deadline, that queue failed r, whose own exchange (the
+    # wait for the host, both hops) takes about 2.5 s.
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _QueueHandler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        port = httpd.server_address[1]
+
+        async def resolve(host: str) -> list[str]:
+            return ["127.0.0.1"]
+
+        sources = {"d": f"http://final.example:{port}/feed/d",
+                   "r": f"http://h0.example:{port}/hop/0",
+                   "o0": f"http://o0.example:{port}/slow/0",
+                   "o1": f"http://o1.example:{port}/slow/1"}
+        config = make_config(db_path, sources, per_host=1, concurrency=2, deadline=4.0)
+        report = run_fetch(config, force=True, resolver=resolve)
+        assert {r.source: r.status for r in report.sources} == dict.fromkeys(
+            sources, "fetched"), report.sources
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
 class _Besides:
     """A stand-in for what a request holds besides its host slot, with a log."""
 

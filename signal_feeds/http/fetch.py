@@ -316,12 +316,13 @@ async def fetch(
     # forgotten: nothing is stored between requests or shared between sources.
     cookies: httpx.Cookies | None = None
     try:
-        async with asyncio.timeout(limits.deadline):
+        async with asyncio.timeout(limits.deadline) as deadline:
             while True:
                 target = _parsed(current)
                 host = target.host
-                if host_hold is not None:
-                    await host_hold.move_to(host)
+                if host_hold is not None and (queued := await host_hold.move_to(host)) \
+                        and (ends := deadline.when()) is not None:
+                    deadline.reschedule(ends + queued)
                 with private_addresses(private_allowed):
                     async with clients.lease(target) as send:
                         request = httpx.Request("GET", target, headers=headers,

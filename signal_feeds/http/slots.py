@@ -124,11 +124,14 @@ class HostHold:
                         tb: TracebackType | None) -> None:
         await self._release()
 
-    async def move_to(self, host: str) -> None:
-        """Hold a slot of ``host`` (lower-cased), giving back the one held for another."""
+    async def move_to(self, host: str) -> float:
+        """Hold a slot of ``host`` (lower-cased), giving back the one held for another.
+        Returns the seconds spent taking back what was given back meanwhile (queued
+        behind other sources, as a new request is): a wait the deadline should not
+        count, since a request never counts the wait for its first slots."""
         host = host.lower()
         if self._held is not None and host == self._host:
-            return
+            return 0.0
         await self._release()
         gave_back = False
         try:
@@ -151,9 +154,12 @@ class HostHold:
         except BaseException:
             await self._release()
             raise
-        if gave_back:
-            assert self._besides is not None
-            await self._besides.take()  # with the host slot held, as a new request
+        if not gave_back:
+            return 0.0
+        assert self._besides is not None
+        began = asyncio.get_running_loop().time()
+        await self._besides.take()  # with the host slot held, as a new request
+        return asyncio.get_running_loop().time() - began
 
     def _give_back_besides(self) -> bool:
         if self._besides is None or not self._besides.held:

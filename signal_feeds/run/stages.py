@@ -144,15 +144,13 @@ class Run:
                              chunk=config.settings.concurrency, force=self.force,
                              clock=clock)
 
-    def _start_of_run(self) -> tuple[dict[str, SourceState], list[SourceState]]:
-        """The sources' states, and those of the config's other sources (a run over a
-        few must not ask a host that one of the others was told to leave alone)."""
-        states = self.store.source_states_for({s.id: s.url for s in self.sources})
-        self.store.set_source_order(listed := [s.id for s in self.config.sources])
-        others = ([st for st in self.store.source_states()
-                   if st.source_id in listed and st.source_id not in states]
-                  if len(states) < len(listed) else [])
-        return states, others
+    def _start_of_run(self) -> dict[str, SourceState]:
+        """The state of every source of the config, not only the run's: a run over a
+        few must not ask a host that one of the others was told to leave alone."""
+        states = self.store.source_states_for(
+            {s.id: s.url for s in (*self.config.sources, *self.sources)})
+        self.store.set_source_order([s.id for s in self.config.sources])
+        return states
 
     async def execute(self) -> list[SourceReport]:
         """Run the stages until every source has its report."""
@@ -161,8 +159,9 @@ class Run:
         # own: another program's lock on the database must not block an embedding
         # program's event loop. From here on the writer's thread uses the store, and a
         # short-lived thread gives the leases back at the end.
-        states, others = await in_thread(self._start_of_run)
-        self.host_pauses = HostPauses.from_states([*states.values(), *others], self.clock())
+        every = await in_thread(self._start_of_run)
+        self.host_pauses = HostPauses.from_states(every.values(), self.clock())
+        states = {s.id: every[s.id] for s in self.sources}
         writing = asyncio.create_task(self.writer.run())
         claiming = asyncio.create_task(self.claims.run())
         parsing = [asyncio.create_task(self._parse_stage())
