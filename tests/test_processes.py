@@ -404,3 +404,35 @@ def test_a_worker_collects_garbage_on_its_own_terms_not_the_hosts() -> None:
         pool.close()
     assert in_worker[0] == WORKER_GC_YOUNG_THRESHOLD != before[0]
     assert gc.get_threshold() == before
+
+
+_FORKED_AFTER_THE_POOL = textwrap.dedent("""
+    import asyncio, os, signal, sys
+    from signal_feeds.parse.processes import ParseJob, ParserPool
+    from signal_feeds.parse.settings import ParseSettings
+
+    job = ParseJob(source_id="s", body=b'<rss version="2.0"><channel><item><guid>g</guid>'
+                   b'</item></channel></rss>', url="", content_type="",
+                   settings=ParseSettings())
+    pool = ParserPool(workers=1, timeout=5)  # made once, before the server forks
+    asyncio.run(pool.parse(job))
+    child = os.fork()
+    if child == 0:
+        signal.alarm(30)  # the hang, were it back: the test fails, it does not wait
+        outcome = asyncio.run(pool.parse(job))
+        pool.close()
+        print("child", outcome.message or "parsed", outcome.entries, flush=True)
+        os._exit(0)
+    _, status = os.waitpid(child, 0)
+    print("parent", asyncio.run(pool.parse(job)).entries, os.waitstatus_to_exitcode(status))
+    pool.close()
+""")
+
+
+def test_a_pool_made_before_a_fork_parses_in_the_child() -> None:
+    # gunicorn --preload and other pre-forking servers: the child inherited the
+    # executor without its manager thread, and its first parse waited for ever.
+    proc = subprocess.run([sys.executable, "-c", _FORKED_AFTER_THE_POOL],
+                          capture_output=True, text=True, timeout=90, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split("\n")[:2] == ["child parsed 1", "parent 1 0"], proc.stdout

@@ -280,6 +280,9 @@ class _Executor:
     def __init__(self, workers: int, memory: int, tuned: bool) -> None:
         context = _context()
         self.tuned = tuned
+        #: The process whose executor this is: a child forked later (a pre-forking
+        #: server's worker) inherits the object but not its threads, and must not use it.
+        self.pid = os.getpid()
         self.stderr = tempfile.TemporaryFile()  # noqa: SIM115  # closed by close()
         #: Where workers leave their outcomes (see :func:`_parse_in_worker`); removed
         #: by :meth:`close`, or when the executor is collected or the program ends.
@@ -331,6 +334,8 @@ class _Executor:
             return ""
 
     def close(self) -> None:
+        if self.pid != os.getpid():
+            return  # the parent's: its workers and folder are the parent's to end
         self.executor.shutdown(wait=True, cancel_futures=True)
         self._pids_queue.close()
         self.stderr.close()
@@ -354,7 +359,9 @@ class ParserPool:
     A document that overruns the time limit is stopped by its worker's alarm, or, if
     the worker does not answer, the workers are killed; a worker that dies is replaced.
     Either way only that document fails. The pool is not tied to an event loop, so one
-    pool can serve several runs. Its workers start when it is created.
+    pool can serve several runs. Its workers start when it is created; a process forked
+    from the one that made it (a pre-forking server's worker) starts its own at its first
+    parse.
     """
 
     def __init__(self, *, workers: int | None = None, memory: int = DEFAULT_PARSE_MEMORY,
@@ -374,6 +381,10 @@ class ParserPool:
         with self._lock:
             if self._closed:
                 raise RuntimeError("the parser pool is closed")
+            if self._shared is not None and self._shared.pid != os.getpid():
+                # Forked since it was made: the executor's manager thread stayed in
+                # the parent, so a job given to it would wait for ever. New workers.
+                self._shared = None
             if self._shared is None or self._shared.broken:
                 old, self._shared = self._shared, _Executor(self.workers, self.memory,
                                                             self.tuned)
