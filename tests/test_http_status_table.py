@@ -212,3 +212,20 @@ def test_a_permanent_redirect_to_plain_http_is_followed_but_not_adopted(db_path:
     again = run_fetch(config, force=True, transport=transport).get("s")
     assert again.moved_to == hops[1] and seen[3:] == hops[1:]  # from the https address
     assert again.warnings == rep.warnings
+
+
+def test_a_ready_client_serves_one_run_fetch_and_is_refused_after(db_path: Path) -> None:
+    # Each run_fetch call has an event loop of its own, and the client's connections
+    # stay bound to the first one: the second call failed every source with "internal
+    # error: RuntimeError: Event loop is closed" (against a server that keeps
+    # connections alive), and the third worked again.
+    transport, _ = table({URL: httpx.Response(200, headers=RSS, content=FEED)})
+    client = httpx.AsyncClient(transport=transport)
+    config = make_config(db_path, {"s": URL})
+    assert run_fetch(config, force=True, client=client).get("s").status == "fetched"
+    with pytest.raises(ValueError, match="served a run_fetch call already"):
+        run_fetch(config, force=True, client=client)
+    # A transport serves any number of calls.
+    for _ in range(2):
+        assert run_fetch(config, force=True, transport=transport).get("s").status in (
+            "fetched", "unchanged")

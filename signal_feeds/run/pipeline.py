@@ -15,6 +15,7 @@ import functools
 import logging
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -187,6 +188,10 @@ async def fetch_sources(
     return report
 
 
+#: Clients a :func:`run_fetch` call has used (see its docstring).
+_LENT_CLIENTS: weakref.WeakSet[httpx.AsyncClient] = weakref.WeakSet()
+
+
 def run_fetch(
     config: Config,
     *,
@@ -209,7 +214,20 @@ def run_fetch(
     notebook, an async application) the run gets a loop on a helper thread; Ctrl-C
     still stops it (see :mod:`signal_feeds.run.blocking`). Async code should ``await``
     :func:`fetch_sources` instead, so that its own loop goes on while feeds download.
+
+    A ``client`` serves one call: its connections belong to the event loop they were
+    opened in, which ends with the call, so the next call would fail every source with
+    "Event loop is closed". Given again, it is refused at once (``ValueError``); pass a
+    ``transport`` for repeated calls, or await :func:`fetch_sources` in a loop of your
+    own, where the client can serve every run.
     """
+    if client is not None:
+        if client in _LENT_CLIENTS:
+            raise ValueError("this httpx client has served a run_fetch call already: its "
+                             "connections belong to that call's event loop, which has "
+                             "ended; pass transport= instead, or await fetch_sources() "
+                             "in an event loop of your own")
+        _LENT_CLIENTS.add(client)
     return run_blocking(fetch_sources(
         config, database=database, source_ids=source_ids, force=force, refresh=refresh,
         clock=clock,
