@@ -23,7 +23,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
-from conftest import make_config
+from conftest import FIXTURES, make_config
 from scenario_server import ScenarioServer, ScriptedResponse
 
 from signal_feeds import run_fetch
@@ -464,8 +464,11 @@ def test_a_dead_process_on_this_host_is_seen_at_once(tmp_path: Path) -> None:
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
     here = socket.gethostname()
-    assert owner_is_gone(f"{here}:{dead.pid}")
+    assert owner_is_gone(f"{here}:{dead.pid}")  # as workers were named before
+    assert owner_is_gone(f"{here}:{dead.pid}:3")
     assert not owner_is_gone(f"{here}:{os.getpid()}")  # alive (this process)
+    assert not owner_is_gone(f"{here}:{os.getpid()}:7")
+    assert not owner_is_gone(f"name:with:{dead.pid}")  # a given name: unknown
     assert not owner_is_gone(f"elsewhere.example:{dead.pid}")  # another host: unknown
     assert not owner_is_gone("host-a")  # a given name: unknown
     # Exited but not reaped yet (a zombie): signal 0 still reaches it. It kept its
@@ -547,3 +550,29 @@ def test_the_host_slot_file_is_made_as_sqlite_makes_its_own(tmp_path: Path) -> N
     (tmp_path / "dir.db-hosts").mkdir()
     with pytest.raises(DatabaseUnavailableError, match="cannot open the host slot file"):
         FileHostGate(tmp_path / "dir.db").take("example.org", 1)
+
+
+def test_two_runs_at_once_in_one_program_share_the_sources(server: ScenarioServer,
+                                                           tmp_path: Path) -> None:
+    # A scheduler's run and a "refresh now" run in one program: both were named
+    # host:pid, each took the other's leases for its own, and every source was fetched
+    # twice.
+    import asyncio
+
+    from signal_feeds import fetch_sources
+
+    for i in range(12):
+        server.put(f"/s{i}.xml", (FIXTURES / "demo-rss.xml").read_bytes().replace(
+            b"release-", f"s{i}-".encode()))
+    config = make_config(tmp_path / "signal.db",
+                         {f"s{i}": server.url(f"/s{i}.xml") for i in range(12)},
+                         concurrency=2)
+
+    async def both() -> list[Any]:
+        return list(await asyncio.gather(fetch_sources(config), fetch_sources(config)))
+
+    first, second = asyncio.run(both())
+    asked = collections.Counter(r.path for r in server.requests if r.path.startswith("/s"))
+    assert set(asked.values()) == {1} and len(asked) == 12, asked
+    assert {r.source for r in (*first.sources, *second.sources)
+            if r.status == "fetched"} == {f"s{i}" for i in range(12)}

@@ -107,7 +107,7 @@ class _ProgressLine:
               help="Print only problems (failed, rejected, gone, expired); no summary.")
 @click.option("--worker", "worker", metavar="NAME", default=None,
               help="This worker's name in the leases it takes, when several workers share "
-                   "the database (default: host:pid).")
+                   "the database (default: host:pid:N, N counting the process's runs).")
 @json_option
 def fetch(config_path: str | None, db_path: str | None, source_ids: tuple[str, ...],
           force: bool, refresh: bool, verbose: bool, quiet: bool, worker: str | None,

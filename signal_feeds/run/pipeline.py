@@ -151,7 +151,7 @@ async def fetch_sources(
     name resolution for Signal's clients. ``clock`` is injectable for tests.
 
     ``worker`` names this run in the leases it takes on the sources it fetches (see
-    :mod:`signal_feeds.run.claims`; default ``host:pid``), so that several runs, on one
+    :mod:`signal_feeds.run.claims`; default ``host:pid:N``), so that several runs, on one
     host or many, share one database's due sources; runs at the same time need
     different names.
     """

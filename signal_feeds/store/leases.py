@@ -8,7 +8,7 @@ lease back in the transaction that stores the source's response (or its failure)
 same transaction that moves the source's next poll forward: a worker that claims later
 finds it not due, so each due source is fetched by one worker per interval. A worker
 that dies holds its leases until they expire; then any worker's next run takes those
-sources. On the dead worker's own host that wait is skipped: a ``host:pid`` lease whose
+sources. On the dead worker's own host that wait is skipped: a ``host:pid:N`` lease whose
 process is gone (:func:`owner_is_gone`) is taken at once.
 
 Which sources may be claimed is decided here, by :func:`choose_claims`, over plain data;
@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import itertools
 import os
 import socket
 from collections.abc import Collection, Iterable, Mapping, Sequence
@@ -56,19 +57,27 @@ MAX_SLOTS_PER_HOST = 1024
 
 
 def worker_id(name: str = "") -> str:
-    """This process's worker id: ``name`` if given, else ``host:pid``.
+    """A run's worker id: ``name`` if given, else ``host:pid:N``, N counting this
+    process's runs (two runs at once in one program must not share an id: each would
+    take the other's leases for its own and fetch every source again).
 
     A given name must be unique among the workers running at one time: a run gives
     back every lease its worker id holds when it ends.
     """
-    return name or f"{socket.gethostname()}:{os.getpid()}"
+    return name or f"{socket.gethostname()}:{os.getpid()}:{next(_RUNS)}"
+
+
+_RUNS = itertools.count(1)
 
 
 def owner_is_gone(owner: str) -> bool:
-    """True for a ``host:pid`` worker id of this host whose process no longer runs: its
-    leases need not wait for their expiry. Any other id (another host, a given name, a
-    live process, a reused pid) is taken as alive, and its leases as valid."""
+    """True for a ``host:pid:N`` (or, before 2026-12-07, ``host:pid``) worker id of
+    this host whose process no longer runs: its leases need not wait for their expiry.
+    Any other id (another host, a given name, a live process, a reused pid) is taken as
+    alive, and its leases as valid."""
     host, _, pid = owner.rpartition(":")
+    if host.count(":") == 1 and pid.isdigit():  # host:pid:N
+        host, _, pid = host.rpartition(":")
     if host != socket.gethostname() or not pid.isdigit() or int(pid) == os.getpid():
         return False
     try:
