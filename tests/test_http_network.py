@@ -5,6 +5,7 @@ resolution, and the async API inside a caller's own event loop."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 import threading
 import time
@@ -255,23 +256,30 @@ class _CountingHandler(BaseHTTPRequestHandler):
         pass
 
 
-def test_per_host_counts_every_hop(db_path: Path) -> None:
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _CountingHandler)
+@contextlib.contextmanager
+def _served(handler: type[BaseHTTPRequestHandler]) -> Iterator[int]:
+    """A threading server of ``handler`` on 127.0.0.1; yields its port."""
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     try:
-        port = httpd.server_address[1]
-
-        async def resolve(host: str) -> list[str]:
-            return ["127.0.0.1"]
-
-        sources = {f"s{i}": f"http://h{i}.example:{port}/hop/{i}" for i in range(8)}
-        config = make_config(db_path, sources, per_host=2, concurrency=8)
-        report = run_fetch(config, force=True, resolver=resolve)
-        assert [r.status for r in report.sources] == ["fetched"] * 8, report.sources
-        assert _CountingHandler.peak["final.example"] == 2
+        yield httpd.server_address[1]
     finally:
         httpd.shutdown()
         httpd.server_close()
+
+
+async def _loopback(host: str) -> list[str]:
+    """A resolver that sends every name to 127.0.0.1."""
+    return ["127.0.0.1"]
+
+
+def test_per_host_counts_every_hop(db_path: Path) -> None:
+    with _served(_CountingHandler) as port:
+        sources = {f"s{i}": f"http://h{i}.example:{port}/hop/{i}" for i in range(8)}
+        config = make_config(db_path, sources, per_host=2, concurrency=8)
+        report = run_fetch(config, force=True, resolver=_loopback)
+        assert [r.status for r in report.sources] == ["fetched"] * 8, report.sources
+        assert _CountingHandler.peak["final.example"] == 2
 
 
 def test_redirects_never_wait_for_a_host_while_holding_a_run_slot(db_path: Path) -> None:
@@ -280,26 +288,16 @@ def test_redirects_never_wait_for_a_host_while_holding_a_run_slot(db_path: Path)
     # requests used to wait for final.example's slot with their run slots held: nothing
     # moved until the deadline failed them ("no complete response within ...").
     _CountingHandler.peak.clear()
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _CountingHandler)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    try:
-        port = httpd.server_address[1]
-
-        async def resolve(host: str) -> list[str]:
-            return ["127.0.0.1"]
-
+    with _served(_CountingHandler) as port:
         sources = {"r0": f"http://h0.example:{port}/hop/0",
                    "r1": f"http://h1.example:{port}/hop/1",
                    "d0": f"http://final.example:{port}/feed/d0",
                    "d1": f"http://final.example:{port}/feed/d1"}
         config = make_config(db_path, sources, per_host=1, concurrency=2, deadline=8.0)
-        report = run_fetch(config, force=True, resolver=resolve)
+        report = run_fetch(config, force=True, resolver=_loopback)
         assert {r.source: r.status for r in report.sources} == {
             "r0": "fetched", "r1": "fetched", "d0": "fetched", "d1": "fetched"}, report.sources
         assert _CountingHandler.peak["final.example"] == 1
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
 
 
 class _QueueHandler(BaseHTTPRequestHandler):
@@ -334,25 +332,15 @@ def test_taking_the_run_slot_back_after_a_hop_is_not_counted_by_the_deadline(
     # slot to o0 meanwhile; taking it back, it queues behind o1 until o0's 3 s are
     # over. Counted by its 4 s deadline, that queue failed r, whose own exchange (the
     # wait for the host, both hops) takes about 2.5 s.
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _QueueHandler)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    try:
-        port = httpd.server_address[1]
-
-        async def resolve(host: str) -> list[str]:
-            return ["127.0.0.1"]
-
+    with _served(_QueueHandler) as port:
         sources = {"d": f"http://final.example:{port}/feed/d",
                    "r": f"http://h0.example:{port}/hop/0",
                    "o0": f"http://o0.example:{port}/slow/0",
                    "o1": f"http://o1.example:{port}/slow/1"}
         config = make_config(db_path, sources, per_host=1, concurrency=2, deadline=4.0)
-        report = run_fetch(config, force=True, resolver=resolve)
+        report = run_fetch(config, force=True, resolver=_loopback)
         assert {r.source: r.status for r in report.sources} == dict.fromkeys(
             sources, "fetched"), report.sources
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
 
 
 class _Besides:

@@ -224,8 +224,10 @@ def shingles(title: str, summary: str, *, size: int = DEFAULT_SHINGLE_SIZE,
     """
     if summary_text is None:  # given when the search text was computed already
         summary_text = searchable_text(summary)
-    words = _words(html.unescape(title) + " " + summary_text)
-    return _shingles_of(words, size, min_words)
+    # Title and summary split apart, as match_keys() splits them: NFKC, case folding
+    # and the word split never reach across the space that would join the two.
+    return _shingles_of(_words(html.unescape(title)) + _words(summary_text), size,
+                        min_words)
 
 
 def _shingles_of(words: list[str], size: int = DEFAULT_SHINGLE_SIZE,
@@ -417,9 +419,7 @@ def match_keys(url: str, title: str, summary: str, *,
     ``with_shingles=False`` leaves the shingles empty, the tokens computed)."""
     if summary_text is None:
         summary_text = searchable_text(summary)
-    # The title's words once, for its key and for the text's: NFKC, case folding and the
-    # word split never reach across the space that joins title and summary, so the
-    # words of the two are the words of the joined text (what shingles() reads).
+    # The title's words once, for its key and for the text's (split as shingles() does).
     title_words = _words(html.unescape(title))
     text = _shingles_of(title_words + _words(summary_text))
     return MatchKeys(match_url(url), _title_key(title_words),
