@@ -175,6 +175,24 @@ def test_a_kept_alive_connection_closed_as_the_request_goes_out_is_asked_again(
         server.close()
 
 
+@pytest.mark.parametrize("how", ["close", "reset"])
+def test_a_kept_alive_proxy_connection_closed_as_the_request_goes_out_is_asked_again(
+        db_path: Path, how: str) -> None:
+    # The same race on the connection to a proxy (a proxy's idle timeout is often
+    # shorter than a server's): the server above, taken as the proxy, answers any
+    # absolute-form request once per connection. The source must not fail for it.
+    server = _OneAnswerPerConnection(how)
+    try:
+        sources = {f"s{i}": f"http://feeds.invalid/feed/{i}.xml" for i in range(3)}
+        report = run_fetch(make_config(db_path, sources, per_host=1, concurrency=1,
+                                       proxy=f"http://127.0.0.1:{server.port}"),
+                           force=True)
+        assert [(s.status, s.error) for s in report.sources] == [("fetched", None)] * 3
+        assert (server.answered, server.dropped) == (3, 2)
+    finally:
+        server.close()
+
+
 def test_chunked_gzip_body_and_informational_responses(raw: Callable[..., RawServer],
                                                        db_path: Path) -> None:
     packed = gzip.compress(FEED)

@@ -114,9 +114,21 @@ class SignalTransport(httpx.AsyncBaseTransport):
             raise httpx.ProxyError(f"proxy {_shown(proxy)} is not supported: only http:// "
                                    "and https:// proxies are (see the proxy setting)")
         pool = self._pool(proxy, url.scheme == "https")
+        core_request = _core_request(request)
+        origin = core_request.url.origin
+        # As in SingleConnectionTransport: a kept-alive connection (to a proxy, most
+        # often, whose idle timeout may be short) that the other end closes just as the
+        # request goes out fails a GET that got no byte of an answer; it goes once more.
+        reused = any(connection.can_handle_request(origin) and connection.is_idle()
+                     for connection in pool.connections)
         try:
             with _translated():
-                response = await pool.handle_async_request(_core_request(request))
+                try:
+                    response = await pool.handle_async_request(core_request)
+                except _STALE_CONNECTION:
+                    if not reused or request.method not in _IDEMPOTENT:
+                        raise
+                    response = await pool.handle_async_request(_core_request(request))
         except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
             if proxy is None:
                 raise
