@@ -126,6 +126,28 @@ def test_permanent_redirect_chain_is_reported_as_moved(server: ScenarioServer,
     assert state.url == server.url(start)  # the source list stays as written
 
 
+def test_a_source_redirected_back_to_its_own_url_is_no_longer_moved(server: ScenarioServer,
+                                                                    db_path: Path) -> None:
+    # A site moves its feed, then moves it back (a migration undone): the address in the
+    # source list is right again, and nothing is left for the user to change.
+    body = feed_body(server)
+    home, new = server.url("/home.xml"), server.url("/new.xml")
+    server.script("/home.xml", [ScriptedResponse(status=301, headers=(("Location", new),)),
+                                ScriptedResponse(status=200, headers=DEMO_HEADERS, body=body)])
+    server.script("/new.xml", [ScriptedResponse(status=200, headers=DEMO_HEADERS, body=body),
+                               ScriptedResponse(status=301, headers=(("Location", home),))])
+    config = make_config(db_path, {"back": home})
+    assert run_fetch(config).get("back").moved_to == new
+    again = run_fetch(config, force=True).get("back")
+    assert (again.status, again.moved_to) == ("fetched", "")
+    with Store(db_path) as store:
+        (state,) = store.source_states()
+    assert (state.status, state.moved_to, state.request_url) == ("ok", "", home)
+    server.clear_log()
+    run_fetch(config, force=True)
+    assert [r.path for r in server.requests] == ["/home.xml"]
+
+
 def test_temporary_redirect_is_followed_and_forgotten(server: ScenarioServer,
                                                       db_path: Path) -> None:
     start = "/scenario/redirect?status=302&to=/feeds/demo-rss.xml"

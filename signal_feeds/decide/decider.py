@@ -259,7 +259,7 @@ class Decider:
             new = replace(self._succeeded(state, response, state.ttl_seconds),
                           etag=response.etag or state.etag,
                           last_modified=response.last_modified or state.last_modified)
-            return self._save(new, "moved" if response.permanent_url else "not_modified",
+            return self._save(new, "moved" if _moves(state, response) else "not_modified",
                               response, http_status=304, moved_to=new.moved_to)
         if status == 206:
             # Part of a document answers a Range request (RFC 9110 15.3.7), which Signal
@@ -284,7 +284,7 @@ class Decider:
         # Reported as moved by the run whose response was redirected for good; later
         # runs go to the new address and report what they did (``moved_to`` still says
         # where the source lives, and ``signal sources`` shows it as moved).
-        outcome: SourceStatus = "moved" if response.permanent_url else "fetched"
+        outcome: SourceStatus = "moved" if _moves(state, response) else "fetched"
         if self._same_body(state, response):
             state = moved
             # Byte-identical to the stored body: nothing to parse, but keep the validators.
@@ -417,11 +417,19 @@ def _status_text(status: int, page_title: str) -> str:
     return said
 
 
+def _moves(state: SourceState, response: ResponseFacts) -> bool:
+    """Whether ``response`` moved the source for good to an address other than the one
+    its source list gives (a moved feed redirected back to it is not moved any more)."""
+    return bool(response.permanent_url) and response.permanent_url != state.url
+
+
 def _moved(state: SourceState, response: ResponseFacts) -> SourceState:
     """``state`` at the address a permanent redirect gave, taken once a response from
     there succeeds: a 301 to a page that fails is not where the feed lives."""
     if not response.permanent_url:
         return state
+    if not _moves(state, response):
+        return replace(state, fetch_url="", moved_to="")
     return replace(state, fetch_url=response.permanent_url, moved_to=response.permanent_url)
 
 
