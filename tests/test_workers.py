@@ -23,7 +23,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
-from conftest import FIXTURES, make_config
+from conftest import FIXTURES, make_config, query
 from scenario_server import ScenarioServer, ScriptedResponse
 
 from signal_feeds import run_fetch
@@ -410,6 +410,23 @@ def test_the_advisory_gate_counts_slots_across_connections(postgres_url: str) ->
         finally:
             mine.close()
             theirs.close()
+
+
+def test_a_source_report_times_its_own_request_not_its_wait_for_a_slot(
+        server: ScenarioServer, tmp_path: Path) -> None:
+    # Four sources in line for one slot, each answered after 0.4 s: the run takes 1.6 s,
+    # and each source's duration is its own 0.4 s (as its fetch row's is), not the time
+    # it stood in line; else the last one in line looks four times as slow as it is.
+    urls = serve_sources(server, 4, delay=0.4)
+    report = run_fetch(make_config(tmp_path / "signal.db", urls, concurrency=1, per_host=1))
+    assert [s.status for s in report.sources] == ["fetched"] * 4
+    assert report.duration >= 1.6
+    # (Relative bounds: a loaded machine slows every part alike.)
+    whole = report.duration
+    assert all(0.4 <= s.duration < whole / 2 for s in report.sources), \
+        [s.duration for s in report.sources]
+    rows = query(tmp_path / "signal.db", "SELECT duration_ms FROM fetches")
+    assert len(rows) == 4 and all(400 <= ms < whole * 500 for (ms,) in rows), rows
 
 
 def test_a_run_claims_in_chunks_and_never_hoards(

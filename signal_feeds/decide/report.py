@@ -37,6 +37,9 @@ class SourceReport:
     skipped: int = 0
     #: What went wrong, or ``None`` (``null`` in JSON) when nothing did.
     error: str | None = None
+    #: Seconds from the source's request going out to its outcome written; the wait
+    #: for a free slot before it is not counted. For a source not requested, the time
+    #: its decision took.
     duration: float = 0.0
     moved_to: str = ""
     retry_after: dt.datetime | None = None

@@ -232,7 +232,10 @@ class Run:
         except Exception as exc:  # never let one source end the run
             log.exception("unexpected error for source %s", src.id)
             rep = SourceReport(source=src.id, status="failed", error=_internal_error(exc))
-        rep = replace(rep, duration=time.monotonic() - t0)
+        # The source's own time, from its request going out to its outcome written (as
+        # the fetch row's): the wait for a slot before that is the run's, not the
+        # source's, and would make every queued source look slow.
+        rep = replace(rep, duration=time.monotonic() - self.in_flight.get(src.id, t0))
         if src.id in self.released_by_write:
             self.claims.finished(src.id)
         elif src.id in self.claims.held:  # ended without a write that gave the lease back
