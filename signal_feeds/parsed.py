@@ -86,7 +86,8 @@ __all__ = ["NORMALIZER_VERSION", "ParsedEntry", "ParsedFeed"]
 #: 13: a Google redirect link gives the page it leads to; the Unix epoch is no date; an
 #: HTML summary of tags alone gives way to a Media RSS caption; stored HTML loses control
 #: characters that a feed escaped twice (``&amp;#27;``); a frame without a fallback leaves
-#: a link to its address.
+#: a link to its address; an author escaped twice (WordPress's ``Tom &amp; Jerry`` in
+#: CDATA) has its character references read.
 NORMALIZER_VERSION = 13
 
 

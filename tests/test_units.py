@@ -901,14 +901,33 @@ def test_an_author_is_stored_by_name(body: str, stored: str) -> None:
      '&lt;a href="https://arxiv.org/a/roe_j_1"&gt;John &amp;amp; Co&lt;/a&gt;',
      "Jane Doe, John & Co"),
     ("<![CDATA[<span>Ana</span>\n  <b>Lima</b>]]>", "Ana Lima"),
-    # Without an end tag it is text: an ampersand, a bracket.
-    ("Tom &amp;amp; Jerry", "Tom &amp; Jerry"),
+    # Without an end tag it is text: an ampersand, a bracket (a reference escaped once
+    # more than XML needs is read, see below).
+    ("Tom &amp;amp; Jerry", "Tom & Jerry"),
     ("Ana &lt;3 Lima", "Ana <3 Lima"),
 ])
 def test_an_author_given_as_html_is_stored_as_its_text(author: str, stored: str) -> None:
     feed = parse_feed('<rss version="2.0" xmlns:dc="http://purl.org/dc/elements/1.1/">'
                       f"<channel><title>t</title><item><guid>g</guid>"
                       f"<dc:creator>{author}</dc:creator></item></channel></rss>".encode())
+    assert (feed.entries[0].author, feed.warnings) == (stored, ())
+
+
+@pytest.mark.parametrize(("body", "stored"), [
+    # WordPress saves a display name through esc_html and writes it in CDATA: "Tom &
+    # Jerry" reached the store as "Tom &amp; Jerry".
+    (_PERSON_RSS.format("<dc:creator><![CDATA[Tom &amp; Jerry]]></dc:creator>"),
+     "Tom & Jerry"),
+    (_PERSON_RSS.format("<dc:creator><![CDATA[Jane O&#039;Neil]]></dc:creator>"),
+     "Jane O'Neil"),
+    (_PERSON_RSS.format("<author>jg@example.org (Jos&amp;eacute; Garc&amp;iacute;a)</author>"),
+     "José García"),
+    (_PERSON_ATOM.format("<author><name>Lo&amp;#239;c</name></author>"), "Loïc"),
+    # An ampersand that starts no reference is the name's own.
+    (_PERSON_RSS.format("<dc:creator>AT&amp;T &amp;co</dc:creator>"), "AT&T &co"),
+])
+def test_an_author_escaped_twice_is_stored_as_the_name_it_is(body: str, stored: str) -> None:
+    feed = parse_feed(body.encode())
     assert (feed.entries[0].author, feed.warnings) == (stored, ())
 
 

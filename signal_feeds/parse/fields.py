@@ -248,9 +248,12 @@ def _plain_author(value: str) -> str:
     """An author as text. Some feeds (arXiv's, among others) give the names as links,
     ``<a href="...">Jane Doe</a>, <a ...>John Roe</a>``; that reads ``Jane Doe, John
     Roe``. Only a value with an end tag is taken for HTML: ``John <john@example.org>``
-    is a name and an address, as written."""
+    is a name and an address, as written. A name escaped once more than XML needs has
+    its character references read, as an HTML title has: WordPress saves a display name
+    through ``esc_html`` and writes ``Tom &amp; Jerry`` for ``Tom & Jerry`` (a name is
+    never meant to show ``&amp;``); an ``&`` that starts no reference stays."""
     if "</" not in value:
-        return value
+        return _REFERENCE.sub(_reference, value) if "&" in value else value
     return " ".join(_text_of_html(bounded(value, _AUTHOR_HTML_BOUND)).split())
 
 
