@@ -87,7 +87,8 @@ __all__ = ["NORMALIZER_VERSION", "ParsedEntry", "ParsedFeed"]
 #: HTML summary of tags alone gives way to a Media RSS caption; stored HTML loses control
 #: characters that a feed escaped twice (``&amp;#27;``); a frame without a fallback leaves
 #: a link to its address; an author escaped twice (WordPress's ``Tom &amp; Jerry`` in
-#: CDATA) has its character references read.
+#: CDATA) has its character references read; an offset after UTC or GMT (``UTC+1``,
+#: ``GMT+5:30``) is applied (it was dropped, or read as 53 hours).
 NORMALIZER_VERSION = 13
 
 

@@ -1015,6 +1015,27 @@ def test_a_date_with_its_month_named_is_read(date: str, stored: str) -> None:
     assert_date_read(date, stored)
 
 
+@pytest.mark.parametrize(("date", "stored"), [
+    # An offset written after UTC or GMT: feedparser read "UTC+1" as UTC (an hour off),
+    # "GMT+5:30" as 53 hours back (two days off), and after an ISO date and a space it
+    # dropped the time; all without a warning.
+    ("Sat, 05 Dec 2026 10:00:00 UTC+1", "2026-12-05T09:00:00Z"),
+    ("Sat, 05 Dec 2026 10:00:00 UTC+01:00", "2026-12-05T09:00:00Z"),
+    ("Sat, 05 Dec 2026 10:00:00 UTC-0500", "2026-12-05T15:00:00Z"),
+    ("Sat, 05 Dec 2026 10:00:00 GMT+5:30", "2026-12-05T04:30:00Z"),
+    ("Sat, 05 Dec 2026 10:00:00 utc+5:30", "2026-12-05T04:30:00Z"),
+    ("2026-12-05T10:00:00 UTC+1", "2026-12-05T09:00:00Z"),
+    ("2026-12-05 10:00:00 GMT+01:00", "2026-12-05T09:00:00Z"),
+    ("2026-12-05 10:00 UTC-3", "2026-12-05T13:00:00Z"),
+    # What feedparser read right stays so.
+    ("Sat, 05 Dec 2026 10:00:00 GMT+0100", "2026-12-05T09:00:00Z"),
+    ("Sat Dec 05 2026 10:00:00 GMT+0100 (Central European Standard Time)",
+     "2026-12-05T09:00:00Z"),
+])
+def test_an_offset_after_utc_or_gmt_is_applied(date: str, stored: str) -> None:
+    assert_date_read(date, stored)
+
+
 def assert_date_read(date: str, stored: str) -> None:
     """An item's date is stored as ``stored``; "" means unread, with the warning."""
     feed = one_item(f"<guid>g</guid><pubDate>{date}</pubDate>")

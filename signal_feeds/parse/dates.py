@@ -10,6 +10,8 @@ feedparser reads nearly every date a feed writes. Some it misreads, silently:
 - an ISO 8601 offset without its colon that is not whole hours (``+0530``, India's, as
   PHP's ``DATE_ISO8601`` writes it): the minutes are dropped;
 - a 12-hour clock (``Thu, 03 Dec 2026 1:05 PM EST``): ``PM`` is taken for the zone;
+- an offset after ``UTC`` or ``GMT`` (``10:00:00 UTC+1``): read as UTC, or, written
+  ``GMT+5:30``, as 53 hours back; after an ISO 8601 date and a space, the time is dropped;
 - a numeric date with the year first and a slash or dots (``2026/12/05``): the day is
   dropped, and with the day first and dashes (``05-12-2026``): read as 20 December 2005.
 These are read here, and the RFC 822 zone names are corrected for a few unambiguous
@@ -416,7 +418,17 @@ def _year_out_of_range(text: str) -> bool:
     return named is not None and len(named[3]) == 4 and int(named[3]) < 1000
 
 
+# An offset written after UTC or GMT, at the end: feedparser reads "UTC+1" as UTC,
+# "GMT+5:30" as 53 hours back, and drops the time of an ISO date before either.
+_NAMED_OFFSET = re.compile(r"\s*(?:GMT|UTC)([+-])(\d{1,2})(?::?(\d{2}))?$", re.IGNORECASE)
+
+
 def _read(text: str, parsed: Any) -> str:
+    if (named := _NAMED_OFFSET.search(text)) is not None and (
+            int(named[2]) <= 14 and int(named[3] or 0) < 60):
+        # Read with the plain offset it names (+05:30), as the other forms are.
+        return _read(f"{text[:named.start()]} {named[1]}{int(named[2]):02d}:"
+                     f"{named[3] or '00'}", None)
     if (numeric := _numeric_date(text)) is not None:
         return numeric
     if _no_such_iso_day(text) or _year_out_of_range(text):
