@@ -972,6 +972,18 @@ def test_an_entry_cut_by_the_end_of_the_document_is_not_read(body: bytes,
         assert feed.incomplete
 
 
+@pytest.mark.parametrize(("body", "said"), [
+    # "the 0 entries it closed were read", "the 1 entries ...".
+    (b'<rss version="2.0"><channel><title>t</title></channel></rss',
+     "the document ends early (cut off in transit?): it closed no entry"),
+    (b'<rss version="2.0"><channel><title>t</title><item><guid>1</guid></item></channel>',
+     "the document ends early (cut off in transit?): the 1 entry it closed was read"),
+])
+def test_a_document_that_ends_early_says_how_many_entries_it_closed(body: bytes,
+                                                                   said: str) -> None:
+    assert said in parse_feed(body).warnings
+
+
 def test_a_document_broken_elsewhere_keeps_its_entries() -> None:
     # Only the end of the input cutting an entry short drops it; another error does not.
     body = _THREE.replace(b"Text 2", b"Text &nbsp;2")

@@ -445,8 +445,10 @@ def parse_feed(
                 else f"its last {cut} entries, left open, were")
         warnings.append(f"the document ends early (cut off in transit?): {what} not read")
     elif ends_early:
-        warnings.append("the document ends early (cut off in transit?): the "
-                        f"{len(raw_entries)} entries it closed were read")
+        closed = len(raw_entries)
+        warnings.append("the document ends early (cut off in transit?): " + (
+            "it closed no entry" if closed == 0 else "the 1 entry it closed was read"
+            if closed == 1 else f"the {closed} entries it closed were read"))
     limit = FieldLimiter(field_limits)
     feed: dict[str, Any] = result.get("feed") or {}
     base = url or None
