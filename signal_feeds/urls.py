@@ -113,7 +113,9 @@ def check_link(
     # control characters are still refused.
     text = _SPACE.sub(_percent_encoded, url.strip())
     try:  # urlsplit raises on some malformed links ("https://127.0.0.1["): refuse them
-        if base and not urlsplit(text).scheme:
+        if not urlsplit(text).scheme:
+            if not base:  # a file parsed without its feed's address
+                return None, "relative link, and no feed address to resolve it against"
             text = urljoin(base, text)
     except ValueError as exc:
         return None, f"malformed URL ({exc})"

@@ -83,6 +83,10 @@ def test_https_only_is_a_setting_and_relative_links_resolve() -> None:
     ("https://127.0.0.1[", False, "malformed URL (Invalid IPv6 URL)"),
     ("", False, ""),
     ("   ", False, ""),
+    # A relative link with nothing to resolve it against (signal parse of a file without
+    # --config) was "scheme (none) is not http or https".
+    ("/2026/12/post", False, "relative link, and no feed address to resolve it against"),
+    ("post.html", True, "relative link, and no feed address to resolve it against"),
 ])
 def test_a_refused_link_says_why(raw: str, require_https: bool, reason: str) -> None:
     assert check_link(raw, require_https=require_https) == (None, reason)
