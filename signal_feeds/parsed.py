@@ -88,7 +88,8 @@ __all__ = ["NORMALIZER_VERSION", "ParsedEntry", "ParsedFeed"]
 #: characters that a feed escaped twice (``&amp;#27;``); a frame without a fallback leaves
 #: a link to its address; an author escaped twice (WordPress's ``Tom &amp; Jerry`` in
 #: CDATA) has its character references read; an offset after UTC or GMT (``UTC+1``,
-#: ``GMT+5:30``) is applied (it was dropped, or read as 53 hours).
+#: ``GMT+5:30``) is applied (it was dropped, or read as 53 hours); a JSON Feed date given
+#: as a Unix timestamp, in a string or as a number, is read as in RSS (it was left empty).
 NORMALIZER_VERSION = 13
 
 

@@ -316,6 +316,10 @@ def test_a_date_out_of_range_is_left_empty_and_the_feed_kept() -> None:
     ("05/12/2026", ""),
     # A zone nobody can name (IST: India, Ireland, Israel) is UTC, and said so.
     ("2026-12-05 10:00 IST", "2026-12-05T10:00:00Z"),
+    # A Unix timestamp (seconds, milliseconds) was left empty here, read in RSS.
+    ("1733047200", "2024-12-01T10:00:00Z"),
+    ("1733047200000", "2024-12-01T10:00:00Z"),
+    ("Sat, 05 Dec 2026 10:00:00 UTC+1", "2026-12-05T09:00:00Z"),
 ])
 def test_a_json_feed_date_is_read_as_an_rss_date_would_be(date: str, stored: str) -> None:
     body = json.dumps({"version": "https://jsonfeed.org/version/1.1", "title": "t",
@@ -346,3 +350,15 @@ def test_a_version_written_with_http_or_left_out_is_read() -> None:
         parse_feed(b'{"items": [{"id": "1"}]}')
     with pytest.raises(ParseError, match="'https://example.org/v2' is not a jsonfeed.org"):
         parse_feed(b'{"version": "https://example.org/v2", "title": "t", "items": []}')
+
+
+def test_a_date_written_as_a_json_number_is_read_as_a_timestamp() -> None:
+    # Not a string, it was dropped without a word: no date and no warning.
+    items = [{"id": "a", "content_text": "x", "date_published": 1733047200},
+             {"id": "b", "content_text": "y", "date_modified": 1733047200000},
+             {"id": "c", "content_text": "z", "date_published": True}]
+    feed = parse_feed(json.dumps({"version": "https://jsonfeed.org/version/1.1", "title": "t",
+                                  "items": items}).encode())
+    assert [(e.published, e.updated) for e in feed.entries] == [
+        ("2024-12-01T10:00:00Z", ""), ("", "2024-12-01T10:00:00Z"), ("", "")]
+    assert feed.warnings == ("date 'True' not RFC 3339; left empty",)

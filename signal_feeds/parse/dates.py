@@ -39,7 +39,8 @@ from signal_feeds.parse.fields import text_value
 from signal_feeds.parsed import ParsedEntry
 
 __all__ = ["EARLIEST", "EPOCH", "MONTH_NAMES", "ZONE_OFFSETS", "date_warnings", "dates_warning",
-           "entry_date", "named_month_date", "plausible", "text_date", "unknown_iso_zone"]
+           "entry_date", "named_month_date", "plausible", "text_date", "timestamp_date",
+           "unknown_iso_zone"]
 
 _ISO = "%Y-%m-%dT%H:%M:%SZ"
 #: Zone names feedparser's RFC 822 reader does not know, with their offsets from UTC in
@@ -365,23 +366,32 @@ def entry_date(raw: dict[str, Any], key: str) -> str:
     digits, or milliseconds, 12 or 13), and a zone name of :data:`ZONE_OFFSETS` applied."""
     # dict.get: FeedParserDict's own get would answer "updated" with "published".
     text = text_value(dict.get(raw, key))
-    if text.isascii() and text.isdigit() and len(text) in (9, 10, 13):
+    if (stamp := timestamp_date(text)) is not None:
+        return stamp
+    return plausible(_read(text, dict.get(raw, f"{key}_parsed")))
+
+
+def timestamp_date(text: str) -> str | None:
+    """A date of nine digits or more (a Unix timestamp, a compact date and time) as
+    ISO 8601 UTC, ``""`` when it is no date; ``None`` for any other text (``2026``,
+    ``20261205`` are ISO 8601's to read)."""
+    if not (text.isascii() and text.isdigit()) or len(text) < 9:
+        return None
+    if len(text) in (9, 10, 13):
         seconds = int(text) / (1000 if len(text) > 10 else 1)
         return plausible(time.strftime(_ISO, time.gmtime(seconds)))
-    if text.isascii() and text.isdigit() and len(text) == 14:
+    if len(text) == 14:
         # A compact date and time, 20261205100000: feedparser kept the day alone.
         try:
             moment = dt.datetime.strptime(text, "%Y%m%d%H%M%S").replace(tzinfo=dt.UTC)
         except ValueError:
             return ""
         return plausible(moment.strftime(_ISO))
-    if text.isascii() and text.isdigit() and (len(text) in (11, 12) or len(text) > 14):
-        # Seconds past the year 2286, or milliseconds before September 2001: both
-        # unlikely, and feedparser's own reading is no date at all (12345678901 as
-        # 2012-12-10); 253402300800, the first second of the year 10000, is a "never".
-        # Longer still (microseconds): 1733047200000000 was read as 1733-02-16.
-        return ""
-    return plausible(_read(text, dict.get(raw, f"{key}_parsed")))
+    # Seconds past the year 2286, or milliseconds before September 2001: both unlikely,
+    # and feedparser's own reading is no date at all (12345678901 as 2012-12-10);
+    # 253402300800, the first second of the year 10000, is a "never". Longer still
+    # (microseconds): 1733047200000000 was read as 1733-02-16.
+    return ""
 
 
 #: The calendar date an ISO 8601 text starts with.

@@ -16,7 +16,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from signal_feeds.errors import ParseError
-from signal_feeds.parse.dates import dates_warning, plausible, text_date, unknown_iso_zone
+from signal_feeds.parse.dates import (
+    dates_warning,
+    plausible,
+    text_date,
+    timestamp_date,
+    unknown_iso_zone,
+)
 from signal_feeds.parse.fields import (
     DEFAULT_FIELD_LIMITS,
     FieldLimiter,
@@ -79,9 +85,17 @@ def _date(value: Any, unread: list[str], unknown: list[str]) -> str:
     then the text goes to ``unread``). An RFC 822 date, which some generators write
     here as in RSS, is read too; one read as UTC for want of its zone goes to
     ``unknown``."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if value is not None and not isinstance(value, str):
+        value = str(value)  # a Unix timestamp as a JSON number; true, a list: said so
     text = text_value(value)
     if not text:
         return ""
+    if (stamp := timestamp_date(text)) is not None:  # as in RSS and Atom
+        if not stamp:
+            unread.append(text)
+        return stamp
     try:
         moment = dt.datetime.fromisoformat(text.replace("z", "Z"))
     except ValueError:  # RFC 822 or another form some generators write here
