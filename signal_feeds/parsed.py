@@ -86,11 +86,11 @@ __all__ = ["NORMALIZER_VERSION", "ParsedEntry", "ParsedFeed"]
 #: 13: a Google redirect link gives the page it leads to; the Unix epoch is no date; an
 #: HTML summary of tags alone gives way to a Media RSS caption; stored HTML loses control
 #: characters that a feed escaped twice (``&amp;#27;``); a frame without a fallback leaves
-#: a link to its address; an author escaped twice (WordPress's ``Tom &amp; Jerry`` in
+#: a link to its address. 14: an author escaped twice (WordPress's ``Tom &amp; Jerry`` in
 #: CDATA) has its character references read; an offset after UTC or GMT (``UTC+1``,
 #: ``GMT+5:30``) is applied (it was dropped, or read as 53 hours); a JSON Feed date given
 #: as a Unix timestamp, in a string or as a number, is read as in RSS (it was left empty).
-NORMALIZER_VERSION = 13
+NORMALIZER_VERSION = 14
 
 
 @dataclass(frozen=True, slots=True)
