@@ -7,6 +7,7 @@ saw, not from what the workers say they did.
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import datetime as dt
 import json
@@ -354,6 +355,97 @@ def test_the_file_gate_counts_slots_across_processes(tmp_path: Path) -> None:
     finally:
         done.set()
         holder.join(30)
+
+
+def _ask_in_line(database: str, ready: Any, go: Any, took: Any, done: Any) -> None:
+    """Another worker whose request finds the slot of example.org held, stands in line,
+    and takes the slot when told to."""
+    with open_store(database) as store:
+        gate = store.host_gate()
+        assert gate.take("example.org", 1) is None
+        gate.join_line("example.org")
+        ready.set()
+        go.wait(60)
+        assert gate.take("example.org", 1, in_line=True) == 0
+        gate.leave_line("example.org")
+        took.set()
+        done.wait(60)
+
+
+def test_a_slot_given_back_goes_to_the_worker_waiting_in_line(database: Path | str) -> None:
+    # The worker holding a host's slot handed it to its own next request at once, every
+    # time, while a request of another worker asked only every 50-75 ms: with more
+    # workers than per_host, that request waited for as long as the holder had requests
+    # for the host, and failed "held by other workers" though none was hung.
+    open_store(database).close()
+    context = multiprocessing.get_context("spawn")
+    ready, go, took, done = (context.Event() for _ in range(4))
+    other = context.Process(target=_ask_in_line, args=(str(database), ready, go, took, done))
+    with open_store(database) as store:
+        gate = store.host_gate()
+        try:
+            assert gate.take("example.org", 1) == 0
+            other.start()
+            assert ready.wait(30)
+            gate.give_back("example.org", 0)
+            # This worker's next request asks first, and waits its turn all the same.
+            assert gate.take("Example.org", 1) is None
+            gate.join_line("example.org")
+            go.set()
+            assert took.wait(30)
+            assert gate.take("example.org", 1, in_line=True) is None  # the other's now
+            # Its own place in line never holds back this worker's first asks.
+            assert gate.take("other.example", 1) == 0
+            done.set()
+            other.join(30)
+            gate.leave_line("example.org")
+            deadline = time.monotonic() + 10  # a server process ends a moment after
+            while (slot := gate.take("example.org", 1)) is None \
+                    and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert slot == 0  # the other worker is gone, and its place in line with it
+        finally:
+            gate.close()
+            done.set()
+            go.set()
+            if other.is_alive() or other.exitcode is not None:
+                other.join(30)
+    assert other.exitcode == 0
+
+
+class _ListedGate:
+    """A host gate whose slot is free from the third ask on; it lists every call."""
+
+    instant = True
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, ...]] = []
+
+    def take(self, host: str, per_host: int, *, in_line: bool = False) -> int | None:
+        self.calls.append(("take", "in line" if in_line else "first"))
+        return 0 if len(self.calls) > 3 else None
+
+    def give_back(self, host: str, slot: int) -> None:
+        self.calls.append(("give_back",))
+
+    def join_line(self, host: str) -> None:
+        self.calls.append(("join_line",))
+
+    def leave_line(self, host: str) -> None:
+        self.calls.append(("leave_line",))
+
+
+def test_a_request_stands_in_the_host_line_while_it_waits_for_the_gate() -> None:
+    from signal_feeds.http.slots import HostSlots
+
+    async def request(slots: HostSlots) -> None:
+        async with slots.hold("Example.org"):
+            pass
+
+    gate = _ListedGate()
+    asyncio.run(request(HostSlots(1, gate=gate)))
+    assert gate.calls == [("take", "first"), ("join_line",), ("take", "in line"),
+                          ("take", "in line"), ("leave_line",), ("give_back",)]
 
 
 def test_a_request_waits_for_a_host_slot_others_hold_a_bounded_time(

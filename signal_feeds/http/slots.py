@@ -18,6 +18,7 @@ the database), asking again every :data:`GATE_POLL_SECONDS` while all are taken.
 from __future__ import annotations
 
 import asyncio
+import functools
 import random
 from collections.abc import Callable
 from types import TracebackType
@@ -50,13 +51,21 @@ class SlotGate(Protocol):
     """Host slots shared with other processes (the store's host gate): ``take`` never
     waits and returns a slot number or ``None``; both calls may block briefly, and
     ``give_back`` never raises. With ``instant`` true they never wait on I/O (a lock on
-    a local file) and are called on the event loop; otherwise on a thread."""
+    a local file) and are called on the event loop; otherwise on a thread. A request
+    that waits for a slot stands in the host's line while it does (``join_line``,
+    ``leave_line``) and asks ``in_line``: a first ask gets no slot while another
+    process has a request in line, so that slots go round the workers rather than
+    staying with the one that holds them (see the store's ``HostGate``)."""
 
     instant: bool
 
-    def take(self, host: str, per_host: int) -> int | None: ...
+    def take(self, host: str, per_host: int, *, in_line: bool = False) -> int | None: ...
 
     def give_back(self, host: str, slot: int) -> None: ...
+
+    def join_line(self, host: str) -> None: ...
+
+    def leave_line(self, host: str) -> None: ...
 
 
 class HeldBesides(Protocol):
@@ -170,12 +179,20 @@ class HostHold:
     async def _wait_for_gate(self, gate: SlotGate, host: str) -> int:
         loop = asyncio.get_running_loop()
         began, most = loop.time(), self._slots.max_gate_wait
-        while True:
-            if most is not None and loop.time() - began > most:
-                raise HostSlotsHeld(host, loop.time() - began)
-            await asyncio.sleep(GATE_POLL_SECONDS * (1 + random.random() / 2))
-            if (slot := await _take(gate, host, self._slots.per_host)) is not None:
-                return slot
+        await _join_line(gate, host)
+        try:
+            while True:
+                if most is not None and loop.time() - began > most:
+                    raise HostSlotsHeld(host, loop.time() - began)
+                await asyncio.sleep(GATE_POLL_SECONDS * (1 + random.random() / 2))
+                if (slot := await _take(gate, host, self._slots.per_host,
+                                        in_line=True)) is not None:
+                    return slot
+        finally:
+            if gate.instant:
+                gate.leave_line(host)
+            else:  # a cancelled wait for the thread still leaves the line
+                await in_thread(gate.leave_line, host)
 
     def _refuse_if_asked(self, host: str) -> None:
         if self._slots.refusal is not None and (
@@ -199,12 +216,29 @@ class HostHold:
                 self._held = None
 
 
-async def _take(gate: SlotGate, host: str, per_host: int) -> int | None:
+async def _join_line(gate: SlotGate, host: str) -> None:
+    """``gate.join_line`` (on a thread unless it is instant); a line joined after the
+    caller was cancelled is left again."""
+    if gate.instant:
+        gate.join_line(host)
+        return
+    joining = asyncio.ensure_future(in_thread(gate.join_line, host))
+    try:
+        await asyncio.shield(joining)
+    except asyncio.CancelledError:
+        joining.add_done_callback(lambda done: None if done.cancelled() or done.exception()
+                                  else gate.leave_line(host))
+        raise
+
+
+async def _take(gate: SlotGate, host: str, per_host: int, *,
+                in_line: bool = False) -> int | None:
     """``gate.take`` (on a thread unless it is instant); a slot it takes after the
     caller was cancelled is given back, never lost."""
     if gate.instant:  # two thread hops per request were a tenth of a warm run's CPU
-        return gate.take(host, per_host)
-    taking = asyncio.ensure_future(in_thread(gate.take, host, per_host))
+        return gate.take(host, per_host, in_line=in_line)
+    taking = asyncio.ensure_future(in_thread(functools.partial(gate.take, host, per_host,
+                                                               in_line=in_line)))
 
     def give_back(done: asyncio.Future[int | None]) -> None:
         if not done.cancelled() and done.exception() is None \

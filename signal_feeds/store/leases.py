@@ -185,18 +185,35 @@ class HostGate(Protocol):
     :meth:`take` never waits: it returns the slot it took, or ``None`` when every slot
     is held (the caller waits and asks again). Slots are held by the process and die
     with it. Thread-safe; the calls may block briefly on I/O.
+
+    A request that found every slot held joins the host's line (:meth:`join_line`) and
+    asks again ``in_line``; a request's first ask gets no slot while another process
+    has one in line. Otherwise a worker handing its slot on to its own next request of
+    the host took it back at once, every time, and a request of another worker, asking
+    only every 50-75 ms, waited for as long as the first had requests for the host
+    (until it failed as if a worker were hung).
     """
 
     #: True when :meth:`take` and :meth:`give_back` never wait on I/O (locks on a
     #: local file): the run then calls them on its event loop rather than a thread.
     instant: bool
 
-    def take(self, host: str, per_host: int) -> int | None:
-        """Take a free slot of ``host`` (one of ``per_host``), or ``None``."""
+    def take(self, host: str, per_host: int, *, in_line: bool = False) -> int | None:
+        """Take a free slot of ``host`` (one of ``per_host``), or ``None`` (also when
+        not ``in_line`` and another process has a request in the host's line)."""
         ...
 
     def give_back(self, host: str, slot: int) -> None:
         """Give back a slot :meth:`take` returned; never raises."""
+        ...
+
+    def join_line(self, host: str) -> None:
+        """One more of this process's requests waits for a slot of ``host``; never
+        raises (a line not joined is only less fair)."""
+        ...
+
+    def leave_line(self, host: str) -> None:
+        """One of them no longer waits (it took a slot or gave up); never raises."""
         ...
 
     def close(self) -> None:

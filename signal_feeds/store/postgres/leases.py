@@ -10,7 +10,9 @@ times are the server's ``now()``, the one clock every worker host shares.
 
 :class:`AdvisoryHostGate` holds host slots as session-level advisory locks
 (``pg_try_advisory_lock(host key, slot)``) on a connection of its own: the server drops
-them when the connection ends, also when the worker dies without closing it.
+them when the connection ends, also when the worker dies without closing it. A process
+with requests waiting for a slot of a host holds ``(host key, IN_LINE)`` shared; a
+request's first ask sees it (an exclusive try that fails) and waits in line too.
 """
 
 from __future__ import annotations
@@ -36,13 +38,24 @@ from signal_feeds.store.postgres.connection import Connection
 from signal_feeds.store.postgres.queries import stored_source_state
 from signal_feeds.store.sqlite.queries import state_for_url
 
-__all__ = ["CLAIM_ROUNDS", "AdvisoryHostGate", "claim", "leases", "release", "renew"]
+__all__ = ["CLAIM_ROUNDS", "IN_LINE", "AdvisoryHostGate", "claim", "leases", "release",
+           "renew"]
 
 log = logging.getLogger("signal_feeds")
 
 #: A claim that lost sources to another worker's simultaneous claim looks again (the
 #: winner's leases are visible then) at most this many times.
 CLAIM_ROUNDS = 3
+#: The second key of the lock a process holds shared while it has requests waiting for
+#: a slot of the host (past every slot number).
+IN_LINE = MAX_SLOTS_PER_HOST
+#: A slot's lock, taken only when no other session is in the host's line (the server
+#: never counts a session's own shared lock against its exclusive one): NULL when one
+#: is, in the same round trip as the slot.
+_TAKE_IF_NOBODY_IN_LINE = (
+    "SELECT CASE WHEN NOT pg_try_advisory_lock(%(key)s, %(line)s) THEN NULL "
+    "WHEN pg_advisory_unlock(%(key)s, %(line)s) THEN pg_try_advisory_lock(%(key)s, %(slot)s) "
+    "END")
 
 _CLEAR = "lease_owner = NULL, leased_at = NULL, lease_expires = NULL"
 _CANDIDATES = ("SELECT id, url, next_due_at, retry_after, gone, lease_owner, leased_at, "
@@ -155,6 +168,8 @@ class AdvisoryHostGate:
         #: after a lost session its numbers stay in use here until given back, and no
         #: unlock is sent for them on a later session (it would free another's lock).
         self._held: dict[tuple[str, int], int] = {}
+        #: Per host: this process's requests in line, and the session holding its place.
+        self._line: dict[str, tuple[int, int]] = {}
         self._session = 0
         self._lock = threading.Lock()
 
@@ -164,13 +179,14 @@ class AdvisoryHostGate:
             self._session += 1
         return self._db
 
-    def take(self, host: str, per_host: int) -> int | None:
-        """Lock a free slot of ``host``; ``None`` when all ``per_host`` are held."""
+    def take(self, host: str, per_host: int, *, in_line: bool = False) -> int | None:
+        """Lock a free slot of ``host``; ``None`` when all ``per_host`` are held, or
+        when not ``in_line`` and another process has a request in the host's line."""
         host, key = host.lower(), host_key(host)
         with self._lock:
             for attempt in (1, 2):
                 try:
-                    return self._take(self._conn(), host, key, per_host)
+                    return self._take(self._conn(), host, key, per_host, in_line)
                 except StoreError:
                     # The session is gone (a restart, a proxy or an idle timeout ended
                     # it), and its locks with it: connect again, once. The database
@@ -180,16 +196,22 @@ class AdvisoryHostGate:
                         raise
         return None  # (not reached)
 
-    def _take(self, db: Connection, host: str, key: int, per_host: int) -> int | None:
+    def _take(self, db: Connection, host: str, key: int, per_host: int,
+              in_line: bool) -> int | None:
         # Session locks are reentrant: a slot this process holds is never asked for
         # again, or two of its requests would share it.
         for slot in range(min(per_host, MAX_SLOTS_PER_HOST)):
             if (host, slot) in self._held:
                 continue
             with db.errors("cannot take a host slot on"):
-                row = db.conn.execute("SELECT pg_try_advisory_lock(%s, %s)",
-                                      (key, slot)).fetchone()
-            if row is not None and row[0]:
+                row = db.conn.execute(
+                    "SELECT pg_try_advisory_lock(%(key)s, %(slot)s)" if in_line
+                    else _TAKE_IF_NOBODY_IN_LINE,
+                    {"key": key, "slot": slot, "line": IN_LINE}).fetchone()
+            if row is None or row[0] is None:
+                return None  # another process's request is in line: this one waits too
+            in_line = True  # (asked once)
+            if row[0]:
                 self._held[host, slot] = self._session
                 return slot
         return None
@@ -211,6 +233,44 @@ class AdvisoryHostGate:
                 log.log(log_level_of(exc), "%s; closing the host slot connection", exc)
                 self._drop()
 
+    def join_line(self, host: str) -> None:
+        """Stand one more request of this process in the host's line."""
+        host = host.lower()
+        with self._lock:
+            count, session = self._line.get(host, (0, 0))
+            if count and session == self._session and self._db is not None:
+                self._line[host] = (count + 1, session)
+                return
+            try:
+                db = self._conn()
+                with db.errors("cannot wait in line for a host slot on"):
+                    # Waits only for a first ask's exclusive try, held for one statement.
+                    db.conn.execute("SELECT pg_advisory_lock_shared(%s, %s)",
+                                    (host_key(host), IN_LINE))
+            except StoreError as exc:  # not in line: the wait is only less fair
+                log.log(log_level_of(exc), "%s; closing the host slot connection", exc)
+                self._drop()
+                return
+            self._line[host] = (count + 1, self._session)
+
+    def leave_line(self, host: str) -> None:
+        """One request of this process no longer waits; the last leaves the line."""
+        host = host.lower()
+        with self._lock:
+            count, session = self._line.pop(host, (0, 0))
+            if count > 1:
+                self._line[host] = (count - 1, session)
+                return
+            if count == 0 or self._db is None or session != self._session:
+                return  # its session is gone, and its place with it
+            try:
+                with self._db.errors("cannot leave the line for a host slot on"):
+                    self._db.conn.execute("SELECT pg_advisory_unlock_shared(%s, %s)",
+                                          (host_key(host), IN_LINE))
+            except StoreError as exc:
+                log.log(log_level_of(exc), "%s; closing the host slot connection", exc)
+                self._drop()
+
     def _drop(self) -> None:
         """Close the connection (with the lock held): its session's slots are gone;
         the requests that held them give their numbers back as they end."""
@@ -223,6 +283,7 @@ class AdvisoryHostGate:
         """Close the connection: the server drops every slot it held."""
         with self._lock:
             self._held.clear()
+            self._line.clear()
             if self._db is not None:
                 self._db.close()
                 self._db = None

@@ -4,7 +4,10 @@ A :class:`~signal_feeds.store.leases.HostGate` over one file next to the databas
 (``<database>-hosts``, like SQLite's own ``-wal`` and ``-shm``). Slot ``n`` of a host
 is one byte of that file, at ``host_key(host) * MAX_SLOTS_PER_HOST + n``, locked with
 ``fcntl.lockf``: the kernel counts the holders, and a process that dies (SIGKILL
-included) lets go of its bytes. Nothing is ever written to the file.
+included) lets go of its bytes. Nothing is ever written to the file. A process with
+requests waiting for a slot of a host holds a shared lock on the host's line byte (past
+every slot's); a request's first ask tries it exclusively and, if another process
+holds it, waits in line too.
 
 POSIX locks belong to the process, not to a file descriptor or a thread: this process
 taking a byte it already holds would "succeed", so the gate remembers which slots it
@@ -25,6 +28,9 @@ from signal_feeds.store.leases import MAX_SLOTS_PER_HOST, host_key
 
 __all__ = ["FileHostGate"]
 
+#: Where the line bytes start: past every slot's byte (host keys are under 2 ** 31).
+_LINES = 1 << 42
+
 
 class FileHostGate:
     """Host slots as byte-range locks on ``<database>-hosts`` (opened on first use)."""
@@ -39,6 +45,8 @@ class FileHostGate:
         self.path = Path(f"{self.database}-hosts")
         self._fd: int | None = None
         self._held: set[tuple[str, int]] = set()
+        #: This process's requests in each host's line.
+        self._line: dict[str, int] = {}
         self._lock = threading.Lock()
 
     def _file(self) -> int:
@@ -78,11 +86,14 @@ class FileHostGate:
     def _offset(host: str, slot: int) -> int:
         return host_key(host) * MAX_SLOTS_PER_HOST + slot
 
-    def take(self, host: str, per_host: int) -> int | None:
-        """Lock a free slot of ``host``; ``None`` when all ``per_host`` are held."""
+    def take(self, host: str, per_host: int, *, in_line: bool = False) -> int | None:
+        """Lock a free slot of ``host``; ``None`` when all ``per_host`` are held, or
+        when not ``in_line`` and another process has a request in the host's line."""
         host = host.lower()
         with self._lock:
             fd = self._file()
+            if not in_line and not self._nobody_in_line(fd, host):
+                return None
             for slot in range(min(per_host, MAX_SLOTS_PER_HOST)):
                 if (host, slot) in self._held:
                     continue
@@ -94,6 +105,40 @@ class FileHostGate:
                 self._held.add((host, slot))
                 return slot
         return None
+
+    def _nobody_in_line(self, fd: int, host: str) -> bool:
+        """True when no other process holds the host's line byte. This process's own
+        shared lock there is turned exclusive by the try, and turned back after."""
+        line = _LINES + host_key(host)
+        try:
+            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, line, os.SEEK_SET)
+        except OSError:
+            return False
+        back = fcntl.LOCK_SH | fcntl.LOCK_NB if self._line.get(host) else fcntl.LOCK_UN
+        with contextlib.suppress(OSError):
+            fcntl.lockf(fd, back, 1, line, os.SEEK_SET)
+        return True
+
+    def join_line(self, host: str) -> None:
+        """Stand one more request of this process in the host's line."""
+        self._line_change(host.lower(), +1)
+
+    def leave_line(self, host: str) -> None:
+        """One request of this process no longer waits; the last leaves the line."""
+        self._line_change(host.lower(), -1)
+
+    def _line_change(self, host: str, step: int) -> None:
+        with self._lock:
+            before = self._line.pop(host, 0)
+            count = max(0, before + step)
+            if count:
+                self._line[host] = count
+            if bool(before) == bool(count):
+                return
+            # (A failed lock leaves the request out of line: its wait is only less fair.)
+            with contextlib.suppress(OSError, DatabaseUnavailableError):
+                fcntl.lockf(self._file(), (fcntl.LOCK_SH | fcntl.LOCK_NB) if count
+                            else fcntl.LOCK_UN, 1, _LINES + host_key(host), os.SEEK_SET)
 
     def give_back(self, host: str, slot: int) -> None:
         """Unlock a slot :meth:`take` returned."""
@@ -110,6 +155,7 @@ class FileHostGate:
         """Close the file (which unlocks every slot this process holds)."""
         with self._lock:
             self._held.clear()
+            self._line.clear()
             if self._fd is not None:
                 with contextlib.suppress(OSError):
                     os.close(self._fd)
