@@ -29,13 +29,14 @@ from scenario_server import ScenarioServer, ScriptedResponse
 
 from signal_feeds import run_fetch
 from signal_feeds.run import pipeline
-from signal_feeds.store import Store, open_store
+from signal_feeds.store import Store, leases, open_store
 from signal_feeds.store.leases import (
     Candidate,
     Lease,
     choose_claims,
     may_claim,
     owner_is_gone,
+    worker_id,
 )
 
 ENTRIES_PER_SOURCE = 3
@@ -601,6 +602,26 @@ def test_a_dead_process_on_this_host_is_seen_at_once(tmp_path: Path) -> None:
         # Its lease has not expired, but its process is gone: taken at once.
         assert store.claim_sources(urls, owner="me:1", now=NOW, limit=1)
         assert store.claim_sources(urls, owner="me:2", now=NOW, limit=1) == {}
+
+
+def test_containers_sharing_a_host_name_keep_their_pids_apart(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # Containers on host networking have the host's name but pids of their own: a pid
+    # that is dead here may be another container's live worker, whose leases stand.
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    here = socket.gethostname()
+    monkeypatch.setattr(leases, "_pid_namespace", lambda: "pid:[4026532451]")
+    assert leases.this_host() == f"{here}@pidns4026532451"
+    assert worker_id().startswith(f"{here}@pidns4026532451:{os.getpid()}:")
+    assert owner_is_gone(f"{here}@pidns4026532451:{dead.pid}:1")  # this container's
+    assert not owner_is_gone(f"{here}@pidns4026532999:{dead.pid}:1")  # another's
+    assert not owner_is_gone(f"{here}:{dead.pid}:1")  # the host's, or an older version's
+    # Outside any container (the kernel's first namespace), or without /proc: the name.
+    for namespace in ("pid:[4026531836]", ""):
+        monkeypatch.setattr(leases, "_pid_namespace", lambda ns=namespace: ns)
+        assert leases.this_host() == here
+        assert owner_is_gone(f"{here}:{dead.pid}:1")
 
 
 def test_the_advisory_gate_connects_again_after_losing_its_session(postgres_url: str) -> None:

@@ -49,6 +49,7 @@ __all__ = [
     "may_claim",
     "owner_is_gone",
     "owners_gone",
+    "this_host",
     "worker_id",
 ]
 
@@ -64,21 +65,45 @@ def worker_id(name: str = "") -> str:
     A given name must be unique among the workers running at one time: a run gives
     back every lease its worker id holds when it ends.
     """
-    return name or f"{socket.gethostname()}:{os.getpid()}:{next(_RUNS)}"
+    return name or f"{this_host()}:{os.getpid()}:{next(_RUNS)}"
 
 
 _RUNS = itertools.count(1)
+#: What ``/proc/self/ns/pid`` names for the kernel's first PID namespace (the host's).
+_HOST_PID_NAMESPACE = "pid:[4026531836]"
+
+
+def _pid_namespace() -> str:
+    """This process's PID namespace as ``/proc`` names it, or ``""`` where it cannot."""
+    try:
+        return os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return ""
+
+
+def this_host() -> str:
+    """The host part of this process's worker ids: the host name, with the PID namespace
+    (``name@pidns4026532451``) in a container that has one of its own. Containers on
+    host networking share the host's name but not its pids; without it, one would take
+    another's live worker for a dead one of its own and its leases for free."""
+    name = socket.gethostname()
+    namespace = _pid_namespace()
+    inode = namespace.removeprefix("pid:[").removesuffix("]")
+    if namespace == _HOST_PID_NAMESPACE or not inode.isdigit():
+        return name
+    return f"{name}@pidns{inode}"
 
 
 def owner_is_gone(owner: str) -> bool:
     """True for a ``host:pid:N`` (or, before 2026-12-07, ``host:pid``) worker id of
-    this host whose process no longer runs: its leases need not wait for their expiry.
-    Any other id (another host, a given name, a live process, a reused pid) is taken as
-    alive, and its leases as valid."""
+    this host (:func:`this_host`, so also of this PID namespace) whose process no longer
+    runs: its leases need not wait for their expiry. Any other id (another host or
+    container, a given name, a live process, a reused pid) is taken as alive, and its
+    leases as valid."""
     host, _, pid = owner.rpartition(":")
     if host.count(":") == 1 and pid.isdigit():  # host:pid:N
         host, _, pid = host.rpartition(":")
-    if host != socket.gethostname() or not pid.isdigit() or int(pid) == os.getpid():
+    if host != this_host() or not pid.isdigit() or int(pid) == os.getpid():
         return False
     try:
         os.kill(int(pid), 0)
