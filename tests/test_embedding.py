@@ -218,3 +218,28 @@ def test_the_run_makes_no_store_call_on_the_host_event_loop(
     # The loop went on ticking through the slow read (not a speed claim: a blocked
     # loop shows one gap of the whole second).
     assert gaps and max(gaps) < 0.9, max(gaps)
+
+
+def test_a_blocking_call_leaves_the_callers_current_event_loop_set() -> None:
+    # A synchronous program that set a current loop (asyncio.set_event_loop, as code
+    # written for asyncio.get_event_loop() does) found it gone after one parse_files or
+    # run_fetch: asyncio.run() clears the thread's current loop when it ends, and the
+    # program's next get_event_loop() raised "There is no current event loop".
+    def in_a_thread() -> object:
+        loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(loop)
+        try:
+            (result,) = parse_files([FIXTURES / "demo-rss.xml"], source_id="demo-rss")
+            assert result["ok"] is True
+            return asyncio.get_event_loop() is loop
+        except RuntimeError as exc:
+            return str(exc)
+        finally:
+            asyncio.set_event_loop(None)
+            loop.close()
+
+    outcome: list[object] = []
+    thread = threading.Thread(target=lambda: outcome.append(in_a_thread()))
+    thread.start()
+    thread.join()
+    assert outcome == [True]

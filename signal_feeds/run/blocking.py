@@ -39,8 +39,11 @@ def run_blocking(coroutine: Coroutine[Any, Any, T]) -> T:
         in_loop = True
     if not in_loop:
         # Outside the except block: an error of the run must not read as raised "during
-        # handling of" the RuntimeError that said no loop runs here.
-        return asyncio.run(coroutine)
+        # handling of" the RuntimeError that said no loop runs here. A loop of its own,
+        # never made the thread's current one: asyncio.run() clears that when it ends,
+        # and a program that had set one (asyncio.set_event_loop) lost it.
+        with asyncio.Runner(loop_factory=asyncio.new_event_loop) as runner:
+            return runner.run(coroutine)
     return _Beside(coroutine).result(asyncio.current_task())
 
 
