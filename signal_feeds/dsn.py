@@ -13,7 +13,7 @@ from pathlib import Path
 from urllib.parse import unquote
 
 __all__ = ["PASSWORD_MASK", "POSTGRES_SCHEMES", "Database", "as_database", "display_database",
-           "is_postgres_url", "mask_password", "redact"]
+           "is_postgres_url", "mask_password", "not_a_location", "redact"]
 
 #: What a URL's password is replaced with wherever it is shown.
 PASSWORD_MASK = "***"
@@ -29,13 +29,31 @@ _KEYWORD_PASSWORD = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.I
 
 def as_database(database: str | Path) -> Database:
     """A location as given: a PostgreSQL URL stays a string (``Path`` would fold its
-    ``//``), anything else is a file path."""
-    return str(database).strip() if is_postgres_url(database) else Path(database)
+    ``//``), and so does a URL of another kind, for :func:`not_a_location` to refuse
+    where it is opened; anything else is a file path."""
+    if is_postgres_url(database) or not_a_location(database):
+        return str(database).strip()
+    return Path(database)
 
 
 def is_postgres_url(database: object) -> bool:
     """True if ``database`` is a ``postgresql://`` or ``postgres://`` URL (a string)."""
     return isinstance(database, str) and database.strip().lower().startswith(POSTGRES_SCHEMES)
+
+
+_URL = re.compile(r"^\s*([A-Za-z][A-Za-z0-9+.-]*)://")
+
+
+def not_a_location(database: object) -> str:
+    """Why ``database`` names no database Signal opens, or ``""``. A URL of another kind
+    (SQLAlchemy's ``sqlite:///signal.db``, ``mysql://...``) was taken for a relative
+    path: the error said that a folder ``sqlite:`` does not exist, and where one did,
+    a database was made in it."""
+    found = _URL.match(database) if isinstance(database, str) else None
+    if found is None or is_postgres_url(database):
+        return ""
+    return (f"not a database Signal can use ({found[1]}:// URL); give a SQLite file path "
+            "(signal.db, not sqlite:///signal.db) or a postgresql:// URL")
 
 
 def _userinfo(url: str) -> tuple[str, str, str] | None:

@@ -246,3 +246,23 @@ def test_store_given_a_postgresql_url_points_to_open_store_and_hides_the_passwor
     assert "secretpw" not in str(raised.value)
     assert str(raised.value).endswith("with signal_feeds.open_store(url)")
     assert signal_feeds.open_store is signal_feeds.store.open_store
+
+
+@pytest.mark.parametrize("database", ["sqlite:///signal.db", "mysql://u:secret@db/feeds"])
+def test_a_database_url_of_another_kind_is_refused_not_taken_for_a_path(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, database: str) -> None:
+    # It was read as a relative path: "the folder sqlite: does not exist", and where
+    # such a folder existed a database was made in it.
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / database.partition("/")[0]).mkdir()
+    config = make_config(tmp_path / "signal.db", {"a": "https://a.example/feed.xml"})
+    for call in (lambda: signal_feeds.open_store(database),
+                 lambda: signal_feeds.run_fetch(config, database=database)):
+        with pytest.raises(signal_feeds.DatabaseUnavailableError,
+                           match=r"not a database Signal can use") as raised:
+            call()
+        assert "secret" not in str(raised.value)
+    with pytest.raises(ConfigError, match=r"\[settings\]: database: .*postgresql:// URL"):
+        signal_feeds.parse_config(f'[settings]\ndatabase = "{database}"\n',
+                                  path=tmp_path / "signal.toml")
+    assert [p.name for p in tmp_path.rglob("*.db*")] == []

@@ -29,7 +29,7 @@ from typing import Any
 
 from signal_feeds import __version__
 from signal_feeds.config.values import out_of_bounds, typed
-from signal_feeds.dsn import Database, is_postgres_url
+from signal_feeds.dsn import Database, is_postgres_url, not_a_location
 from signal_feeds.errors import ConfigError, did_you_mean
 from signal_feeds.urls import UrlRejected, canonical_source_url, without_credentials
 
@@ -315,6 +315,8 @@ def _settings(table: object, problems: _Problems, base_dir: Path | None) -> Sett
             other = "max_interval"
         log.warning("%s%s: %s; min_interval wins (set %s too to silence this)",
                     f"{problems.where}: " if problems.where else "", where, said, other)
+    if "database" in values and not_a_location(values["database"]):
+        problems.add(where, f"database: {not_a_location(values.pop('database'))}")
     if "database" in values and is_postgres_url(values["database"]):
         pass  # a server, not a file: no folder to resolve it against
     elif "database" in values:

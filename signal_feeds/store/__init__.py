@@ -17,7 +17,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from signal_feeds.dsn import is_postgres_url
+from signal_feeds.dsn import is_postgres_url, mask_password, not_a_location
+from signal_feeds.errors import DatabaseUnavailableError
 from signal_feeds.records import (
     ApplyCounts,
     FetchRecord,
@@ -52,6 +53,9 @@ def open_store(database: str | Path, *, busy_timeout: float | None = None,
     ``busy_timeout`` in seconds (``None``: the default) bounds waiting for locks."""
     from signal_feeds.store.sqlite.connection import DEFAULT_BUSY_TIMEOUT
 
+    if reason := not_a_location(database):  # read as a path: "no folder sqlite:"
+        raise DatabaseUnavailableError(f"cannot open database {mask_password(str(database))}"
+                                       f": {reason}")
     if is_postgres_url(database):
         # Imported only here: psycopg loads when a PostgreSQL URL is used, never before.
         from signal_feeds.store.postgres.store import PostgresStore
