@@ -36,6 +36,13 @@ def test_every_public_name_is_typed_for_a_type_checker() -> None:
     assert sorted(lazy - checked) == []
 
 
+def test_parse_config_given_a_dict_says_it_wants_text() -> None:
+    # It was "AttributeError: 'dict' object has no attribute 'removeprefix'" from inside.
+    with pytest.raises(TypeError, match=r"^parse_config takes a source list's TOML text, "
+                                        r"not dict \(load_config reads a file\)$"):
+        signal_feeds.parse_config({"sources": []})  # type: ignore[arg-type]
+
+
 def test_one_source_id_given_as_a_string_is_one_id(tmp_path: Path) -> None:
     config = make_config(tmp_path / "signal.db", {"dates": "https://a.example/feed.xml",
                                                   "other": "https://b.example/feed.xml"})

@@ -383,6 +383,9 @@ def parse_config(text: str, *, path: str | Path | None = None) -> Config:
     'x')``) and key. Relative database paths are taken relative to the config file's
     folder.
     """
+    if not isinstance(text, str):  # a dict of settings was "no attribute 'removeprefix'"
+        raise TypeError(f"parse_config takes a source list's TOML text, not "
+                        f"{type(text).__name__} (load_config reads a file)")
     where = str(path) if path is not None else ""
     base_dir = Path(path).resolve().parent if path is not None else None
     try:
