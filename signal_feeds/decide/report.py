@@ -102,7 +102,8 @@ class RunReport:
         return not any(r.status in FAILING_STATUSES for r in self.sources)
 
     def get(self, source_id: str) -> SourceReport:
-        """The report of one source."""
+        """The report of one source; ``KeyError`` for a source this run did not cover
+        (unlike ``dict.get``, never ``None``: every source a run was given has one)."""
         for rep in self.sources:
             if rep.source == source_id:
                 return rep
