@@ -224,14 +224,8 @@ class AdvisoryHostGate:
             session = self._held.pop((host, slot), None)
             if self._db is None or session != self._session:
                 return  # its session is gone, and the lock with it
-            try:
-                with self._db.errors("cannot give back a host slot"):
-                    self._db.conn.execute("SELECT pg_advisory_unlock(%s, %s)",
-                                          (host_key(host), slot))
-            except StoreError as exc:
-                # The server lost the session or will drop it: its locks go with it.
-                log.log(log_level_of(exc), "%s; closing the host slot connection", exc)
-                self._drop()
+            self._unlock(self._db, "cannot give back a host slot",
+                         "SELECT pg_advisory_unlock(%s, %s)", host_key(host), slot)
 
     def join_line(self, host: str) -> None:
         """Stand one more request of this process in the host's line."""
@@ -263,13 +257,18 @@ class AdvisoryHostGate:
                 return
             if count == 0 or self._db is None or session != self._session:
                 return  # its session is gone, and its place with it
-            try:
-                with self._db.errors("cannot leave the line for a host slot on"):
-                    self._db.conn.execute("SELECT pg_advisory_unlock_shared(%s, %s)",
-                                          (host_key(host), IN_LINE))
-            except StoreError as exc:
-                log.log(log_level_of(exc), "%s; closing the host slot connection", exc)
-                self._drop()
+            self._unlock(self._db, "cannot leave the line for a host slot on",
+                         "SELECT pg_advisory_unlock_shared(%s, %s)", host_key(host), IN_LINE)
+
+    def _unlock(self, db: Connection, what: str, sql: str, key: int, second: int) -> None:
+        """Run one unlock on the live session ``db`` (with the lock held); never raises."""
+        try:
+            with db.errors(what):
+                db.conn.execute(sql, (key, second))
+        except StoreError as exc:
+            # The server lost the session or will drop it: its locks go with it.
+            log.log(log_level_of(exc), "%s; closing the host slot connection", exc)
+            self._drop()
 
     def _drop(self) -> None:
         """Close the connection (with the lock held): its session's slots are gone;
