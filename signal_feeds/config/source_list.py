@@ -315,8 +315,9 @@ def _settings(table: object, problems: _Problems, base_dir: Path | None) -> Sett
             other = "max_interval"
         log.warning("%s%s: %s; min_interval wins (set %s too to silence this)",
                     f"{problems.where}: " if problems.where else "", where, said, other)
-    if "database" in values and not_a_location(values["database"]):
-        problems.add(where, f"database: {not_a_location(values.pop('database'))}")
+    if "database" in values and (refused := not_a_location(values["database"])):
+        del values["database"]
+        problems.add(where, f"database: {refused}")
     if "database" in values and is_postgres_url(values["database"]):
         pass  # a server, not a file: no folder to resolve it against
     elif "database" in values:

@@ -22,12 +22,14 @@ import functools
 import random
 from collections.abc import Callable
 from types import TracebackType
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from signal_feeds.offload import in_thread
 
 __all__ = ["GATE_POLL_SECONDS", "HeldBesides", "HostHold", "HostSlots", "HostSlotsHeld",
            "SlotGate"]
+
+T = TypeVar("T")
 
 #: How long a request waits before asking a full gate again (stretched by up to half,
 #: at random, so that waiting workers do not ask in step).
@@ -188,11 +190,8 @@ class HostHold:
                 if (slot := await _take(gate, host, self._slots.per_host,
                                         in_line=True)) is not None:
                     return slot
-        finally:
-            if gate.instant:
-                gate.leave_line(host)
-            else:  # a cancelled wait for the thread still leaves the line
-                await in_thread(gate.leave_line, host)
+        finally:  # (a cancelled wait for the thread still leaves the line)
+            await _on_gate(gate, functools.partial(gate.leave_line, host))
 
     def _refuse_if_asked(self, host: str) -> None:
         if self._slots.refusal is not None and (
@@ -204,10 +203,7 @@ class HostHold:
         try:
             if gate is not None and slot is not None:
                 self._gate_slot = None
-                if gate.instant:
-                    gate.give_back(self._host, slot)
-                else:
-                    await in_thread(gate.give_back, self._host, slot)
+                await _on_gate(gate, functools.partial(gate.give_back, self._host, slot))
         finally:
             # Whatever the gate did, this process's slot is free again: a leaked one
             # would leave every later request to the host waiting for ever.
@@ -216,37 +212,39 @@ class HostHold:
                 self._held = None
 
 
-async def _join_line(gate: SlotGate, host: str) -> None:
-    """``gate.join_line`` (on a thread unless it is instant); a line joined after the
-    caller was cancelled is left again."""
-    if gate.instant:
-        gate.join_line(host)
-        return
-    joining = asyncio.ensure_future(in_thread(gate.join_line, host))
+async def _on_gate(gate: SlotGate, call: Callable[[], T],
+                   undo: Callable[[T], None] | None = None) -> T:
+    """``call()`` on the event loop if the gate is instant, else on a thread; what a call
+    on the thread did after the caller was cancelled is undone by ``undo`` (a slot taken
+    is given back, a place in line left), never lost."""
+    if gate.instant:  # two thread hops per request were a tenth of a warm run's CPU
+        return call()
+    doing = asyncio.ensure_future(in_thread(call))
+
+    def undo_late(done: asyncio.Future[T]) -> None:
+        if undo is not None and not done.cancelled() and done.exception() is None:
+            undo(done.result())
+
     try:
-        await asyncio.shield(joining)
+        return await asyncio.shield(doing)
     except asyncio.CancelledError:
-        joining.add_done_callback(lambda done: None if done.cancelled() or done.exception()
-                                  else gate.leave_line(host))
+        doing.add_done_callback(undo_late)
         raise
+
+
+async def _join_line(gate: SlotGate, host: str) -> None:
+    """``gate.join_line``; a line joined after the caller was cancelled is left again."""
+    await _on_gate(gate, functools.partial(gate.join_line, host),
+                   lambda _: gate.leave_line(host))
 
 
 async def _take(gate: SlotGate, host: str, per_host: int, *,
                 in_line: bool = False) -> int | None:
-    """``gate.take`` (on a thread unless it is instant); a slot it takes after the
-    caller was cancelled is given back, never lost."""
-    if gate.instant:  # two thread hops per request were a tenth of a warm run's CPU
-        return gate.take(host, per_host, in_line=in_line)
-    taking = asyncio.ensure_future(in_thread(functools.partial(gate.take, host, per_host,
-                                                               in_line=in_line)))
+    """``gate.take``; a slot it takes after the caller was cancelled is given back."""
 
-    def give_back(done: asyncio.Future[int | None]) -> None:
-        if not done.cancelled() and done.exception() is None \
-                and (slot := done.result()) is not None:
+    def give_back(slot: int | None) -> None:
+        if slot is not None:
             gate.give_back(host, slot)
 
-    try:
-        return await asyncio.shield(taking)
-    except asyncio.CancelledError:
-        taking.add_done_callback(give_back)
-        raise
+    return await _on_gate(gate, functools.partial(gate.take, host, per_host,
+                                                  in_line=in_line), give_back)
