@@ -273,13 +273,22 @@ async def _loopback(host: str) -> list[str]:
     return ["127.0.0.1"]
 
 
+def _all_fetched(db_path: Path, handler: type[BaseHTTPRequestHandler],
+                 sources: dict[str, str], **settings: object) -> None:
+    """A forced run over ``sources`` (URLs with ``{port}``), served by ``handler`` with
+    every name resolved to it, in which every source is fetched."""
+    with _served(handler) as port:
+        urls = {sid: url.format(port=port) for sid, url in sources.items()}
+        report = run_fetch(make_config(db_path, urls, **settings), force=True,
+                           resolver=_loopback)
+    assert {r.source: r.status for r in report.sources} == dict.fromkeys(
+        urls, "fetched"), report.sources
+
+
 def test_per_host_counts_every_hop(db_path: Path) -> None:
-    with _served(_CountingHandler) as port:
-        sources = {f"s{i}": f"http://h{i}.example:{port}/hop/{i}" for i in range(8)}
-        config = make_config(db_path, sources, per_host=2, concurrency=8)
-        report = run_fetch(config, force=True, resolver=_loopback)
-        assert [r.status for r in report.sources] == ["fetched"] * 8, report.sources
-        assert _CountingHandler.peak["final.example"] == 2
+    sources = {f"s{i}": f"http://h{i}.example:{{port}}/hop/{i}" for i in range(8)}
+    _all_fetched(db_path, _CountingHandler, sources, per_host=2, concurrency=8)
+    assert _CountingHandler.peak["final.example"] == 2
 
 
 def test_redirects_never_wait_for_a_host_while_holding_a_run_slot(db_path: Path) -> None:
@@ -288,16 +297,11 @@ def test_redirects_never_wait_for_a_host_while_holding_a_run_slot(db_path: Path)
     # requests used to wait for final.example's slot with their run slots held: nothing
     # moved until the deadline failed them ("no complete response within ...").
     _CountingHandler.peak.clear()
-    with _served(_CountingHandler) as port:
-        sources = {"r0": f"http://h0.example:{port}/hop/0",
-                   "r1": f"http://h1.example:{port}/hop/1",
-                   "d0": f"http://final.example:{port}/feed/d0",
-                   "d1": f"http://final.example:{port}/feed/d1"}
-        config = make_config(db_path, sources, per_host=1, concurrency=2, deadline=8.0)
-        report = run_fetch(config, force=True, resolver=_loopback)
-        assert {r.source: r.status for r in report.sources} == {
-            "r0": "fetched", "r1": "fetched", "d0": "fetched", "d1": "fetched"}, report.sources
-        assert _CountingHandler.peak["final.example"] == 1
+    sources = {"r0": "http://h0.example:{port}/hop/0", "r1": "http://h1.example:{port}/hop/1",
+               "d0": "http://final.example:{port}/feed/d0",
+               "d1": "http://final.example:{port}/feed/d1"}
+    _all_fetched(db_path, _CountingHandler, sources, per_host=1, concurrency=2, deadline=8.0)
+    assert _CountingHandler.peak["final.example"] == 1
 
 
 class _QueueHandler(BaseHTTPRequestHandler):
@@ -332,15 +336,9 @@ def test_taking_the_run_slot_back_after_a_hop_is_not_counted_by_the_deadline(
     # slot to o0 meanwhile; taking it back, it queues behind o1 until o0's 3 s are
     # over. Counted by its 4 s deadline, that queue failed r, whose own exchange (the
     # wait for the host, both hops) takes about 2.5 s.
-    with _served(_QueueHandler) as port:
-        sources = {"d": f"http://final.example:{port}/feed/d",
-                   "r": f"http://h0.example:{port}/hop/0",
-                   "o0": f"http://o0.example:{port}/slow/0",
-                   "o1": f"http://o1.example:{port}/slow/1"}
-        config = make_config(db_path, sources, per_host=1, concurrency=2, deadline=4.0)
-        report = run_fetch(config, force=True, resolver=_loopback)
-        assert {r.source: r.status for r in report.sources} == dict.fromkeys(
-            sources, "fetched"), report.sources
+    sources = {"d": "http://final.example:{port}/feed/d", "r": "http://h0.example:{port}/hop/0",
+               "o0": "http://o0.example:{port}/slow/0", "o1": "http://o1.example:{port}/slow/1"}
+    _all_fetched(db_path, _QueueHandler, sources, per_host=1, concurrency=2, deadline=4.0)
 
 
 class _Besides:
