@@ -261,6 +261,19 @@ def test_source_since_and_limit_select_the_hits(fetch: Fetch, database: Path | s
         assert len(search_entries(store, "garden", source_id="a", limit=4)) == 4
 
 
+def test_of_equal_scores_the_entry_stored_last_comes_first(fetch: Fetch,
+                                                           database: Path | str) -> None:
+    # Titles of the same length and words score the same on both backends.
+    fetch("a", rss(*({"guid": f"a{n}", "title": f"Garden diary day {n}",
+                      "link": f"https://a.example/{n}"} for n in range(3))))
+    fetch("b", rss(*({"guid": f"b{n}", "title": f"Garden diary day {n + 3}",
+                      "link": f"https://b.example/{n}"} for n in range(2))))
+    hits = search_json(database, "garden")["hits"]
+    # A response's entries are stored from the document's end back, so its first item
+    # (in a feed, usually the newest) is stored last.
+    assert [h["title"] for h in hits] == [f"Garden diary day {n}" for n in (3, 4, 0, 1, 2)]
+
+
 def test_the_index_follows_every_write_and_rebuilds_to_the_same(
         fetch: Fetch, database: Path | str) -> None:
     fetch("blog", rss({"guid": "1", "title": "Bridge over the river",

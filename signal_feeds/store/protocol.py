@@ -256,10 +256,11 @@ class FeedStore(Protocol):
         ``tsvector``/``tsquery``) translates this syntax and must give the same hits
         for words, phrases, AND/OR/NOT and prefixes.
 
-        Ranking: BM25 with a title match weighted 4 times a match in the text; ties in
-        any order. ``source_id``, ``since`` and ``include_duplicates`` select as in
-        :meth:`entry_views`. By default each story is one hit: every row is searched,
-        and a duplicate's hit is its canonical entry's (see
+        Ranking: BM25 with a title match weighted 4 times a match in the text; of
+        equal scores, the entry stored last comes first. ``source_id``, ``since`` and
+        ``include_duplicates`` select as in :meth:`entry_views`. By default each story
+        is one hit: every row is searched, and a duplicate's hit is its canonical
+        entry's (see
         :func:`~signal_feeds.store.views.collapsed_hits`). At most ``limit`` hits,
         each with a snippet: up to 16 words of the best-matching field with every
         matched term between ``[`` and ``]`` and ``…`` where the text is cut.

@@ -154,7 +154,7 @@ def search(conn: Any, query: str, *, source_id: str | None, since: str | None, l
            "FROM entries, CAST(%s AS tsquery) AS q WHERE search_vector @@ q")
     for condition in where:
         sql += f" AND {condition}"
-    sql += " ORDER BY score DESC, id COLLATE \"C\" LIMIT %s"
+    sql += " ORDER BY score DESC, seq DESC LIMIT %s"
     rows = conn.execute(sql, [RANK_WEIGHTS, translated.tsquery, *args, max(limit, 0)])
     hits = []
     for r in rows:
