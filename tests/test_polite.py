@@ -27,9 +27,10 @@ def feed_body(server: ScenarioServer) -> bytes:
 
 
 def check_retry_after(server: ScenarioServer, db: Path, retry_after: str,
-                      clock: Clock) -> None:
+                      clock: Clock, *, times: int = 1) -> None:
     path = "/limited.xml"
-    server.script(path, [ScriptedResponse(status=429, headers=(("Retry-After", retry_after),)),
+    server.script(path, [ScriptedResponse(status=429,
+                                          headers=(("Retry-After", retry_after),) * times),
                          ScriptedResponse(status=200, headers=DEMO_HEADERS,
                                           body=feed_body(server))])
     config = make_config(db, {"limited": server.url(path)})
@@ -50,6 +51,10 @@ def check_retry_after(server: ScenarioServer, db: Path, retry_after: str,
 
 def test_retry_after_seconds(server: ScenarioServer, db_path: Path) -> None:
     check_retry_after(server, db_path, "120", Clock())
+
+
+def test_a_retry_after_sent_twice_is_obeyed(server: ScenarioServer, db_path: Path) -> None:
+    check_retry_after(server, db_path, "120", Clock(), times=2)
 
 
 def test_retry_after_http_date(server: ScenarioServer, db_path: Path) -> None:

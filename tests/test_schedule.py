@@ -108,6 +108,12 @@ def test_retry_after_forms() -> None:
     assert parse_retry_after("\u00b2", NOW) is None
     assert parse_retry_after("9" * 5000, NOW) == NOW + dt.timedelta(days=30)
     assert parse_retry_after("99999999999", NOW) == NOW + dt.timedelta(days=30)
+    # Sent twice, the values arrive joined (a 503 read as a plain failure before).
+    assert parse_retry_after("120, 120", NOW) == at(120)
+    assert parse_retry_after("120,600", NOW) == at(120)
+    assert parse_retry_after("Wed, 02 Dec 2026 12:02:00 GMT, Wed, 02 Dec 2026 12:05:00 GMT",
+                             NOW) == at(120)
+    assert parse_retry_after("soon, 120", NOW) is None
 
 
 def test_cache_headers_with_latin1_digits_are_ignored() -> None:

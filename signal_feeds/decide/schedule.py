@@ -65,10 +65,23 @@ LONGEST_RETRY_AFTER = 30 * 86400
 
 
 def parse_retry_after(value: str | None, now: dt.datetime) -> dt.datetime | None:
-    """``Retry-After`` as a moment: delay-seconds or an HTTP date (RFC 9110 §10.2.3)."""
+    """``Retry-After`` as a moment: delay-seconds or an HTTP date (RFC 9110 §10.2.3).
+    A header sent more than once arrives as its values joined by commas; the first
+    counts."""
     if not value:
         return None
-    text = value.strip()
+    moment = _retry_moment(value.strip(), now)
+    if moment is None and "," in value:
+        # "120, 120", or two dates, each holding a comma of its own ("Wed, 02 Dec ...").
+        parts = value.split(",")
+        for first in (parts[0], ",".join(parts[:2])):
+            moment = _retry_moment(first.strip(), now)
+            if moment is not None:
+                break
+    return moment
+
+
+def _retry_moment(text: str, now: dt.datetime) -> dt.datetime | None:
     # isdecimal, not isdigit: a header decoded as Latin-1 may hold "²", a digit to
     # isdigit that int() refuses.
     longest = now + dt.timedelta(seconds=LONGEST_RETRY_AFTER)
