@@ -387,6 +387,9 @@ def test_words_that_hold_punctuation_are_found_as_typed(fetch: Fetch,
                          ("meetup & bob", {"6"}), ("$x?", {"7"}), ("std::vector", {"7"}),
                          ("https://github.com/foo/tinydb", {"7"}), ("title:10:30", {"6"}),
                          ("tinydb*", {"7"}), ("node.js*", {"2"}),
+                         # A hyphen before the star too: "no such column: mail".
+                         ("e-mail*", {"4"}), ("e-ma*", {"4"}), ("covid-1*", {"1"}),
+                         ("title:e-mail*", {"4"}),
                          # A function's name, as a programmer types it.
                          ("hello()", {"8"}), ("hello() start", {"8"})]:
         hits = search_json(database, query)["hits"]

@@ -159,7 +159,7 @@ def quote_punctuated_words(query: str) -> str:
         # A prefix query keeps its star outside the quotes: "node.js"*.
         star = "*" if word.endswith("*") and len(word) > 1 else ""
         bare = word[:len(word) - len(star)]
-        if _PUNCTUATED_WORD.fullmatch(word) or _NOT_FTS5.search(bare) or (
+        if _PUNCTUATED_WORD.fullmatch(bare) or _NOT_FTS5.search(bare) or (
                 ":" in bare and _COLON_IN_WORD.search(bare)):
             return f'{prefix}"{bare}"{star}'
         return text
