@@ -90,7 +90,9 @@ __all__ = ["NORMALIZER_VERSION", "ParsedEntry", "ParsedFeed"]
 #: CDATA) has its character references read; an offset after UTC or GMT (``UTC+1``,
 #: ``GMT+5:30``) is applied (it was dropped, or read as 53 hours); a JSON Feed date given
 #: as a Unix timestamp, in a string or as a number, is read as in RSS (it was left empty).
-NORMALIZER_VERSION = 14
+#: 15: of an entry's several contents the longest is stored (after an
+#: ``<itunes:summary>``, a podcast episode's ``<description>`` was, not its show notes).
+NORMALIZER_VERSION = 15
 
 
 @dataclass(frozen=True, slots=True)

@@ -265,3 +265,29 @@ def _described(description: str) -> bytes:
     """An RSS document of one item with this (escaped) description."""
     return ('<rss version="2.0"><channel><title>t</title><item><guid>g</guid>'
             f"<description>{description}</description></item></channel></rss>").encode()
+
+
+@pytest.mark.parametrize("order", [
+    # Megaphone-style: the iTunes summary first, the show notes last.
+    ("itunes", "description", "encoded"),
+    ("description", "itunes", "encoded"),
+    ("description", "encoded", "itunes"),
+])
+def test_a_podcast_episode_keeps_its_full_show_notes(order: tuple[str, ...]) -> None:
+    # After an <itunes:summary>, feedparser reads <description> as a first content and
+    # <content:encoded> as a second: the first was stored, and the show notes (with
+    # their links, and every word a search should find in them) were lost.
+    parts = {"itunes": "<itunes:summary>Worms, with a guest.</itunes:summary>",
+             "description": "<description><![CDATA[<p>Worms, with a guest.</p>]]>"
+                            "</description>",
+             "encoded": "<content:encoded><![CDATA[<p>Worms, with a guest. Show notes: "
+                        '<a href="https://pod.example/notes/12">notes</a></p>]]>'
+                        "</content:encoded>"}
+    body = ('<?xml version="1.0"?><rss version="2.0" '
+            'xmlns:itunes="http://www.itunes.com/dtds/podcast-1.0.dtd" '
+            'xmlns:content="http://purl.org/rss/1.0/modules/content/"><channel><title>t'
+            "</title><link>https://pod.example/</link><item><guid>ep12</guid>"
+            + "".join(parts[name] for name in order) + "</item></channel></rss>")
+    (entry,) = parse_feed(body.encode()).entries
+    assert entry.content == ('<p>Worms, with a guest. Show notes: <a href="https://pod.example/'
+                             'notes/12" rel="noopener noreferrer">notes</a></p>')

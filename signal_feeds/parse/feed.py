@@ -286,8 +286,13 @@ def _entry(raw: dict[str, Any], base: str | None, require_https: bool,
     content_list = get(raw, "content")
     content = ""
     content_detail: Any = None
-    if isinstance(content_list, list) and content_list and isinstance(content_list[0], Mapping):
-        content_detail = content_list[0]
+    details = [c for c in content_list if isinstance(c, Mapping)] if isinstance(
+        content_list, list) else []
+    if details:
+        # Several bodies: after an <itunes:summary>, feedparser reads an RSS item's
+        # <description> as a first content and its <content:encoded> as a second. The
+        # fullest is the post (a podcast's show notes); the first of equals, as before.
+        content_detail = max(details, key=lambda c: len(text_value(c.get("value"))))
         content = text_value(content_detail.get("value"))
     summary_detail = get(raw, "summary_detail")
     if not content and (not summary or _empty_markup(summary, summary_detail)):
