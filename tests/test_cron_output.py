@@ -161,3 +161,21 @@ def test_a_source_waiting_out_a_retry_after_or_already_moved_is_quiet(
     # Forced, the refusal is news: its line says --force does not override Retry-After.
     code, lines = fetch(config, "--force", "--source", "busy")
     assert len(lines) == 2 and "--force does not override Retry-After" in lines[0]
+
+
+def test_skips_on_a_line_not_printed_are_pointed_to_in_the_summary(
+        server: ScenarioServer, tmp_path: Path) -> None:
+    # Its only item has neither an id nor a usable link: nothing new, so no line.
+    body = (b"<?xml version='1.0'?><rss version='2.0'><channel><title>t</title>"
+            b"<item><title>x</title><link>javascript:alert(1)</link></item></channel></rss>")
+    server.script("/skips.xml", [ScriptedResponse(
+        200, (("Content-Type", "application/rss+xml"),), body)] * 2)
+    config = write_config(tmp_path, {"skips": server.url("/skips.xml")})
+    code, lines = fetch(config)
+    assert code == 0 and len(lines) == 1
+    assert "1 skipped (-v says why);" in lines[0]
+    code, lines = fetch(config, "-v")
+    assert "no id and no usable link (scheme javascript:" in lines[0]
+    assert "says why" not in lines[1]
+    code, lines = fetch(config, "-q")
+    assert lines == []

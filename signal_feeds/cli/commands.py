@@ -153,6 +153,7 @@ def _fetch_lines(report: RunReport, *, verbose: bool, quiet: bool) -> list[str]:
     due prints one line, not thousands (cron mails whatever a job prints)."""
     *per_source, summary = report.lines()
     shown = []
+    hidden_skips = False
     for rep, line in zip(report.sources, per_source, strict=True):
         # A source left alone while a Retry-After runs (no request, no status) is as
         # quiet as one not due: its line on every run was cron mail for up to a month.
@@ -165,6 +166,11 @@ def _fetch_lines(report: RunReport, *, verbose: bool, quiet: bool) -> list[str]:
                     or rep.created > 0 or rep.updated > 0)
         if keep:
             shown.append(line)
+        elif rep.skip_reasons and not quiet:
+            hidden_skips = True
+    if hidden_skips:
+        # The reasons are on source lines not printed: say where to find them.
+        summary = summary.replace(" skipped; ", " skipped (-v says why); ", 1)
     return shown if quiet else [*shown, summary]
 
 
