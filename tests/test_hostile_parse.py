@@ -215,3 +215,17 @@ def test_a_document_within_the_cap_is_left_as_it_was() -> None:
     cut = whole[:whole.index(b"</item>")] + b'<e xmlns:late="urn:late'
     data, warnings = defuse(cut)
     assert data.endswith(b' xmlns:late="urn:late') and warnings == ()
+
+
+def test_an_xml_error_says_where_it_is_without_parser_internals() -> None:
+    from signal_feeds.errors import ParseError
+
+    # Random bytes: "(SAXParseException: <unknown>:2:0: ...)" before, a line and column
+    # in the document as re-encoded for the parser, not as sent.
+    with pytest.raises(ParseError) as caught:
+        parse_feed(b"\x8f\x03garbage", source_id="s")
+    assert caught.value.message == ("not an RSS or Atom feed (not well-formed XML: "
+                                    "not well-formed (invalid token))")
+    feed = parse_feed(rss(item("a", "first") + "<item><title>b</b></title></item>"))
+    assert [w for w in feed.warnings if "well-formed" in w] == [
+        "feed is not well-formed, read leniently: mismatched tag"]

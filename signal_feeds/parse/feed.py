@@ -11,6 +11,7 @@ import io
 import re
 from collections.abc import Mapping
 from typing import Any
+from xml.sax import SAXParseException
 
 import feedparser
 
@@ -229,6 +230,15 @@ _ENDS_EARLY = frozenset({"no element found", "unclosed token", "unclosed CDATA s
                          "partial character"})
 
 
+def _xml_problem(bozo: BaseException, *, named: bool = False) -> str:
+    """What the strict parser found, for a person; another problem with its kind when
+    ``named``. An XML error's line and column are left out: they count in the document
+    as re-encoded for the parser, not in the bytes the server sent."""
+    if isinstance(bozo, SAXParseException):
+        return f"{'not well-formed XML: ' if named else ''}{bozo.getMessage()}"
+    return f"{type(bozo).__name__}: {bozo}" if named else str(bozo)
+
+
 def _ends_early(bozo: object) -> bool:
     """Whether the input stopped before the document did (a response cut short)."""
     message = getattr(bozo, "getMessage", None)
@@ -430,7 +440,7 @@ def parse_feed(
         if page:  # the parser's complaint about HTML would say nothing useful
             raise ParseError(f"not an RSS or Atom feed: {page} that names no feed",
                              source_id=source_id)
-        reason = f" ({type(bozo).__name__}: {bozo})" if bozo else ""
+        reason = f" ({_xml_problem(bozo, named=True)})" if bozo else ""
         other = other_xml(data)  # a sitemap, an OPML list, an API's error document
         if not other and bozo is None:  # well-formed, with a feed's root, yet no feed
             other = misplaced_feed_root(data)
@@ -438,7 +448,7 @@ def parse_feed(
                          source_id=source_id)
     warnings = list(defuse_warnings)
     if bozo is not None:
-        warnings.append(f"feed is not well-formed, read leniently: {bozo}")
+        warnings.append(f"feed is not well-formed, read leniently: {_xml_problem(bozo)}")
     # A document that stops early is incomplete even when it stops between two entries:
     # the entries it closed are kept, but its validators must not earn a 304 for the
     # whole (see the decider).
