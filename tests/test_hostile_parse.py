@@ -224,7 +224,7 @@ def test_an_xml_error_says_where_it_is_without_parser_internals() -> None:
     # in the document as re-encoded for the parser, not as sent.
     with pytest.raises(ParseError) as caught:
         parse_feed(b"\x8f\x03garbage", source_id="s")
-    assert caught.value.message == ("not an RSS or Atom feed (not well-formed XML: "
+    assert caught.value.message == ("not an RSS or Atom feed (XML error: "
                                     "not well-formed (invalid token))")
     feed = parse_feed(rss(item("a", "first") + "<item><title>b</b></title></item>"))
     assert [w for w in feed.warnings if "well-formed" in w] == [

@@ -235,7 +235,7 @@ def _xml_problem(bozo: BaseException, *, named: bool = False) -> str:
     ``named``. An XML error's line and column are left out: they count in the document
     as re-encoded for the parser, not in the bytes the server sent."""
     if isinstance(bozo, SAXParseException):
-        return f"{'not well-formed XML: ' if named else ''}{bozo.getMessage()}"
+        return f"{'XML error: ' if named else ''}{bozo.getMessage()}"
     return f"{type(bozo).__name__}: {bozo}" if named else str(bozo)
 
 
