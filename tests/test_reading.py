@@ -23,7 +23,7 @@ from signal_feeds.cli.commands import cli
 from signal_feeds.config.opml import parse_opml
 from signal_feeds.errors import QueryError
 from signal_feeds.parse.processes import ParserPool
-from signal_feeds.records import FetchRecord
+from signal_feeds.records import FetchRecord, SourceState
 from signal_feeds.store import open_store
 from signal_feeds.store.reading import (
     entry_history,
@@ -302,6 +302,29 @@ def test_export_opml_lists_the_configured_sources(tmp_path: Path) -> None:
     feeds = parse_opml(result.output.encode())
     assert [(f.title, f.url) for f in feeds] == [("A & B <news>", "https://a.example/feed.xml"),
                                                  ("b", "https://b.example/atom")]
+    assert not (tmp_path / "signal.db").exists()  # an export makes no database
+
+
+def test_export_opml_with_a_config_names_fetched_feeds_by_their_own_title(
+        tmp_path: Path) -> None:
+    # It gave the id ("b") while --db alone and the Atom export gave the feed's title.
+    config = tmp_path / "signal.toml"
+    config.write_text('[[sources]]\nid = "a"\nurl = "https://a.example/feed.xml"\n'
+                      'title = "Mine"\n\n[[sources]]\nid = "b"\n'
+                      'url = "https://b.example/atom"\n\n[[sources]]\nid = "c"\n'
+                      'url = "https://c.example/rss"\n', encoding="utf-8")
+    with Store(tmp_path / "signal.db") as store, store.batch():
+        for sid, title in (("a", "A's own"), ("b", "Bee News")):
+            url = f"https://{sid}.example/feed"
+            store.save_attempt(
+                SourceState(source_id=sid, url=url, status="fetched", feed_title=title),
+                FetchRecord(source_id=sid, started_at=dt.datetime.now(dt.UTC), url=url,
+                            outcome="fetched"))
+    result = invoke("export", "--config", str(config), "--format", "opml")
+    assert result.exit_code == 0, result.output
+    assert [(f.title, f.url) for f in parse_opml(result.output.encode())] == [
+        ("Mine", "https://a.example/feed.xml"), ("Bee News", "https://b.example/atom"),
+        ("c", "https://c.example/rss")]
 
 
 def test_reading_a_missing_database_is_a_clear_error(tmp_path: Path) -> None:

@@ -87,16 +87,22 @@ def _source_titles(config_path: str | None, db_path: str | None) -> dict[str, st
 
 
 def _sources_as_opml(config_path: str | None, db_path: str | None) -> str:
-    """The source list as OPML; with ``--db`` alone, the sources the database holds (by
-    the feed's own title, else the id)."""
-    from signal_feeds.config.opml import export_opml, opml_document
+    """The source list as OPML, each feed by its configured title, else the feed's own
+    (once fetched), else its id; with ``--db`` alone, the sources the database holds."""
+    from signal_feeds.config.opml import opml_document
 
     config = _source_list(config_path, db_path)
-    if config is not None:
-        return export_opml(config)
-    with open_store(config_path, db_path) as store:
-        states = store.source_states()
-    return opml_document([(s.feed_title or s.source_id, s.url) for s in states])
+    if config is None:
+        with open_store(config_path, db_path) as store:
+            states = store.source_states()
+        return opml_document([(s.feed_title or s.source_id, s.url) for s in states])
+    fetched: dict[str, str] = {}
+    database = reading_database(config_path, db_path)
+    if not isinstance(database, Path) or database.exists():  # else nothing fetched yet
+        with open_store(config_path, db_path) as store:
+            fetched = {s.source_id: s.feed_title for s in store.source_states()}
+    return opml_document([(s.title or fetched.get(s.id) or s.id, s.url)
+                          for s in config.sources])
 
 
 def known_source(store: FeedStore, source_id: str | None, config_path: str | None,

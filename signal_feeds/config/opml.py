@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from signal_feeds.config.source_list import Config, parse_config, url_hint
+from signal_feeds.config.source_list import parse_config, url_hint
 from signal_feeds.errors import ConfigError
 from signal_feeds.urls import UrlRejected, canonical_source_url, without_credentials
 
@@ -30,7 +30,6 @@ __all__ = [
     "ImportReport",
     "OpmlFeed",
     "SkippedFeed",
-    "export_opml",
     "import_opml",
     "parse_opml",
     "slugify",
@@ -246,11 +245,6 @@ def import_opml(
         path.parent.mkdir(parents=True, exist_ok=True)
         _write_atomically(path, text)
     return report
-
-
-def export_opml(config: Config, *, title: str = "Signal sources") -> str:
-    """The source list as an OPML 2.0 document (one ``type="rss"`` outline per source)."""
-    return opml_document([(s.title or s.id, s.url) for s in config.sources], title=title)
 
 
 def opml_document(feeds: Iterable[tuple[str, str]], *, title: str = "Signal sources") -> str:
