@@ -401,6 +401,20 @@ def test_words_that_hold_punctuation_are_found_as_typed(fetch: Fetch,
     assert result.exit_code == 2 and "'node.js OR'" in result.output
 
 
+def test_a_dash_on_its_own_is_left_out(fetch: Fetch, database: Path | str) -> None:
+    # A headline pasted into the search box was refused: FTS5 reads "- photos" as a
+    # column filter ("no such column: photos"), and "harvest -" as a query cut short.
+    fetch("blog", rss({"guid": "1", "title": "Harvest festival - photos",
+                       "link": "https://b.example/1"}))
+    for query in ("Harvest festival - photos", "harvest -", "harvest -- photos",
+                  "harvest - - photos"):
+        hits = search_json(database, query)["hits"]
+        assert [h["title"] for h in hits] == ["Harvest festival - photos"], query
+    # Before a column filter it is FTS5's minus: the words anywhere but the title.
+    assert search_json(database, "harvest - title:photos")["hits"] == []
+    assert search_json(database, "harvest - {title}:photos")["hits"] == []
+
+
 def test_an_entry_too_long_for_an_index_is_stored_and_found(fetch: Fetch,
                                                             database: Path | str) -> None:
     # On PostgreSQL a 3 KB link, a 2,000-character CJK title (6 KB) or 700 CJK characters

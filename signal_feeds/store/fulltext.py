@@ -95,6 +95,9 @@ _COLON_IN_WORD = re.compile(r"(?:^|[-+])\d[^:]*:|::|:/|:$")
 # space, quotes, parentheses, braces and commas (which stay as they are around it), with
 # an empty pair of parentheses right after it: a function's name as typed, print().
 _QUERY_PIECE = re.compile(r'"(?:[^"]|"")*"?|[^\s"(){},]+(?:\(\))?')
+# What may follow FTS5's minus on its own ("- title:" or "- {title summary}:"): anything
+# else after a lone "-" (a headline's dash, "Harvest festival - photos") is no FTS5.
+_COLUMN_AHEAD = re.compile(r"\s*(?:\{|(?:title|summary|content)\s*:)", re.IGNORECASE)
 
 
 def require_text(value: str, what: str) -> None:
@@ -153,6 +156,9 @@ def quote_punctuated_words(query: str) -> str:
         text = match.group()
         if text.startswith('"'):
             return text
+        if text.strip("-") == "":  # a dash on its own: a sign, left out once quoted
+            ahead = _COLUMN_AHEAD.match(query, match.end())
+            return text if text == "-" and ahead else f'"{text}"'
         column = _COLUMN_FILTER.match(text)  # title:node.js
         prefix = column.group() if column else ""
         word = text[len(prefix):]
