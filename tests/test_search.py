@@ -198,6 +198,20 @@ def test_a_snippet_reads_as_the_summary_does(fetch: Fetch, database: Path | str)
     assert len(search_json(database, "unusual")["hits"]) == 1
 
 
+def test_a_snippet_highlights_only_what_the_query_matched(fetch: Fetch,
+                                                          database: Path | str) -> None:
+    # On PostgreSQL "title:harvest" showed the summary with its harvests highlighted,
+    # and "fair NOT title:harvest" highlighted the harvest it had left out.
+    fetch("blog", rss({"guid": "1", "title": "Harvest notes", "link": "https://b.example/1",
+                       "description": "Harvest harvest harvest, then the harvest fair."},
+                      {"guid": "2", "title": "Fair day", "link": "https://b.example/2",
+                       "description": "The harvest fair opens at nine."}))
+    hits = search_json(database, "title:harvest")["hits"]
+    assert [h["snippet"] for h in hits] == ["[Harvest] notes"]
+    (hit,) = search_json(database, "fair NOT title:harvest")["hits"]
+    assert "[" not in hit["snippet"].replace("[fair]", "").replace("[Fair]", ""), hit
+
+
 def test_duplicates_are_collapsed_as_in_signal_entries(fetch: Fetch, database: Path | str) -> None:
     story = {"title": "Release of version seven", "link": "https://proj.example/v7",
              "description": STORY, "date": "Mon, 02 Mar 2026 10:00:00 GMT"}

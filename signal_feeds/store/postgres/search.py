@@ -125,7 +125,9 @@ def search_vector(title: str | None, summary: str | None, content: str | None, *
 @dataclass(frozen=True)
 class Query:
     """A translated query: the ``tsquery`` text (``None``: matches nothing, e.g. only
-    punctuation in quotes) and the words to highlight in snippets (prefixes end in *)."""
+    punctuation in quotes) and the words to highlight in snippets (prefixes end in *; a
+    word under a column filter ends in ``:`` and the weights of its columns, ``harvest:A``
+    for ``title:harvest``; a word after NOT is not one)."""
 
     tsquery: str | None
     terms: tuple[str, ...]
@@ -225,7 +227,9 @@ class _Parser:
         left = self.unary(weights)
         while self.is_op("NOT"):
             self.take()
+            kept = len(self.terms)
             right = self.unary(weights)
+            del self.terms[kept:]  # a word left out is not highlighted
             if left is not None and right is not None:
                 left = f"({left} & !{right})"
         return left
@@ -291,7 +295,8 @@ class _Parser:
                 self.take()
             for i, word in enumerate(found):
                 star = prefix and i == len(found) - 1
-                self.terms.append(word + ("*" if star else ""))
+                self.terms.append(word + ("*" if star else "")
+                                  + ("" if weights is None else ":" + weights))
                 suffix = ("*" if star else "") + (weights or "")
                 lexemes.append(_quote(word) + (":" + suffix if suffix else ""))
             if self.peek() != ("punct", "+"):
@@ -329,21 +334,29 @@ def to_tsquery(text: str) -> Query:
 
 # -- snippets --------------------------------------------------------------------------
 
-def _matches(word: str, terms: Sequence[str]) -> bool:
-    return any(word.startswith(t[:-1]) if t.endswith("*") else word == t for t in terms)
+def _matches(word: str, terms: Sequence[str], weight: str) -> bool:
+    """True when ``word``, in the column of ``weight``, is one of ``terms``."""
+    for term in terms:
+        term, restricted, weights = term.partition(":")
+        if restricted and weight not in weights:
+            continue
+        if word.startswith(term[:-1]) if term.endswith("*") else word == term:
+            return True
+    return False
 
 
 def snippet(fields: Iterable[str], terms: Sequence[str]) -> str:
     """Up to SNIPPET_TOKENS words of the field with the most matched terms, every match
-    between SNIPPET_OPEN and SNIPPET_CLOSE, SNIPPET_ELLIPSIS where the text is cut."""
+    between SNIPPET_OPEN and SNIPPET_CLOSE, SNIPPET_ELLIPSIS where the text is cut.
+    ``fields`` come in the order of :data:`COLUMNS` (title, summary, content)."""
     best: tuple[int, str, list[re.Match[str]], list[bool]] | None = None
-    for text in fields:
+    for weight, text in zip(COLUMNS.values(), fields, strict=False):
         text = unicodedata.normalize("NFC", text)
         spans = list(_WORD.finditer(text))
         # A word as shown may fold into several indexed ones: a kana's voicing mark is
         # a separate character once decomposed (で is て and U+3099), so です was
         # indexed as て and す and its hit had no snippet.
-        hit = [any(_matches(part, terms) for part in _WORD.findall(_fold(m.group())))
+        hit = [any(_matches(part, terms, weight) for part in _WORD.findall(_fold(m.group())))
                for m in spans]
         score = sum(hit)
         if score and (best is None or score > best[0]):
