@@ -21,6 +21,7 @@ __all__ = [
     "SNIPPET_TOKENS",
     "SearchText",
     "check_query_text",
+    "column_hint",
     "quote_punctuated_words",
     "require_text",
     "searchable_text",
@@ -45,6 +46,14 @@ COLUMN_HINT = ("the columns to search in are title:, summary: and content:; a wo
 #: The detail of a query that stops where more was expected (FTS5 says 'near ""').
 END_OF_QUERY = "syntax error at the end of the query"
 _OPERATOR = re.compile(r'syntax error near "(AND|OR|NOT|NEAR)"')
+
+
+def column_hint(column: str, query: str) -> str:
+    """What to try instead, for a ``query`` told "no such column: ``column``": a search
+    box's "-word" is FTS5's "NOT word" (FTS5 reads "-word" as a column filter)."""
+    if re.search(rf"(?:^|\s)-{re.escape(column)}\b", query):
+        return f"to leave out entries with a word, write NOT {column}"
+    return COLUMN_HINT
 
 
 def _unclosed(query: str) -> bool:

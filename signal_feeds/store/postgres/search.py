@@ -29,7 +29,6 @@ from typing import NoReturn
 
 from signal_feeds.errors import QueryError
 from signal_feeds.store.fulltext import (
-    COLUMN_HINT,
     END_OF_QUERY,
     SNIPPET_CLOSE,
     SNIPPET_ELLIPSIS,
@@ -37,6 +36,7 @@ from signal_feeds.store.fulltext import (
     SNIPPET_TOKENS,
     SearchText,
     check_query_text,
+    column_hint,
     quote_punctuated_words,
     syntax_hint,
 )
@@ -263,6 +263,9 @@ class _Parser:
         elif token is not None and token[0] == "word" and after == ("punct", ":"):
             self.take()
             names.append(token[1])
+        elif exclude and token is not None and token[0] == "word":
+            # "-market": FTS5 reads it as a column filter, as a search box's minus.
+            self._error(f"no such column: {token[1]}", column_hint(token[1], self.text))
         elif exclude:
             self._error('syntax error near "-"')
         else:
@@ -271,7 +274,7 @@ class _Parser:
             self._error("syntax error: ':' expected after the column list")
         for name in names:
             if name.lower() not in COLUMNS:
-                self._error(f"no such column: {name}", COLUMN_HINT)
+                self._error(f"no such column: {name}", column_hint(name, self.text))
         chosen = {COLUMNS[n.lower()] for n in names}
         if exclude:
             chosen = set(COLUMNS.values()) - chosen

@@ -19,7 +19,6 @@ a third faster than its ``rank`` column (see benchmarks/README.md, "Search").
 
 from __future__ import annotations
 
-import re
 import sqlite3
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -27,13 +26,13 @@ from typing import Any
 
 from signal_feeds.errors import QueryError
 from signal_feeds.store.fulltext import (
-    COLUMN_HINT,
     END_OF_QUERY,
     SNIPPET_CLOSE,
     SNIPPET_ELLIPSIS,
     SNIPPET_OPEN,
     SNIPPET_TOKENS,
     check_query_text,
+    column_hint,
     quote_punctuated_words,
     searchable_text,
     syntax_hint,
@@ -158,13 +157,9 @@ def checked_query(conn: sqlite3.Connection, query: str) -> str:
 
 
 def _syntax_hint(query: str, detail: str) -> str:
-    """What to try instead: a search box's "-word" is FTS5's "NOT word" (FTS5 reads
-    "-word" as a column filter), else quotes around words that hold punctuation."""
-    column = detail.removeprefix("no such column: ") if "no such column" in detail else ""
-    if column and re.search(rf"(?:^|\s)-{re.escape(column)}\b", query):
-        return f"to leave out entries with a word, write NOT {column}"
-    if column:
-        return COLUMN_HINT
+    """What to try instead (:func:`column_hint` for a column FTS5 does not know)."""
+    if "no such column" in detail:
+        return column_hint(detail.removeprefix("no such column: "), query)
     return syntax_hint(detail, query)
 
 
