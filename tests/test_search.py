@@ -398,6 +398,8 @@ def test_words_that_hold_punctuation_are_found_as_typed(fetch: Fetch,
                          ("(node.js OR e-mail)", {"2", "4"}),
                          # The index holds words, not signs: both are the word "c".
                          ("C++", {"3", "5"}), ("C#", {"3", "5"}),
+                         # A version after the signs was 'syntax error near "+"'.
+                         ("C++26", {"3"}),
                          # Hashtags, handles, times, signs and addresses were "syntax
                          # error near #" or "no such column: https".
                          ("#rust", {"6"}), ("@bob", {"6"}), ("10:30", {"6"}),

@@ -83,12 +83,13 @@ def syntax_hint(detail: str, query: str = "") -> str:
 
 
 # A word with punctuation inside (covid-19, e-mail, node.js, what's, AT&T) or a sign after
-# it (C++, C#): what anyone types in a search box, and no valid FTS5 at all ("no such
-# column: 19", 'syntax error near "."'). Characters FTS5 gives a meaning to (: * ^ ( ) {
-# } , and a quote) are never part of one, so a query that is valid FTS5 is left as it is.
+# it (C++, C#; C++26 with its version): what anyone types in a search box, and no valid
+# FTS5 at all ("no such column: 19", 'syntax error near "."'). Characters FTS5 gives a
+# meaning to (: * ^ ( ) { } , and a quote) are never part of one, so a query that is
+# valid FTS5 is left as it is.
 # One trailing "+" is left alone: FTS5 reads "a+ b" as the phrase "a b".
 _PUNCTUATED_WORD = re.compile(
-    r"[^\W_]\w*(?:(?:[-.'\u2019&@/][^\W_]\w*)+(?:\+\++|#+)?|\+\++|#+)")
+    r"[^\W_]\w*(?:(?:[-.'\u2019&@/][^\W_]\w*)+(?:\+\++|#+)?|\+\++\w*|#+)")
 # A column filter at the start of a piece: a column of the index, "-column", or nothing
 # (after "{title summary}", whose brace ends the piece before it).
 _COLUMN_FILTER = re.compile(r"(?:-?(?:title|summary|content))?:", re.IGNORECASE)
