@@ -422,6 +422,17 @@ def test_words_that_hold_punctuation_are_found_as_typed(fetch: Fetch,
     assert result.exit_code == 2 and "'node.js OR'" in result.output
 
 
+def test_accents_are_ignored_as_the_readme_says(fetch: Fetch, database: Path | str) -> None:
+    # The README said "accents are ignored"; FTS5 removes only those of Latin letters,
+    # PostgreSQL those of every script. Each backend as documented.
+    fetch("blog", rss({"guid": "1", "title": "Café in Łódź", "link": "https://b.example/1",
+                       "description": "Ελληνικά κείμενα"}))
+    assert len(search_json(database, "cafe")["hits"]) == 1
+    assert search_json(database, "lodz")["hits"] == []  # ł is a letter of its own
+    greek = search_json(database, "ελληνικα")["hits"]
+    assert len(greek) == (1 if str(database).startswith("postgresql://") else 0)
+
+
 def test_a_dash_on_its_own_is_left_out(fetch: Fetch, database: Path | str) -> None:
     # A headline pasted into the search box was refused: FTS5 reads "- photos" as a
     # column filter ("no such column: photos"), and "harvest -" as a query cut short.

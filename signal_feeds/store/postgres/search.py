@@ -1,12 +1,15 @@
 """Full-text search in PostgreSQL: SQLite FTS5's query syntax on a ``tsvector``.
 
 Signal builds each entry's vector itself, as a ``tsvector`` literal, instead of running
-a text-search configuration over the text: words are split and folded exactly as FTS5's
+a text-search configuration over the text: words are split and folded as FTS5's
 ``unicode61 remove_diacritics 2`` tokenizer does (runs of letters and digits, lower
 case, no diacritics), and the query's words go through the same function, so both
-backends find the same entries. Title words carry weight A, summary B, content C; a
-column filter is a weight restriction, and ``ts_rank`` weighs a title match
-:data:`TITLE_WEIGHT` times a match in the text. Fields are placed
+backends find the same entries, except that here the diacritics of every script go
+(FTS5 removes only those of Latin letters: ``ελληνικα`` finds ``Ελληνικά`` here only)
+and compatibility forms are read as their plain letters (NFKD: ``ﬁ``, ``Ｆ``).
+Title words carry weight A, summary B, content C; a column filter is a weight
+restriction, and ``ts_rank`` weighs a title match :data:`TITLE_WEIGHT` times a match in
+the text. Fields are placed
 :data:`_FIELD_GAP` positions apart so that a phrase never spans two of them.
 
 The query is parsed here (:func:`to_tsquery`): words (implicit AND), ``"phrases"``,
