@@ -433,6 +433,25 @@ def test_accents_are_ignored_as_the_readme_says(fetch: Fetch, database: Path | s
     assert len(greek) == (1 if str(database).startswith("postgresql://") else 0)
 
 
+def test_words_beside_parentheses_must_all_occur(fetch: Fetch,
+                                                 database: Path | str) -> None:
+    # FTS5 joins words side by side, but not a word and a parenthesis: "harvest (fair OR
+    # market)" was 'syntax error near "OR"' on SQLite, with advice to write "or".
+    fetch("blog", rss({"guid": "1", "title": "Harvest fair", "link": "https://b.example/1"},
+                      {"guid": "2", "title": "Harvest market", "link": "https://b.example/2"},
+                      {"guid": "3", "title": "Fish market", "link": "https://b.example/3"}))
+    for query, found in [("harvest (fair OR market)", {"1", "2"}),
+                         ("(fair OR market) harvest", {"1", "2"}),
+                         ("(fish) (market)", {"3"}), ('"harvest"* (fair)', {"1"}),
+                         ("title:harvest (fair OR fish)", {"1"}),
+                         ("harvest NOT (fair) market", {"2"}),
+                         ("fish OR harvest (fair)", {"1", "3"})]:
+        hits = search_json(database, query)["hits"]
+        assert {h["url"].rsplit("/", 1)[1] for h in hits} == found, query
+    # A column filter's group and a NEAR group are not words beside a parenthesis.
+    assert len(search_json(database, "title:(harvest) NEAR (fish market)")["hits"]) == 0
+
+
 def test_a_dash_on_its_own_is_left_out(fetch: Fetch, database: Path | str) -> None:
     # A headline pasted into the search box was refused: FTS5 reads "- photos" as a
     # column filter ("no such column: photos"), and "harvest -" as a query cut short.

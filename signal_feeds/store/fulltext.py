@@ -13,6 +13,7 @@ from signal_feeds.identity.search_text import SearchText, searchable_text
 
 __all__ = [
     "COLUMN_HINT",
+    "and_beside_groups",
     "DEFAULT_SEARCH_LIMIT",
     "END_OF_QUERY",
     "SNIPPET_CLOSE",
@@ -154,6 +155,35 @@ def check_query_text(query: str) -> None:
 
 
 _WORD_CHARACTER = re.compile(r"[^\W_]")
+
+
+# A query's parts for and_beside_groups: a double-quoted string, a parenthesis, or a run
+# of anything else without white space.
+_GROUP_PART = re.compile(r'"(?:[^"]|"")*"?|[()]|[^\s"()]+')
+
+
+def and_beside_groups(expression: str) -> str:
+    """``expression`` with ``AND`` written between a parenthesized group and what stands
+    beside it (``harvest (fair OR market)``): FTS5 joins phrases written side by side,
+    but refuses a group beside anything. Not the group of a column filter
+    (``title:(a)``) or a ``NEAR``."""
+    out: list[str] = []
+    pos = 0
+    operand = closed = False  # the last part ended an operand; it was a ")"
+    last = ""
+    for match in _GROUP_PART.finditer(expression):
+        part = match.group()
+        starts = part == "(" or (part != ")" and part not in ("AND", "OR", "NOT", "+"))
+        if starts and (closed or (part == "(" and operand and last != "NEAR")):
+            spaced = expression[match.start() - 1].isspace()
+            out.append(expression[pos:match.start()] + ("AND " if spaced else " AND "))
+            pos = match.start()
+        last = part
+        operand = part == ")" or (starts and part != "(" and not part.endswith(":")
+                                  and not part.startswith("{"))
+        closed = part == ")"
+    out.append(expression[pos:])
+    return "".join(out)
 
 
 def quote_punctuated_words(query: str) -> str:

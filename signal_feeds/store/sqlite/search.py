@@ -31,6 +31,7 @@ from signal_feeds.store.fulltext import (
     SNIPPET_ELLIPSIS,
     SNIPPET_OPEN,
     SNIPPET_TOKENS,
+    and_beside_groups,
     check_query_text,
     column_hint,
     quote_punctuated_words,
@@ -144,10 +145,17 @@ def checked_query(conn: sqlite3.Connection, query: str) -> str:
     check_query_text(query)
     expression = quote_punctuated_words(query)
     conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.{_PROBE} USING fts5({_COLUMNS})")
+    probe = f"SELECT rowid FROM temp.{_PROBE} WHERE {_PROBE} MATCH ?"
     try:
-        conn.execute(f"SELECT rowid FROM temp.{_PROBE} WHERE {_PROBE} MATCH ?",
-                     (expression,)).fetchall()
+        conn.execute(probe, (expression,)).fetchall()
     except sqlite3.OperationalError as exc:
+        joined = and_beside_groups(expression)  # a group beside a word: all must occur
+        if joined != expression:
+            try:
+                conn.execute(probe, (joined,)).fetchall()
+                return joined
+            except sqlite3.OperationalError:
+                pass
         detail = str(exc).removeprefix("fts5: ")
         if detail == 'syntax error near ""':
             detail = END_OF_QUERY
