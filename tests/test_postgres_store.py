@@ -518,6 +518,7 @@ def test_the_demo_runs_on_an_empty_postgresql_database(postgres_url: str) -> Non
     ("Café  CRÈME", "('cafe' & 'creme')"),  # implicit AND; case and accents folded
     ("a OR b c", "('a' | ('b' & 'c'))"),  # AND binds tighter than OR, as in FTS5
     ("a NOT b OR c", "(('a' & !'b') | 'c')"),  # NOT tightest
+    ("a NOT b c", "('a' & !('b' & 'c'))"),  # ...but words side by side are one operand
     ('"harvest fair"', "('harvest' <-> 'fair')"),
     ("harv*", "'harv':*"),
     ("title:harvest", "'harvest':A"),

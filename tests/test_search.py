@@ -445,6 +445,9 @@ def test_words_beside_parentheses_must_all_occur(fetch: Fetch,
                          ("(fish) (market)", {"3"}), ('"harvest"* (fair)', {"1"}),
                          ("title:harvest (fair OR fish)", {"1"}),
                          ("harvest NOT (fair) market", {"2"}),
+                         # Words side by side are one operand, even of NOT (PostgreSQL
+                         # read "harvest NOT fair market" as "... NOT fair AND market").
+                         ("harvest NOT fair market", {"1", "2"}),
                          ("fish OR harvest (fair)", {"1", "3"})]:
         hits = search_json(database, query)["hits"]
         assert {h["url"].rsplit("/", 1)[1] for h in hits} == found, query

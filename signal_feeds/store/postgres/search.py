@@ -237,18 +237,46 @@ class _Parser:
                 left = f"({left} & !{right})"
         return left
 
-    def unary(self, weights: str | None) -> str | None:
-        weights = self.column_filter(weights)
-        token = self.peek()
-        if token == ("punct", "("):
+    def unary(self, outer: str | None) -> str | None:
+        weights = self.column_filter(outer)
+        if self.peek() == ("punct", "("):
             self.take()
             inner = self.or_expr(weights)
             if self.take() != ("punct", ")"):
                 self._error("syntax error: ')' expected")
             return inner
-        if token == ("word", "NEAR") and self.peek(1) == ("punct", "("):
+        # Phrases side by side are one operand, as FTS5 reads them: "a NOT b c" is "a NOT
+        # (b c)". A phrase with no words among them is left out (see and_expr).
+        parts = [self.nearset(weights)]
+        while self._starts_nearset():
+            parts.append(self.nearset(self.column_filter(outer)))
+        kept = [p for p in parts if p is not None]
+        return None if not kept else kept[0] if len(kept) == 1 else \
+            "(" + " & ".join(kept) + ")"
+
+    def nearset(self, weights: str | None) -> str | None:
+        if self.peek() == ("word", "NEAR") and self.peek(1) == ("punct", "("):
             return self.near(weights)
         return self.phrase(weights)
+
+    def _starts_nearset(self) -> bool:
+        """True when a phrase or a NEAR group, with or without a column filter, comes
+        next (not a parenthesized group, which FTS5 never joins side by side)."""
+        at = 1 if self.peek() == ("punct", "-") else 0
+        if self.peek(at) == ("punct", "{"):
+            while self.peek(at) not in (None, ("punct", "}")):
+                at += 1
+            at += 1
+        elif (self.peek(at) or ("", ""))[0] == "word" and self.peek(at + 1) == ("punct", ":"):
+            at += 1
+        elif at:
+            return False
+        if at:
+            return self.peek(at) == ("punct", ":") and self.peek(at + 1) != ("punct", "(")
+        token = self.peek()
+        return token is not None and token not in (("word", "AND"), ("word", "OR"),
+                                                   ("word", "NOT")) and (
+            token[0] in ("word", "string") or token == ("punct", "^"))
 
     def column_filter(self, weights: str | None) -> str | None:
         token, after = self.peek(), self.peek(1)
