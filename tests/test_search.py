@@ -448,6 +448,7 @@ def test_words_beside_parentheses_must_all_occur(fetch: Fetch,
                          # Words side by side are one operand, even of NOT (PostgreSQL
                          # read "harvest NOT fair market" as "... NOT fair AND market").
                          ("harvest NOT fair market", {"1", "2"}),
+                         ("(market) ^fish", {"3"}), ("(fish) & (market)", {"3"}),
                          ("fish OR harvest (fair)", {"1", "3"})]:
         hits = search_json(database, query)["hits"]
         assert {h["url"].rsplit("/", 1)[1] for h in hits} == found, query

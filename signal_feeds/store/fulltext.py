@@ -166,13 +166,21 @@ def and_beside_groups(expression: str) -> str:
     """``expression`` with ``AND`` written between a parenthesized group and what stands
     beside it (``harvest (fair OR market)``): FTS5 joins phrases written side by side,
     but refuses a group beside anything. Not the group of a column filter
-    (``title:(a)``) or a ``NEAR``."""
+    (``title:(a)``) or a ``NEAR``; a sign on its own (``"&"``) is left out."""
     out: list[str] = []
     pos = 0
     operand = closed = False  # the last part ended an operand; it was a ")"
     last = ""
-    for match in _GROUP_PART.finditer(expression):
+    parts = list(_GROUP_PART.finditer(expression))
+    for i, match in enumerate(parts):
         part = match.group()
+        if part.startswith('"') and not _WORD_CHARACTER.search(part) and (
+                closed or (i + 1 < len(parts) and parts[i + 1].group() == "(")):
+            # A sign on its own ("&" once quoted) beside a group is left out, as side
+            # by side phrases leave it out: "(a) & (b)" is both groups, not nothing.
+            out.append(expression[pos:match.start()])
+            pos = match.end()
+            continue
         starts = part == "(" or (part != ")" and part not in ("AND", "OR", "NOT", "+"))
         if starts and (closed or (part == "(" and operand and last != "NEAR")):
             spaced = expression[match.start() - 1].isspace()

@@ -208,7 +208,7 @@ class _Parser:
         if token is None or token in (("punct", ")"), ("word", "OR"), ("word", "AND"),
                                       ("word", "NOT")):
             return False
-        return token[0] != "punct" or token[1] in "({-"
+        return token[0] != "punct" or token[1] in "({-^"
 
     def and_expr(self, weights: str | None) -> str | None:
         # As FTS5 reads them: a phrase with no words ("&" once quoted) matches nothing,
