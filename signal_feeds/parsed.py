@@ -92,7 +92,9 @@ __all__ = ["NORMALIZER_VERSION", "ParsedEntry", "ParsedFeed"]
 #: as a Unix timestamp, in a string or as a number, is read as in RSS (it was left empty).
 #: 15: of an entry's several contents the longest is stored (after an
 #: ``<itunes:summary>``, a podcast episode's ``<description>`` was, not its show notes).
-NORMALIZER_VERSION = 15
+#: 16: a drawing, a formula or a form control keeps the words beside it apart
+#: ("Hello<svg>…</svg>world" was stored as "Helloiconworld").
+NORMALIZER_VERSION = 16
 
 
 @dataclass(frozen=True, slots=True)

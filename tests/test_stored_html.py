@@ -147,6 +147,25 @@ def test_a_formula_and_a_drawing_keep_their_text() -> None:
                     '</svg><math><mi href="javascript:alert(1)">x</mi></math>') == "x"
 
 
+@pytest.mark.parametrize(("html", "stored"), [
+    # Each ran into the words beside it: "Helloiconworld", "PressOKnow", "onetwofour".
+    ('<p>Hello<svg><title>icon</title><path d="M0"/></svg>world</p>',
+     "<p>Hello icon world</p>"),
+    ("<p>see<math><mi>x</mi></math>here, (<math><mi>y</mi></math>)</p>",
+     "<p>see x here, (y)</p>"),
+    ("<p>Press<button>OK</button>now</p>", "<p>Press OK now</p>"),
+    ("<div>a<TEXTAREA rows=2>typed</TEXTAREA>b</div>", "<div>a typed b</div>"),
+    ("<p>one<select><option>two</option><option>four</option></select>three</p>",
+     "<p>one two four three</p>"),
+    # Where a space or a sign already keeps them apart, none is added.
+    ('<p>Press <button class="copy">Copy</button></p>', "<p>Press Copy</p>"),
+    ("<p>(<button>OK</button>)</p>", "<p>(OK)</p>"),
+])
+def test_a_drawing_or_a_control_keeps_the_words_beside_it_apart(html: str,
+                                                                 stored: str) -> None:
+    assert _summary(html) == stored
+
+
 def test_the_direction_of_right_to_left_text_is_kept() -> None:
     # nh3 drops dir: Arabic and Hebrew paragraphs were shown left to right.
     assert _summary('<div dir="rtl" lang="ar"><p>مرحبا</p></div><p DIR=rtl>שלום</p>'

@@ -43,7 +43,35 @@ def _text_of_foreign(block: re.Match[str]) -> str:
     inner = _NOT_TEXT.sub(" ", block.group(2))
     # A formula's symbols run together (E, =, m, c, 2); a drawing's labels do not.
     gap = "" if block.group(1).lower() == "math" else " "
-    return " ".join(_TAG_ANYWHERE.sub(gap, inner).split())
+    return _apart(block, " ".join(_TAG_ANYWHERE.sub(gap, inner).split()))
+
+
+def _apart(found: re.Match[str], text: str) -> str:
+    """``text`` in place of ``found``, with a space where it would touch a word beside
+    it: a browser shows a drawing or a formula as a box of its own, which kept the words
+    on either side apart ("Hello<svg>…</svg>world" was stored as "Helloiconworld")."""
+    whole = found.string
+    before = found.start() > 0 and whole[found.start() - 1].isalnum()
+    after = found.end() < len(whole) and whole[found.end()].isalnum()
+    return f"{' ' if before else ''}{text}{' ' if after else ''}"
+
+
+# Form controls: nh3 removes their tags and keeps their text, which then ran into the
+# words beside it ("Press<button>OK</button>now" was "PressOKnow"). A space goes outside
+# a control where a word touches it, and between two controls side by side (a list's
+# options).
+_BOXED = ("button", "textarea", "select", "option")
+_BOXED_TAG = re.compile(rf"<(/?)(?:{'|'.join(_BOXED)})\b[^<>]*>", re.IGNORECASE)
+_BOXED_END = re.compile(rf"</(?:{'|'.join(_BOXED)})\s*>$", re.IGNORECASE)
+
+
+def _control_apart(tag: re.Match[str]) -> str:
+    whole, start, end = tag.string, tag.start(), tag.end()
+    if tag.group(1):  # an end tag: a space after it, before a word
+        return tag.group() + (" " if end < len(whole) and whole[end].isalnum() else "")
+    after_word = start > 0 and whole[start - 1].isalnum()
+    after_control = _BOXED_END.search(whole, max(0, start - 12), start) is not None
+    return (" " if after_word or after_control else "") + tag.group()
 
 
 _TAG_ANYWHERE = re.compile(r"<[^<>]*>")
@@ -80,8 +108,8 @@ _UNWRAPPED_TAG = _tags(_UNWRAPPED)
 # and passing the media options costs the sanitizer about 50 µs a call, twice what it
 # spends on a summary. (A case-insensitive expression took 29 µs for 3 KB against 12;
 # nh3 takes 160.)
-_SPECIAL_TAG = re.compile(
-    rf"<(?:/?(?:{'|'.join(_UNWRAPPED)})|{'|'.join(_MEDIA)}|{'|'.join(_FOREIGN)})\b")
+_SPECIAL_TAG = re.compile(rf"<(?:/?(?:{'|'.join(_UNWRAPPED)})|{'|'.join(_MEDIA)}"
+                          rf"|{'|'.join(_FOREIGN)}|{'|'.join(_BOXED)})\b")
 _MEDIA_TAG = re.compile(rf"<(?:{'|'.join(_MEDIA)})\b")
 
 
@@ -203,6 +231,8 @@ def sanitize(value: str, *, body: bool = False, **options: Any) -> str:
             value = _NOSCRIPT.sub(_image_copy_removed, value)
         if "<math" in lowered or "<svg" in lowered:
             value = _FOREIGN_BLOCK.sub(_text_of_foreign, value)
+        if any(f"<{name}" in lowered for name in _BOXED):
+            value = _BOXED_TAG.sub(_control_apart, value)
         if body and "<iframe" in lowered:
             starts = _tag_starts(value)
             value = _FRAME_START.sub(lambda tag: _frame_link(tag, starts), value)
