@@ -346,6 +346,23 @@ def test_bad_query_syntax_is_a_usage_error_naming_the_query(fetch: Fetch,
     assert invoke("search", "--db", str(database)).exit_code == 2  # no query, no --rebuild
 
 
+def test_a_query_may_be_several_arguments_and_a_minus_word_is_explained(
+        fetch: Fetch, database: Path | str) -> None:
+    fetch("blog", rss({"guid": "1", "title": "Harvest festival", "link": "https://b.example/1"},
+                      {"guid": "2", "title": "Harvest moon", "link": "https://b.example/2"}))
+    # Unquoted words were "Got unexpected extra argument (festival)".
+    joined = invoke("search", "harvest", "festival", "--db", str(database), "--json")
+    assert joined.exit_code == 0, joined.output
+    assert [h["title"] for h in json.loads(joined.output)["hits"]] == ["Harvest festival"]
+    # A search box's minus is taken by click as an option ("No such option '-m'").
+    minus = invoke("search", "harvest", "-moon", "--db", str(database))
+    assert minus.exit_code == 2
+    assert "goes after '--': signal search -- '-moon'" in minus.output
+    after = invoke("search", "--db", str(database), "--", "harvest", "-moon")
+    assert after.exit_code == 2 and "write NOT moon" in after.output
+    assert "'--'" not in invoke("search", "--limt", "3", "harvest").output  # a typo
+
+
 def test_queries_no_backend_could_answer_are_usage_errors(fetch: Fetch,
                                                          database: Path | str) -> None:
     # Emoji or punctuation alone (never indexed), parentheses nested 300 deep (a

@@ -32,8 +32,28 @@ from signal_feeds.store.fulltext import DEFAULT_SEARCH_LIMIT
 __all__ = ["search"]
 
 
-@click.command(short_help="Search the entries by their words.")
-@click.argument("query", required=False)
+class _SearchCommand(click.Command):
+    """``signal search``: a query word that starts with "-" (a search box's "leave
+    out") is read by click as an option; the error says how to pass it."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        given = list(args)
+        try:
+            return super().parse_args(ctx, args)
+        except click.NoSuchOption as exc:
+            if exc.option_name.startswith("--"):  # a mistyped option, not a word
+                raise
+            # "-links" is reported as "-l": name the argument as typed.
+            word = next((a for a in given if a.startswith(exc.option_name)),
+                        exc.option_name)
+            raise click.UsageError(
+                f"{exc.message} (a query word that starts with '-' goes after '--': "
+                f"signal search -- {word!r}; to leave a word out, write NOT and the word)",
+                ctx=exc.ctx) from exc
+
+
+@click.command(cls=_SearchCommand, short_help="Search the entries by their words.")
+@click.argument("words", nargs=-1, metavar="[QUERY]...")
 @config_option
 @db_option
 @selection_options
@@ -43,19 +63,22 @@ __all__ = ["search"]
               help="Index every stored entry again (safe to repeat), then search QUERY "
                    "if one is given.")
 @json_option
-def search(query: str | None, config_path: str | None, db_path: str | None,
+def search(words: tuple[str, ...], config_path: str | None, db_path: str | None,
            source_id: str | None, since: str | None, include_duplicates: bool, limit: int,
            rebuild: bool, as_json: bool) -> None:
     """Search the entries' titles, summaries and contents, best match first.
 
     QUERY uses SQLite FTS5 syntax: words (all must occur), "an exact phrase",
     AND / OR / NOT, prefix*, title:word. Case and accents are ignored; a word with
-    punctuation (covid-19, node.js) is the phrase of its parts. Each hit shows
-    a snippet with the matched words in [brackets]; one hit per story unless --all.
-    Exit 1 when nothing matches, 2 for a query that is not valid syntax.
+    punctuation (covid-19, node.js) is the phrase of its parts. Several arguments are
+    one query (signal search harvest festival); quote a phrase for the shell
+    ('"harvest festival"'). Each hit shows a snippet with the matched words in
+    [brackets]; one hit per story unless --all. Exit 1 when nothing matches, 2 for a
+    query that is not valid syntax.
     """
     from signal_feeds.store.reading import search_entries
 
+    query = " ".join(words) if words else None
     if query is None and not rebuild:
         raise click.UsageError("give a QUERY (or --rebuild)")
     when = parse_since(since)
