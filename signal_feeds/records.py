@@ -8,16 +8,22 @@ run and every store backend share one definition.
 from __future__ import annotations
 
 import datetime as dt
+import json
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from signal_feeds.identity.keys import Outcome
 
 __all__ = ["ApplyCounts", "Change", "ChangeKind", "FetchRecord", "SourceState",
-           "StoredEntry", "StoredVersion"]
+           "StoredEntry", "StoredVersion", "cache_headers_from_json"]
 
 #: What a change did to its entry: the key was new, or its fingerprints changed.
 ChangeKind = Literal["created", "updated"]
+
+
+def cache_headers_from_json(text: str | None) -> tuple[tuple[str, str], ...]:
+    """:attr:`SourceState.cache_headers` as a store keeps it: a JSON list of pairs."""
+    return tuple((str(name), str(value)) for name, value in json.loads(text or "[]"))
 
 
 @dataclass(frozen=True)
@@ -43,6 +49,10 @@ class SourceState:
     retry_host: str = ""
     #: The feed's own ``<ttl>`` in seconds, remembered for 304s (which carry no body).
     ttl_seconds: int | None = None
+    #: The stored response's ``Cache-Control`` and ``Expires`` (lower-case names), as
+    #: the 304s since have freshened them (RFC 9111 §4.3.4): a 304 that repeats
+    #: neither keeps the lifetime its 200 gave.
+    cache_headers: tuple[tuple[str, str], ...] = ()
     status: str = "new"
     http_status: int | None = None
     last_fetch_at: dt.datetime | None = None

@@ -537,7 +537,7 @@ def test_a_version_1_database_is_upgraded_in_place(tmp_path: Path) -> None:
         conn.execute("PRAGMA user_version = 1")
     with Store(db) as store, own_connection(db) as conn:
         assert store.entry("k") is not None and store.entry("k").title == "kept"  # type: ignore[union-attr]
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 13
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 14
         assert [h.entry.key for h in store.search("kept")] == ["k"]  # indexed on upgrade
         columns = {r[1] for r in conn.execute("PRAGMA table_info(entries)")}
         assert {"dup_link", "dup_title", "dup_text", "duplicate_of", "match_url",

@@ -423,6 +423,7 @@ def test_a_pause_stored_before_the_host_was_remembered_keeps_its_host(
     assert run_fetch(config, clock=clock).get("a").status == "retry_later"
     # Back to what the schema before it held (SQLite 12, PostgreSQL 7).
     execute(database, "ALTER TABLE sources DROP COLUMN retry_host")
+    execute(database, "ALTER TABLE sources DROP COLUMN cache_headers")
     if isinstance(database, str):
         execute(database, "UPDATE schema_version SET version = 7")
     else:
@@ -470,3 +471,29 @@ def test_a_run_over_some_sources_keeps_the_pause_another_was_told(
     assert (later.status, later.http_status, later.retry_after) == (
         "retry_later", None, told.retry_after)
     assert [r.path for r in server.requests if r.path in ("/t.xml", "/s.xml")] == ["/t.xml"]
+
+
+def test_a_304_without_cache_control_keeps_the_max_age_its_200_gave(
+        server: ScenarioServer, database: Path | str) -> None:
+    # RFC 9111 §4.3.4: a 304 freshens the stored response; headers it does not repeat
+    # stay. The source was polled again after min_interval (an hour), not two.
+    import datetime as dt
+
+    body = feed_body(server)
+    server.script("/cc.xml", [
+        ScriptedResponse(status=200, headers=(*DEMO_HEADERS, ("ETag", '"v1"'),
+                                              ("Cache-Control", "max-age=7200")), body=body),
+        ScriptedResponse(status=304, headers=(("ETag", '"v1"'),)),
+        ScriptedResponse(status=304, headers=(("ETag", '"v1"'),
+                                              ("Cache-Control", "max-age=10800")))])
+    config = make_config(database, {"cc": server.url("/cc.xml")}, min_interval=3600.0)
+    clock = Clock()
+    for status, wait in (("fetched", 2), ("not_modified", 2), ("not_modified", 3)):
+        rep = run_fetch(config, clock=clock, force=True).get("cc")
+        assert rep.status == status, rep
+        assert rep.next_due is not None
+        assert abs(rep.next_due - (clock.now + dt.timedelta(hours=wait))).total_seconds() < 5
+        clock.advance(60)
+    with open_store(database) as store:
+        assert store.source_state("cc", server.url("/cc.xml")).cache_headers == (
+            ("cache-control", "max-age=10800"),)

@@ -551,7 +551,7 @@ def test_a_version_5_database_gets_the_index_and_the_new_columns(
     with open_store(database) as store:
         assert [h.entry.title for h in store.search("nine")] == ["Museum night"]
     with closing(sqlite3.connect(database)) as conn, conn:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 13
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 14
         assert_order_indexes_are_current(conn)
         assert conn.execute("SELECT skip_reasons FROM fetches").fetchone()[0] == "[]"
         # The reading query walks the rebuilt index instead of sorting.
@@ -578,7 +578,7 @@ def test_an_older_database_gets_the_reading_order_of_version_10(
     with open_store(database) as store:
         assert [e.title for e in store.entries()] == ["Museum night"]
     with closing(sqlite3.connect(database)) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 13
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 14
         assert_order_indexes_are_current(conn)
         for where, index in (("duplicate_of = ''", "entries_shown_order"),
                              ("source_id = 'blog'", "entries_source_order")):

@@ -254,11 +254,16 @@ class Decider:
                                 "(no If-None-Match or If-Modified-Since was sent): "
                                 "the server sent no feed", "failed")
         if status == 304:
-            # A 304 may carry fresh validators; keep the old ones it does not repeat.
+            # A 304 may carry fresh validators; keep the old ones it does not repeat. It
+            # freshens the stored response's caching headers, and those it does not
+            # repeat stay in force (RFC 9111 §4.3.4).
             state = _moved(state, response)
-            new = replace(self._succeeded(state, response, state.ttl_seconds),
+            kept = {**dict(state.cache_headers), **_cache_headers(response.headers)}
+            new = replace(self._succeeded(state, response, state.ttl_seconds,
+                                          {**kept, **response.headers}),
                           etag=response.etag or state.etag,
-                          last_modified=response.last_modified or state.last_modified)
+                          last_modified=response.last_modified or state.last_modified,
+                          cache_headers=tuple(sorted(kept.items())))
             return self._save(new, "moved" if _moves(state, response) else "not_modified",
                               response, http_status=304, moved_to=new.moved_to)
         if status == 206:
@@ -289,7 +294,8 @@ class Decider:
             state = moved
             # Byte-identical to the stored body: nothing to parse, but keep the validators.
             new = replace(self._succeeded(state, response, state.ttl_seconds),
-                          etag=response.etag, last_modified=response.last_modified)
+                          etag=response.etag, last_modified=response.last_modified,
+                          cache_headers=_stored_cache_headers(response.headers))
             # Its skipped entries are still in it: reported as the parse reported them.
             return self._save(new, outcome, response, http_status=response.status,
                               unchanged=state.body_entries, moved_to=new.moved_to,
@@ -306,7 +312,8 @@ class Decider:
                       body_normalizer_version=self.normalizer_version,
                       body_entries=parsed.entries, body_skipped=parsed.skipped,
                       body_skip_reasons=parsed.skip_reasons, ttl_seconds=parsed.ttl_seconds,
-                      feed_title=parsed.feed_title or state.feed_title)
+                      feed_title=parsed.feed_title or state.feed_title,
+                      cache_headers=_stored_cache_headers(response.headers))
         if parsed.incomplete:
             # Cut short: its validators would earn a 304 for the whole document, whose
             # rest was never read. The stored ones are kept, so the next run asks again.
@@ -339,9 +346,10 @@ class Decider:
                          max_interval=self.max_interval, ttl_seconds=ttl, jitter=self.jitter,
                          sent=self.started)
 
-    def _succeeded(self, state: SourceState, response: ResponseFacts,
-                   ttl: int | None) -> SourceState:
-        poll = self._poll(response.status, response.headers, 0, ttl)
+    def _succeeded(self, state: SourceState, response: ResponseFacts, ttl: int | None,
+                   headers: Mapping[str, str] | None = None) -> SourceState:
+        poll = self._poll(response.status, response.headers if headers is None else headers,
+                          0, ttl)
         return replace(state, status="moved" if state.moved_to else "ok",
                        http_status=response.status, last_fetch_at=self.started,
                        last_success_at=self.started, error_count=0, last_error="",
@@ -441,3 +449,16 @@ def _where(state: SourceState, response: ResponseFacts) -> str:
     return (f" (answered at {shown(response.url, 200)}, {kind}redirected from "
             f"{state.request_url})")
 
+
+#: The headers of a response that say how long it stays fresh (``Date`` and ``Age``
+#: belong to each response: a 304's own, or the moment it came, count).
+_CACHE_HEADERS = ("cache-control", "expires")
+
+
+def _cache_headers(headers: Mapping[str, str]) -> dict[str, str]:
+    return {name: headers[name] for name in _CACHE_HEADERS if name in headers}
+
+
+def _stored_cache_headers(headers: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    """What a 200's state keeps of its caching headers, for the 304s after it."""
+    return tuple(sorted(_cache_headers(headers).items()))

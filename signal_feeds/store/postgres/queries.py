@@ -9,7 +9,12 @@ from dataclasses import fields
 from typing import Any
 
 from signal_feeds.errors import StoreError
-from signal_feeds.records import SourceState, StoredEntry, StoredVersion
+from signal_feeds.records import (
+    SourceState,
+    StoredEntry,
+    StoredVersion,
+    cache_headers_from_json,
+)
 from signal_feeds.store.fulltext import searchable_text
 from signal_feeds.store.postgres.schema import ENTRY_ORDER_EXPR
 from signal_feeds.store.postgres.search import RANK_WEIGHTS, snippet, to_tsquery
@@ -30,7 +35,7 @@ _STATE_SELECT = ("SELECT id, url, fetch_url, etag, last_modified, body_digest, "
                  "body_normalizer_version, body_entries, ttl_seconds, status, http_status, "
                  "last_fetch_at, last_success_at, next_due_at, retry_after, error_count, "
                  "last_error, moved_to, gone, feed_title, body_skipped, body_skip_reasons, "
-                 "retry_host FROM sources")
+                 "retry_host, cache_headers FROM sources")
 
 
 def _state(r: Sequence[Any]) -> SourceState:
@@ -41,7 +46,8 @@ def _state(r: Sequence[Any]) -> SourceState:
         last_fetch_at=r[11], last_success_at=r[12], next_due_at=r[13], retry_after=r[14],
         error_count=r[15] or 0, last_error=r[16] or "", moved_to=r[17] or "",
         gone=bool(r[18]), feed_title=r[19] or "", body_skipped=r[20] or 0,
-        body_skip_reasons=tuple(json.loads(r[21] or "[]")), retry_host=r[22] or "")
+        body_skip_reasons=tuple(json.loads(r[21] or "[]")), retry_host=r[22] or "",
+        cache_headers=cache_headers_from_json(r[23]))
 
 
 def stored_source_state(conn: Any, source_id: str) -> SourceState | None:

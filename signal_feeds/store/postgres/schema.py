@@ -163,9 +163,15 @@ _V8 = [
 ]
 
 
+# Version 9: the stored response's Cache-Control and Expires, which a 304 without them
+# keeps in force (RFC 9111 §4.3.4). Empty for a source until its next 200.
+_V9 = ["ALTER TABLE sources ADD COLUMN cache_headers TEXT NOT NULL DEFAULT '[]'"]
+
+
 #: The numbered steps: MIGRATIONS[n - 1] upgrades a version n - 1 database to version n.
 MIGRATIONS: tuple[list[str], ...] = (_bytewise(_V1), _bytewise(_V2), _bytewise(_V3),
-                                      _V4, _V5, _V6, _bytewise(_V7), _bytewise(_V8))
+                                      _V4, _V5, _V6, _bytewise(_V7), _bytewise(_V8),
+                                      _bytewise(_V9))
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

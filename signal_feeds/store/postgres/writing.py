@@ -87,7 +87,8 @@ SOURCE_COLUMNS = ("id", "url", "fetch_url", "etag", "last_modified", "body_diges
                   "body_normalizer_version", "body_entries", "ttl_seconds", "status",
                   "http_status", "last_fetch_at", "last_success_at", "next_due_at",
                   "retry_after", "error_count", "last_error", "moved_to", "gone",
-                  "feed_title", "body_skipped", "body_skip_reasons", "retry_host")
+                  "feed_title", "body_skipped", "body_skip_reasons", "retry_host",
+                  "cache_headers")
 # The lease columns are left alone: they belong to the workers sharing the sources.
 _SAVE_STATE = (
     f"INSERT INTO sources ({', '.join(SOURCE_COLUMNS)}) "
@@ -106,7 +107,7 @@ def _state_values(state: SourceState) -> tuple[Any, ...]:
             state.last_success_at, state.next_due_at, state.retry_after, state.error_count,
             state.last_error, state.moved_to, state.gone, state.feed_title,
             state.body_skipped, json.dumps(list(state.body_skip_reasons), ensure_ascii=False),
-            state.retry_host)
+            state.retry_host, json.dumps(state.cache_headers, ensure_ascii=False))
 
 
 def _fetch_values(fetch: FetchRecord) -> tuple[Any, ...]:

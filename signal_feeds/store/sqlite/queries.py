@@ -14,7 +14,12 @@ from dataclasses import fields
 from typing import Any
 
 from signal_feeds.errors import StoreError
-from signal_feeds.records import SourceState, StoredEntry, StoredVersion
+from signal_feeds.records import (
+    SourceState,
+    StoredEntry,
+    StoredVersion,
+    cache_headers_from_json,
+)
 from signal_feeds.store.protocol import TABLES, DuplicateLink, Table
 from signal_feeds.store.sqlite import search as fulltext
 from signal_feeds.store.sqlite.schema import ENTRY_ORDER, ENTRY_ORDER_EXPR
@@ -61,6 +66,7 @@ def _state_from_row(row: sqlite3.Row) -> SourceState:
         feed_title=row["feed_title"] or "", body_skipped=row["body_skipped"] or 0,
         body_skip_reasons=tuple(json.loads(row["body_skip_reasons"] or "[]")),
         retry_host=row["retry_host"] or "",
+        cache_headers=cache_headers_from_json(row["cache_headers"]),
     )
 
 

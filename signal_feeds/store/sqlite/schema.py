@@ -19,7 +19,7 @@ from signal_feeds.store.sqlite.search import create_search_index
 __all__ = ["ENTRY_ORDER", "ENTRY_ORDER_EXPR", "SCHEMA_VERSION", "create_schema",
            "is_signal_database", "not_signals", "schema_version"]
 
-SCHEMA_VERSION = 13
+SCHEMA_VERSION = 14
 
 
 def is_signal_database(path: Path) -> bool:
@@ -131,6 +131,8 @@ def create_schema(conn: sqlite3.Connection) -> None:
         conn.execute(f"CREATE INDEX IF NOT EXISTS {name} ON {target}")
     _upgrade_to_v12(conn)
     _upgrade_to_v13(conn)
+    if "cache_headers" not in _columns(conn, "sources"):  # version 14
+        conn.execute(f"ALTER TABLE sources ADD COLUMN {_V14_CACHE_HEADERS}")
     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
 
@@ -358,3 +360,8 @@ def _upgrade_to_v13(conn: sqlite3.Connection) -> None:
     conn.executemany("UPDATE sources SET retry_host = ? WHERE id = ?",
                      [((urlsplit(url).hostname or "") if url else "", sid)
                       for sid, url in told])
+
+
+# Version 14: the stored response's Cache-Control and Expires, which a 304 without them
+# keeps in force (RFC 9111 §4.3.4). Empty for a source until its next 200.
+_V14_CACHE_HEADERS = "cache_headers TEXT NOT NULL DEFAULT '[]'"
