@@ -301,6 +301,42 @@ def test_full_filesystem(server: ScenarioServer, tmp_path: Path) -> None:
         subprocess.run(["umount", str(disk)], check=False)
 
 
+def test_a_disk_that_fills_during_a_run_stops_it_with_one_line(
+        server: ScenarioServer, tmp_path: Path) -> None:
+    """The database opens, then the disk fills while responses are stored: SQLite says
+    "database or disk is full" and no later write fits either. Each source failed on its
+    own line (a cron mail of one line per due source, exit 1) and the run went on
+    fetching what it could not store; it stops with one line naming the database."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    if not _mount_tmpfs(disk, "1m"):
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        db = disk / "signal.db"
+        feed = rss("".join(item(f"e{i}", "t" * 1000) for i in range(300)))
+        big = {f"big-{n}": server.url(f"/big.xml?{n}") for n in range(6)}
+        server.put("/big.xml", feed)
+        config = write_config(tmp_path / "signal.toml", db,
+                              {"demo": server.url("/feeds/demo-rss.xml"), **big})
+        first = _cli("fetch", "--config", str(config), "--source", "demo", "--force")
+        assert first.returncode == 0, first.stderr
+        before = dump(db)
+        with open(disk / "filler", "wb") as filler:  # leave room to open, not to store
+            filler.write(b"\0" * (os.statvfs(disk).f_bavail * os.statvfs(disk).f_frsize
+                                   - 200 * 1024))
+        full = _cli("fetch", "-q", "--config", str(config))
+        assert (full.returncode, full.stdout) == (2, ""), (full.stdout, full.stderr)
+        assert full.stderr.splitlines() == [full.stderr.strip()], full.stderr
+        assert full.stderr.startswith("signal: error: "), full.stderr
+        assert f"{db}: database or disk is full" in full.stderr, full.stderr
+        (disk / "filler").unlink()
+        assert rows(db, "PRAGMA integrity_check") == [("ok",)]
+        assert rows(db, "SELECT count(*) FROM sources WHERE lease_owner IS NOT NULL") == [(0,)]
+        assert dump(db)["entries"] == before["entries"]
+    finally:
+        subprocess.run(["umount", str(disk)], check=False)
+
+
 # -- parsing isolated in worker processes ----------------------------------------------------
 
 def _worker_pids() -> set[int]:

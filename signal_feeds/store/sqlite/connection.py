@@ -66,7 +66,7 @@ def _is_busy(exc: sqlite3.Error) -> bool:
         word in str(exc) for word in _BUSY_WORDS)
 
 
-_SQLITE_READONLY, _SQLITE_IOERR, _SQLITE_CANTOPEN = 8, 10, 14
+_SQLITE_READONLY, _SQLITE_IOERR, _SQLITE_FULL, _SQLITE_CANTOPEN = 8, 10, 13, 14
 #: Less free space than this where the file is, and an I/O error is the disk being full.
 _NEARLY_FULL = 64 * 1024
 
@@ -83,9 +83,10 @@ def _setup_hint(exc: sqlite3.Error, path: Path) -> str:
             return "that is a folder, not a database file"
         return (f"SQLite needs to read and write the file and to create {path.name}-wal "
                 "and -shm beside it in its folder")
-    if code == _SQLITE_IOERR and _free_space(path.parent) < _NEARLY_FULL:
+    if code == _SQLITE_FULL or (code == _SQLITE_IOERR
+                                and _free_space(path.parent) < _NEARLY_FULL):
         # SQLite says "disk I/O error" when it cannot grow -shm on a full disk: an
-        # operator would look at the hardware.
+        # operator would look at the hardware. No later write fits either.
         return f"the disk that holds {path.parent} is full"
     return ""
 
@@ -115,6 +116,8 @@ class Connection:
         #: Set once a wait for the write lock has run out (see the module docstring).
         self.gave_up: str = ""
         self._batch_depth = 0
+        #: Why SQLite rolled the open batch back itself (a full disk), if it did.
+        self._lost: StoreError | None = None
         # One thread at a time on the connection: a write from another thread while a
         # batch is open would become a savepoint of that batch and share its fate (a
         # batch that failed took a write the other thread had seen succeed), and a read
@@ -193,12 +196,13 @@ class Connection:
                 self.gave_up = detail
                 detail = f"{detail} (another program holds it; waited {self.busy_timeout:g} s)"
             hint = _setup_hint(exc, self.path)
-            if hint:
-                # Not one source's problem: every write of the run would fail the same.
-                raise DatabaseUnavailableError(f"{what} in {self.path}: {detail} ({hint})",
-                                               source_id=source_id) from exc
-            raise StoreError(f"{what} in {self.path}: {detail}",
-                             source_id=source_id) from exc
+            # With a hint, not one source's problem: every write of the run would fail.
+            error = (DatabaseUnavailableError(f"{what} in {self.path}: {detail} ({hint})",
+                                              source_id=source_id) if hint else
+                     StoreError(f"{what} in {self.path}: {detail}", source_id=source_id))
+            if self._batch_depth and not self.conn.in_transaction and not self._lost:
+                self._lost = error
+            raise error from exc
 
     def close(self) -> None:
         """Stop the checkpointer and close (closing the last connection folds the WAL
@@ -265,6 +269,10 @@ class Connection:
             self._deferred.pop(0)(self.conn)
 
     def _savepoint(self) -> Iterator[sqlite3.Connection]:
+        if not self.conn.in_transaction:
+            # SQLite rolled the batch back: a savepoint now would begin a transaction of
+            # its own, committed on release, while the batch is reported lost.
+            raise self._rolled_back()
         self.conn.execute("SAVEPOINT signal_write")
         deferred = len(self._deferred)
         try:
@@ -284,10 +292,18 @@ class Connection:
         """One transaction around the writes made inside, each under its own savepoint."""
         with self.transaction():
             self._batch_depth += 1
+            self._lost = None
             try:
                 yield
             finally:
                 self._batch_depth -= 1
             if not self.conn.in_transaction:  # SQLite rolled everything back itself
-                raise StoreError(f"the batch's transaction in {self.path} was rolled "
-                                 "back by SQLite")
+                raise self._rolled_back()
+
+    def _rolled_back(self) -> StoreError:
+        """The error of a batch SQLite rolled back: what made it do so (a full disk
+        stops the run), else that it did."""
+        if self._lost is not None:
+            return type(self._lost)(self._lost.message)
+        return StoreError(f"the batch's transaction in {self.path} was rolled back by "
+                          "SQLite")

@@ -134,6 +134,8 @@ def _mark_duplicates(conn: sqlite3.Connection, counts: ApplyCounts,
                                          common=common)
         changed = report.total_changed > 0
     except Exception as exc:
+        if not conn.in_transaction:  # SQLite rolled the whole write back (a full disk)
+            raise
         conn.execute("ROLLBACK TO signal_dedupe")
         log.warning("duplicate marking failed for %s (entries stored unmarked; "
                     "run 'signal dedupe'): %s: %s", source_id, type(exc).__name__, exc)
