@@ -230,6 +230,47 @@ def test_a_database_the_run_may_not_write_is_one_line_and_exit_2_before_any_fetc
     assert invoke("entries", "--db", postgres_url).exit_code == 0
 
 
+def test_an_upgrade_the_workers_role_may_not_make_says_who_must_make_it(
+        postgres_url: str, tmp_path: Path) -> None:
+    # A worker's role granted INSERT, UPDATE and DELETE, as the hint above asks, but not
+    # the tables' owner: the new version's first run was told "must be owner of table
+    # sources (this role may not write here: grant it INSERT, UPDATE and DELETE ...)",
+    # which it had; only the owner may alter the tables.
+    import psycopg
+    from psycopg import sql
+
+    from signal_feeds.store.postgres.schema import MIGRATIONS, SCHEMA_VERSION
+
+    dbname = postgres_url.rsplit("/", 1)[1]
+    role = f"worker_{dbname}"[:60]
+    with psycopg.connect(postgres_url, autocommit=True) as admin:
+        # The database as the previous version left it, made by its owner.
+        admin.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
+        admin.execute("INSERT INTO schema_version VALUES (%s)", (SCHEMA_VERSION - 1,))
+        for step in MIGRATIONS[:-1]:
+            for statement in step:
+                admin.execute(statement)
+        admin.execute(sql.SQL("CREATE ROLE {} LOGIN PASSWORD 'rw'").format(
+            sql.Identifier(role)))
+        admin.execute(sql.SQL("GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA "
+                              "public TO {}").format(sql.Identifier(role)))
+    port = postgres_url.rsplit(":", 1)[1].split("/", 1)[0]
+    worker = f"postgresql://{role}:rw@127.0.0.1:{port}/{dbname}"
+    config = tmp_path / "signal.toml"
+    config.write_text('[[sources]]\nid = "a"\nurl = "http://127.0.0.1:9/feed.xml"\n')
+    result = invoke("fetch", "--config", str(config), "--db", worker)
+    assert result.exit_code == 2, result.output
+    assert result.output.strip().splitlines() == [
+        f"signal: error: cannot upgrade {display_database(worker)} from schema version "
+        f"{SCHEMA_VERSION - 1} to {SCHEMA_VERSION}: must be owner of table sources (only "
+        "the role that owns Signal's tables may upgrade them: run this version once as "
+        "that role, then the other roles can use it)"]
+    with open_store(postgres_url):
+        pass  # the owner upgrades it
+    assert invoke("fetch", "--config", str(config), "--db", worker).exit_code == 1
+    assert invoke("entries", "--db", worker).exit_code == 0
+
+
 def test_unreachable_databases_are_one_clean_line_and_exit_2(
         postgres_url: str, postgres_cluster: PostgresCluster, tmp_path: Path) -> None:
     config = tmp_path / "signal.toml"

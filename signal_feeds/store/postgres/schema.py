@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from signal_feeds.errors import StoreError
+from signal_feeds.errors import DatabaseUnavailableError, StoreError
 
 __all__ = ["ENTRY_ORDER_EXPR", "MIGRATIONS", "SCHEMA_LOCK", "SCHEMA_VERSION", "create_schema",
            "schema_version"]
@@ -207,12 +207,23 @@ def create_schema(conn: Any, where: str) -> None:
     if found == 0:
         conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
         conn.execute("INSERT INTO schema_version (version) VALUES (0)")
-    for number in range(found + 1, SCHEMA_VERSION + 1):
-        for statement in MIGRATIONS[number - 1]:
-            conn.execute(statement)
-        if number == 3:
-            _start_change_log(conn)
-        conn.execute("UPDATE schema_version SET version = %s", (number,))
+    try:
+        for number in range(found + 1, SCHEMA_VERSION + 1):
+            for statement in MIGRATIONS[number - 1]:
+                conn.execute(statement)
+            if number == 3:
+                _start_change_log(conn)
+            conn.execute("UPDATE schema_version SET version = %s", (number,))
+    except Exception as exc:  # the driver's error (psycopg is not imported here)
+        if found == 0 or getattr(exc, "sqlstate", None) != "42501":
+            raise
+        # Only a table's owner may alter it: a role granted the writes a run makes, as
+        # the store's hint for this state asks, would be told to grant what it has.
+        raise DatabaseUnavailableError(
+            f"cannot upgrade {where} from schema version {found} to {SCHEMA_VERSION}: "
+            f"{' '.join(str(exc).split())} (only the role that owns Signal's tables may "
+            "upgrade them: run this version once as that role, then the other roles can "
+            "use it)") from exc
 
 
 def _start_change_log(conn: Any) -> None:
