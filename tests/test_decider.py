@@ -119,6 +119,11 @@ CASES = [
          resp(304, {"date": "Wed, 02 Dec 2026 13:00:00 GMT"}),
          state=replace(STORED, cache_headers=(("expires", HTTP_DATE),)),
          status="not_modified", state_fields={"next_due_at": sent(2 * HOUR)}),
+    Case("cut short, its caching headers are not kept with the old validators",
+         resp(200, {"cache-control": "max-age=60"}, body_digest="d2"),
+         replace(PARSED, incomplete=True), write="apply_response", state=replace(
+             STORED, cache_headers=(("cache-control", "max-age=7200"),)),
+         state_fields={"cache_headers": (("cache-control", "max-age=7200"),)}),
     Case("a 200 without caching headers forgets the stored ones",
          resp(200, body_digest="d1"), state=replace(
              STORED, cache_headers=(("cache-control", "max-age=7200"),)),

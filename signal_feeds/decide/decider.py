@@ -321,7 +321,8 @@ class Decider:
                           body_digest=state.body_digest,
                           body_normalizer_version=state.body_normalizer_version,
                           body_entries=state.body_entries, body_skipped=state.body_skipped,
-                          body_skip_reasons=state.body_skip_reasons)
+                          body_skip_reasons=state.body_skip_reasons,
+                          cache_headers=state.cache_headers)
         return Decision(
             new,
             SourceReport(source=self.source_id, status=outcome, http_status=response.status,
