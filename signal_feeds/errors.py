@@ -140,9 +140,9 @@ class CursorError(StoreError):
 class DatabaseUnavailableError(StoreError):
     """The database server cannot be reached or refuses us: a malformed URL, a refused
     connection, a wrong password, an unknown database, or a server that went away; or
-    a SQLite file that cannot be opened or written (a read-only file or folder). A
-    problem of the setup rather than of one source (the command exits 2). The message
-    names the database without its password."""
+    a SQLite file that cannot be opened or written (a read-only file or folder); or a
+    database a newer Signal made. A problem of the setup rather than of one source (the
+    command exits 2). The message names the database without its password."""
 
 
 def log_level_of(exc: BaseException) -> int:

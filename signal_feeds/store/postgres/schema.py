@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from signal_feeds.errors import DatabaseUnavailableError, StoreError
+from signal_feeds.errors import DatabaseUnavailableError
 
 __all__ = ["ENTRY_ORDER_EXPR", "MIGRATIONS", "SCHEMA_LOCK", "SCHEMA_VERSION", "create_schema",
            "schema_version"]
@@ -191,7 +191,7 @@ def schema_version(conn: Any) -> int:
 def check_version(found: int, where: str) -> None:
     """Refuse a database built by a newer Signal."""
     if found > SCHEMA_VERSION:
-        raise StoreError(
+        raise DatabaseUnavailableError(
             f"{where} has schema version {found}, newer than this Signal supports "
             f"({SCHEMA_VERSION}): upgrade signal-feeds to use it")
 

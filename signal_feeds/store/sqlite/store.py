@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from signal_feeds.dsn import display_database, is_postgres_url
-from signal_feeds.errors import ConfigError, StoreError
+from signal_feeds.errors import ConfigError, DatabaseUnavailableError, StoreError
 from signal_feeds.records import (
     ApplyCounts,
     Change,
@@ -78,7 +78,7 @@ class Store:
                 if found > SCHEMA_VERSION:
                     # A newer Signal keeps tables this one does not know (the change
                     # log was one): writing would leave them silently stale.
-                    raise StoreError(
+                    raise DatabaseUnavailableError(
                         f"cannot use database {self.path}: a newer Signal made it (schema "
                         f"version {found}; this one knows up to {SCHEMA_VERSION}); "
                         "upgrade signal-feeds to use it")
