@@ -259,82 +259,80 @@ def _mount_tmpfs(where: Path, size: str) -> bool:
     return proc.returncode == 0
 
 
-def test_full_filesystem(server: ScenarioServer, tmp_path: Path) -> None:
-    """A real full disk: a 1 MB tmpfs, filled up after the first run."""
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A real 1 MB file system (a tmpfs) at ``tmp_path / "disk"``, unmounted after."""
     disk = tmp_path / "disk"
     disk.mkdir()
     if not _mount_tmpfs(disk, "1m"):
         pytest.skip("cannot mount a tmpfs here")
     try:
-        db = disk / "signal.db"
-        feed = rss("".join(item(f"e{i}", "t" * 200) for i in range(50)))
-        server.put("/big.xml", feed)
-        config = write_config(tmp_path / "signal.toml", db,
-                              {"demo": server.url("/feeds/demo-rss.xml"),
-                               "big": server.url("/big.xml")})
-        first = _cli("fetch", "--config", str(config), "--source", "demo", "--force")
-        assert first.returncode == 0, first.stderr
-        before = dump(db)
-        filler = disk / "filler"
-        try:
-            with filler.open("wb") as out:
-                while True:
-                    out.write(b"\0" * 4096)
-                    out.flush()
-        except OSError:
-            pass
-        full = _cli("fetch", "--config", str(config), "--force")
-        # Found when the run opens the database (SQLite cannot grow -shm): a setup error,
-        # exit 2, named as such (it said "disk I/O error"); or, when the open went
-        # through, each source that cannot be stored fails (exit 1).
-        assert full.returncode in (1, 2), (full.stdout, full.stderr)
-        assert "Traceback" not in full.stderr
-        assert "full" in (full.stdout + full.stderr), (full.stdout, full.stderr)
-        filler.unlink()  # (reading needs a little room too: the WAL index)
-        after = dump(db)
-        assert [r for r in after["entries"] if r[1] == "big"] == []
-        assert [r for r in after["entries"] if r[1] == "demo"] == before["entries"]
-        again = _cli("fetch", "--config", str(config), "--force")
-        assert again.returncode == 0, again.stdout + again.stderr
-        assert rows(db, "SELECT count(*) FROM entries WHERE source_id = 'big'") == [(50,)]
+        yield disk
     finally:
         subprocess.run(["umount", str(disk)], check=False)
 
 
+def _demo_stored(server: ScenarioServer, tmp_path: Path, db: Path,
+                 big: dict[str, str]) -> tuple[Path, dict[str, Any]]:
+    """The config of the demo feed and ``big`` sources, the demo stored: (config, dump)."""
+    config = write_config(tmp_path / "signal.toml", db,
+                          {"demo": server.url("/feeds/demo-rss.xml"), **big})
+    first = _cli("fetch", "--config", str(config), "--source", "demo", "--force")
+    assert first.returncode == 0, first.stderr
+    return config, dump(db)
+
+
+def test_full_filesystem(server: ScenarioServer, tmp_path: Path, small_disk: Path) -> None:
+    """A real full disk: a 1 MB tmpfs, filled up after the first run."""
+    db = small_disk / "signal.db"
+    server.put("/big.xml", rss("".join(item(f"e{i}", "t" * 200) for i in range(50))))
+    config, before = _demo_stored(server, tmp_path, db, {"big": server.url("/big.xml")})
+    filler = small_disk / "filler"
+    try:
+        with filler.open("wb") as out:
+            while True:
+                out.write(b"\0" * 4096)
+                out.flush()
+    except OSError:
+        pass
+    full = _cli("fetch", "--config", str(config), "--force")
+    # Found when the run opens the database (SQLite cannot grow -shm): a setup error,
+    # exit 2, named as such (it said "disk I/O error"); or, when the open went
+    # through, each source that cannot be stored fails (exit 1).
+    assert full.returncode in (1, 2), (full.stdout, full.stderr)
+    assert "Traceback" not in full.stderr
+    assert "full" in (full.stdout + full.stderr), (full.stdout, full.stderr)
+    filler.unlink()  # (reading needs a little room too: the WAL index)
+    after = dump(db)
+    assert [r for r in after["entries"] if r[1] == "big"] == []
+    assert [r for r in after["entries"] if r[1] == "demo"] == before["entries"]
+    again = _cli("fetch", "--config", str(config), "--force")
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert rows(db, "SELECT count(*) FROM entries WHERE source_id = 'big'") == [(50,)]
+
+
 def test_a_disk_that_fills_during_a_run_stops_it_with_one_line(
-        server: ScenarioServer, tmp_path: Path) -> None:
+        server: ScenarioServer, tmp_path: Path, small_disk: Path) -> None:
     """The database opens, then the disk fills while responses are stored: SQLite says
     "database or disk is full" and no later write fits either. Each source failed on its
     own line (a cron mail of one line per due source, exit 1) and the run went on
     fetching what it could not store; it stops with one line naming the database."""
-    disk = tmp_path / "disk"
-    disk.mkdir()
-    if not _mount_tmpfs(disk, "1m"):
-        pytest.skip("cannot mount a tmpfs here")
-    try:
-        db = disk / "signal.db"
-        feed = rss("".join(item(f"e{i}", "t" * 1000) for i in range(300)))
-        big = {f"big-{n}": server.url(f"/big.xml?{n}") for n in range(6)}
-        server.put("/big.xml", feed)
-        config = write_config(tmp_path / "signal.toml", db,
-                              {"demo": server.url("/feeds/demo-rss.xml"), **big})
-        first = _cli("fetch", "--config", str(config), "--source", "demo", "--force")
-        assert first.returncode == 0, first.stderr
-        before = dump(db)
-        with open(disk / "filler", "wb") as filler:  # leave room to open, not to store
-            filler.write(b"\0" * (os.statvfs(disk).f_bavail * os.statvfs(disk).f_frsize
-                                   - 200 * 1024))
-        full = _cli("fetch", "-q", "--config", str(config))
-        assert (full.returncode, full.stdout) == (2, ""), (full.stdout, full.stderr)
-        assert full.stderr.splitlines() == [full.stderr.strip()], full.stderr
-        assert full.stderr.startswith("signal: error: "), full.stderr
-        assert f"{db}: database or disk is full" in full.stderr, full.stderr
-        (disk / "filler").unlink()
-        assert rows(db, "PRAGMA integrity_check") == [("ok",)]
-        assert rows(db, "SELECT count(*) FROM sources WHERE lease_owner IS NOT NULL") == [(0,)]
-        assert dump(db)["entries"] == before["entries"]
-    finally:
-        subprocess.run(["umount", str(disk)], check=False)
+    db = small_disk / "signal.db"
+    server.put("/big.xml", rss("".join(item(f"e{i}", "t" * 1000) for i in range(300))))
+    big = {f"big-{n}": server.url(f"/big.xml?{n}") for n in range(6)}
+    config, before = _demo_stored(server, tmp_path, db, big)
+    with open(small_disk / "filler", "wb") as filler:  # leave room to open, not to store
+        filler.write(b"\0" * (os.statvfs(small_disk).f_bavail * os.statvfs(small_disk).f_frsize
+                              - 200 * 1024))
+    full = _cli("fetch", "-q", "--config", str(config))
+    assert (full.returncode, full.stdout) == (2, ""), (full.stdout, full.stderr)
+    assert full.stderr.splitlines() == [full.stderr.strip()], full.stderr
+    assert full.stderr.startswith("signal: error: "), full.stderr
+    assert f"{db}: database or disk is full" in full.stderr, full.stderr
+    (small_disk / "filler").unlink()
+    assert rows(db, "PRAGMA integrity_check") == [("ok",)]
+    assert rows(db, "SELECT count(*) FROM sources WHERE lease_owner IS NOT NULL") == [(0,)]
+    assert dump(db)["entries"] == before["entries"]
 
 
 # -- parsing isolated in worker processes ----------------------------------------------------

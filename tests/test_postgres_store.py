@@ -194,6 +194,23 @@ def _bad_urls(cluster: PostgresCluster, postgres_url: str) -> dict[str, str]:
     }
 
 
+def _role(postgres_url: str, name: str, privileges: str) -> str:
+    """A login role of this test's own with ``privileges`` on every table there is now,
+    not their owner: its URL."""
+    import psycopg
+    from psycopg import sql
+
+    dbname = postgres_url.rsplit("/", 1)[1]
+    role = f"{name}_{dbname}"[:60]
+    with psycopg.connect(postgres_url, autocommit=True) as admin:
+        admin.execute(sql.SQL("CREATE ROLE {} LOGIN PASSWORD 'pw'").format(
+            sql.Identifier(role)))
+        admin.execute(sql.SQL(f"GRANT {privileges} ON ALL TABLES IN SCHEMA public TO {{}}")
+                      .format(sql.Identifier(role)))
+    port = postgres_url.rsplit(":", 1)[1].split("/", 1)[0]
+    return f"postgresql://{role}:pw@127.0.0.1:{port}/{dbname}"
+
+
 def test_a_database_the_run_may_not_write_is_one_line_and_exit_2_before_any_fetch(
         postgres_url: str, postgres_cluster: PostgresCluster, tmp_path: Path) -> None:
     # A read-only role, or a database read-only by default: every source "failed" with
@@ -204,14 +221,7 @@ def test_a_database_the_run_may_not_write_is_one_line_and_exit_2_before_any_fetc
     with open_store(postgres_url):
         pass  # the schema, made by its owner
     dbname = postgres_url.rsplit("/", 1)[1]
-    role = f"reader_{dbname}"[:60]
-    with psycopg.connect(postgres_url, autocommit=True) as admin:
-        admin.execute(sql.SQL("CREATE ROLE {} LOGIN PASSWORD 'ro'").format(
-            sql.Identifier(role)))
-        admin.execute(sql.SQL("GRANT SELECT ON ALL TABLES IN SCHEMA public TO {}").format(
-            sql.Identifier(role)))
-    port = postgres_url.rsplit(":", 1)[1].split("/", 1)[0]
-    read_only_role = f"postgresql://{role}:ro@127.0.0.1:{port}/{dbname}"
+    read_only_role = _role(postgres_url, "reader", "SELECT")
     config = tmp_path / "signal.toml"
     config.write_text('[[sources]]\nid = "a"\nurl = "http://127.0.0.1:9/feed.xml"\n')
     result = invoke("fetch", "--config", str(config), "--db", read_only_role)
@@ -238,12 +248,9 @@ def test_an_upgrade_the_workers_role_may_not_make_says_who_must_make_it(
     # sources (this role may not write here: grant it INSERT, UPDATE and DELETE ...)",
     # which it had; only the owner may alter the tables.
     import psycopg
-    from psycopg import sql
 
     from signal_feeds.store.postgres.schema import MIGRATIONS, SCHEMA_VERSION
 
-    dbname = postgres_url.rsplit("/", 1)[1]
-    role = f"worker_{dbname}"[:60]
     with psycopg.connect(postgres_url, autocommit=True) as admin:
         # The database as the previous version left it, made by its owner.
         admin.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
@@ -251,12 +258,7 @@ def test_an_upgrade_the_workers_role_may_not_make_says_who_must_make_it(
         for step in MIGRATIONS[:-1]:
             for statement in step:
                 admin.execute(statement)
-        admin.execute(sql.SQL("CREATE ROLE {} LOGIN PASSWORD 'rw'").format(
-            sql.Identifier(role)))
-        admin.execute(sql.SQL("GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA "
-                              "public TO {}").format(sql.Identifier(role)))
-    port = postgres_url.rsplit(":", 1)[1].split("/", 1)[0]
-    worker = f"postgresql://{role}:rw@127.0.0.1:{port}/{dbname}"
+    worker = _role(postgres_url, "worker", "SELECT, INSERT, UPDATE, DELETE")
     config = tmp_path / "signal.toml"
     config.write_text('[[sources]]\nid = "a"\nurl = "http://127.0.0.1:9/feed.xml"\n')
     result = invoke("fetch", "--config", str(config), "--db", worker)
