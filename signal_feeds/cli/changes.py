@@ -3,8 +3,10 @@
 Each line carries its cursor, so a pipeline can resume after the last line it handled:
 
 ```sh
-signal changes --db signal.db --after "$(cat cursor)" --json | tee batch.jsonl
-tail -n 1 batch.jsonl | python -c 'import json,sys; print(json.load(sys.stdin)["cursor"])'
+after=$(cat cursor 2>/dev/null)   # no cursor yet: from the beginning (--after "" is refused)
+signal changes --db signal.db ${after:+--after "$after"} --json > batch.jsonl
+[ -s batch.jsonl ] && tail -n 1 batch.jsonl |
+    python3 -c 'import json,sys; print(json.load(sys.stdin)["cursor"])' > cursor
 ```
 
 Exit codes: 0 ok (also when nothing is new), 1 the database could not be read, 2 a
