@@ -407,7 +407,8 @@ def test_words_that_hold_punctuation_are_found_as_typed(fetch: Fetch,
     titles = {"1": "COVID-19 vaccine news", "2": "Node.js 22 is out", "3": "What's new in C++26",
               "4": "AT&T and e-mail", "5": "Writing C++ and C# side by side",
               "6": "#rust meetup at 10:30 with @bob", "7": "std::vector or $x? See "
-              "https://github.com/foo/tinydb", "8": "Call hello() at start"}
+              "https://github.com/foo/tinydb", "8": "Call hello() at start",
+              "9": "1,000 users of Python, Zig and Go"}
     fetch("blog", rss(*({"guid": n, "title": t, "link": f"https://b.example/{n}"}
                         for n, t in titles.items())))
     for query, found in [("covid-19", {"1"}), ("node.js", {"2"}), ("what's", {"3"}),
@@ -423,6 +424,10 @@ def test_words_that_hold_punctuation_are_found_as_typed(fetch: Fetch,
                          ("meetup & bob", {"6"}), ("$x?", {"7"}), ("std::vector", {"7"}),
                          ("https://github.com/foo/tinydb", {"7"}), ("title:10:30", {"6"}),
                          ("tinydb*", {"7"}), ("node.js*", {"2"}),
+                         # A comma outside NEAR() was 'syntax error near ","': in a
+                         # number it is part of it, between words a list's.
+                         ("1,000", {"9"}), ("python, zig", {"9"}), ("zig,go", set()),
+                         ("title:1,000 users", {"9"}), ("NEAR(users go, 5)", {"9"}),
                          # A hyphen before the star too: "no such column: mail".
                          ("e-mail*", {"4"}), ("e-ma*", {"4"}), ("covid-1*", {"1"}),
                          ("title:e-mail*", {"4"}), ("title:e-ma*", {"4"}),

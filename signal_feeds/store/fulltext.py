@@ -194,12 +194,44 @@ def and_beside_groups(expression: str) -> str:
     return "".join(out)
 
 
+# FTS5 has a comma only inside NEAR(...): one anywhere else is a search box's. A NEAR
+# group, and a stand-in for a comma inside a word (1,000), which _NOT_FTS5 flags.
+_NEAR_GROUP = re.compile(r'NEAR\s*\((?:[^()"]|"(?:[^"]|"")*")*\)')
+_WORD_COMMA = "\x7f"
+
+
+def _commas_read(query: str) -> str:
+    """``query`` with each comma outside quotes and ``NEAR()`` read as a search box
+    means it: inside a word (``1,000``) a part of it, else a list's (``python, rust``),
+    a space. FTS5 refused both (``syntax error near ","``)."""
+    out: list[str] = []
+    quoted = False
+    i = 0
+    while i < len(query):
+        char = query[i]
+        near = (None if quoted or char != "N" or (i and query[i - 1].isalnum())
+                else _NEAR_GROUP.match(query, i))
+        if near is not None:
+            out.append(near.group())
+            i = near.end()
+            continue
+        if char == '"':
+            quoted = not quoted
+        elif char == "," and not quoted:
+            inside = 0 < i < len(query) - 1 and query[i - 1].isalnum() and query[i + 1].isalnum()
+            char = _WORD_COMMA if inside else " "
+        out.append(char)
+        i += 1
+    return "".join(out)
+
+
 def quote_punctuated_words(query: str) -> str:
     """``query`` with each word that holds punctuation put in double quotes, as FTS5 asks
     (``covid-19 vaccine`` becomes ``"covid-19" vaccine``, a phrase of ``covid`` and
-    ``19`` and a word); everything else as written, so the rest of FTS5's syntax
-    (phrases, ``AND``/``OR``/``NOT``, ``prefix*``, ``title:``, ``NEAR()``) keeps its
-    meaning, and a query that is wrong in another way is still refused."""
+    ``19`` and a word; ``1,000`` likewise), and a comma between words (``python, rust``)
+    read as a space; everything else as written, so the rest of FTS5's syntax (phrases,
+    ``AND``/``OR``/``NOT``, ``prefix*``, ``title:``, ``NEAR()``) keeps its meaning, and a
+    query that is wrong in another way is still refused."""
     def piece(match: re.Match[str]) -> str:
         text = match.group()
         if text.startswith('"'):
@@ -218,4 +250,6 @@ def quote_punctuated_words(query: str) -> str:
             return f'{prefix}"{bare}"{star}'
         return text
 
-    return _QUERY_PIECE.sub(piece, query)
+    if "," in query and _WORD_COMMA not in query:  # (a DEL typed in would turn into ",")
+        query = _commas_read(query)
+    return _QUERY_PIECE.sub(piece, query).replace(_WORD_COMMA, ",")
