@@ -93,8 +93,9 @@ __all__ = ["NORMALIZER_VERSION", "ParsedEntry", "ParsedFeed"]
 #: 15: of an entry's several contents the longest is stored (after an
 #: ``<itunes:summary>``, a podcast episode's ``<description>`` was, not its show notes).
 #: 16: a drawing, a formula or a form control keeps the words beside it apart
-#: ("Hello<svg>…</svg>world" was stored as "Helloiconworld").
-NORMALIZER_VERSION = 16
+#: ("Hello<svg>…</svg>world" was stored as "Helloiconworld"). 17: an ``xml:base`` longer
+#: than 2,048 bytes is left out (relative links under it resolve against the entry's link).
+NORMALIZER_VERSION = 17
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,6 +35,7 @@ from signal_feeds.parse.links import distinct_name, entry_link, refused_link_war
 from signal_feeds.parse.repairs import (
     ampersands,
     from_declaration,
+    long_bases,
     valid_char_refs,
     without_controls,
 )
@@ -160,6 +161,7 @@ def defuse(body: bytes, *, content_type: str | None = None,
       no entity can be defined, expanded or fetched;
     - author-like element text past a limit (a slow regular expression in feedparser);
     - attributes past :data:`MAX_ATTRIBUTES` on one element (a slow lookup);
+    - an ``xml:base`` longer than a link may be (joined again at every later tag);
     - declarations of namespace prefixes past :data:`MAX_NAMESPACES` (a slow search).
     """
     warnings: list[str] = []
@@ -200,6 +202,9 @@ def defuse(body: bytes, *, content_type: str | None = None,
         if cut:
             warnings.append(f"attributes past the first {MAX_ATTRIBUTES} removed from "
                             f"{cut} element(s)")
+    data, long_base = long_bases(data)
+    if long_base:
+        warnings.append(long_base)
     if data.count(b"xmlns:") > MAX_NAMESPACES:
         data, removed = _fewer_namespaces(data)
         if removed:
