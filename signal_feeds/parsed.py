@@ -95,7 +95,8 @@ __all__ = ["NORMALIZER_VERSION", "ParsedEntry", "ParsedFeed"]
 #: 16: a drawing, a formula or a form control keeps the words beside it apart
 #: ("Hello<svg>…</svg>world" was stored as "Helloiconworld"). 17: an ``xml:base`` longer
 #: than 2,048 bytes is left out (relative links under it resolve against the entry's link).
-NORMALIZER_VERSION = 17
+#: 18: a JSON Feed's own title is held to a title's limit on one line (it was stored whole).
+NORMALIZER_VERSION = 18
 
 
 @dataclass(frozen=True, slots=True)

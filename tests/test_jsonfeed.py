@@ -362,3 +362,16 @@ def test_a_date_written_as_a_json_number_is_read_as_a_timestamp() -> None:
     assert [(e.published, e.updated) for e in feed.entries] == [
         ("2024-12-01T10:00:00Z", ""), ("", "2024-12-01T10:00:00Z"), ("", "")]
     assert feed.warnings == ("date 'True' not RFC 3339; left empty",)
+
+
+def test_the_feeds_title_is_held_to_a_titles_limit_and_one_line() -> None:
+    # An RSS or Atom feed's title is cut to an entry title's limit; a JSON Feed's was
+    # stored whole (1 MB), with its line breaks.
+    def title_of(title: str) -> tuple[str, tuple[str, ...]]:
+        feed = parse_feed(json.dumps({"version": "https://jsonfeed.org/version/1.1",
+                                      "title": title, "items": []}).encode())
+        return feed.title, feed.warnings
+
+    assert title_of("T" * 1_048_576) == ("T" * 2048,
+                                         ("the feed's title cut to 2048 characters",))
+    assert title_of(" Release\n\tnotes ") == ("Release notes", ())

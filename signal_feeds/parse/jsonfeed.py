@@ -253,5 +253,10 @@ def parse_jsonfeed(
     for name, count in sorted(limit.cut.items()):
         warnings.append(f"{name} cut to {field_limits[name]} characters in {count} entries")
     warnings.extend(refused_link_warnings(entries))
-    return ParsedFeed(title=text_value(data.get("title")), link=home, version=version,
+    # As an RSS or Atom feed's title: on one line, and within an entry title's limit.
+    feed_limit = FieldLimiter(field_limits)
+    title = feed_limit("title", text_value(data.get("title")), plain_text)
+    if feed_limit.cut:
+        warnings.append(f"the feed's title cut to {field_limits['title']} characters")
+    return ParsedFeed(title=title, link=home, version=version,
                       ttl_seconds=None, entries=tuple(entries), warnings=tuple(warnings))
