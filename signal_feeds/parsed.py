@@ -96,7 +96,8 @@ __all__ = ["NORMALIZER_VERSION", "ParsedEntry", "ParsedFeed"]
 #: ("Hello<svg>…</svg>world" was stored as "Helloiconworld"). 17: an ``xml:base`` longer
 #: than 2,048 bytes is left out (relative links under it resolve against the entry's link).
 #: 18: a JSON Feed's own title is held to a title's limit on one line (it was stored whole).
-NORMALIZER_VERSION = 18
+#: 19: a JSON Feed integer of 4,300 digits or more is read as its digits (it was rejected).
+NORMALIZER_VERSION = 19
 
 
 @dataclass(frozen=True, slots=True)

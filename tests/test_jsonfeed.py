@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sqlite3
 from collections.abc import Iterator
@@ -375,3 +376,16 @@ def test_the_feeds_title_is_held_to_a_titles_limit_and_one_line() -> None:
     assert title_of("T" * 1_048_576) == ("T" * 2048,
                                          ("the feed's title cut to 2048 characters",))
     assert title_of(" Release\n\tnotes ") == ("Release notes", ())
+
+
+def test_a_number_too_long_for_an_int_costs_only_its_field() -> None:
+    # JSON allows any number of digits; Python's int refuses 4,300 and more, and the
+    # whole feed was rejected ("use sys.set_int_max_str_digits() to increase the limit").
+    digits = "9" * 5000
+    feed = parse_feed(('{"version": "https://jsonfeed.org/version/1.1", "title": "t", '
+                       f'"items": [{{"id": {digits}, "date_published": {digits}}}, '
+                       '{"id": 7, "title": "kept"}]}').encode())
+    whole = hashlib.sha256(digits.encode()).hexdigest()
+    assert [(e.remote_id, e.published, e.title) for e in feed.entries] == [
+        (f"{digits[:2048 - len(whole) - 2]}…#{whole}", "", ""), ("7", "", "kept")]
+    assert feed.warnings[0].startswith("date '9999999999")

@@ -80,6 +80,16 @@ def _repair_strings(data: Any) -> tuple[int, int]:
     return surrogates, controls
 
 
+def _integer(digits: str) -> int | str:
+    """A JSON integer; one too long for Python's int (4,300 digits) as its digits, as
+    the spec reads a numeric id: the whole feed was rejected, telling the reader to call
+    ``sys.set_int_max_str_digits()``."""
+    try:
+        return int(digits)
+    except ValueError:
+        return digits
+
+
 def _date(value: Any, unread: list[str], unknown: list[str]) -> str:
     """RFC 3339 to the row format (``2026-03-14T09:26:53Z``); ``""`` if absent or bad (and
     then the text goes to ``unread``). An RFC 822 date, which some generators write
@@ -184,14 +194,14 @@ def parse_jsonfeed(
     try:
         text = body.decode("utf-8-sig")
         try:
-            data = json.loads(text)
+            data = json.loads(text, parse_int=_integer)
         except json.JSONDecodeError as exc:
             if not exc.msg.startswith("Invalid control character"):
                 raise
             # A line break or a tab written raw inside a string (a template that pastes
             # the post's HTML in) is not JSON, but says what it means: read it so, as an
             # XML feed that is not well-formed is read leniently.
-            data = json.loads(text, strict=False)
+            data = json.loads(text, strict=False, parse_int=_integer)
             raw_controls = True
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise ParseError(f"not a JSON Feed: invalid JSON ({exc})"[:300],
