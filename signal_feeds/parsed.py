@@ -97,7 +97,9 @@ __all__ = ["NORMALIZER_VERSION", "ParsedEntry", "ParsedFeed"]
 #: than 2,048 bytes is left out (relative links under it resolve against the entry's link).
 #: 18: a JSON Feed's own title is held to a title's limit on one line (it was stored whole).
 #: 19: a JSON Feed integer of 4,300 digits or more is read as its digits (it was rejected).
-NORMALIZER_VERSION = 19
+#: 20: a link whose host is not one (``[v1.fe]``, ``ex ample.org``) is refused; it was
+#: stored with another host.
+NORMALIZER_VERSION = 20
 
 
 @dataclass(frozen=True, slots=True)

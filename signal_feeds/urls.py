@@ -9,6 +9,7 @@ https only.
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from urllib.parse import quote, unquote, urljoin, urlsplit, urlunsplit
 
@@ -83,6 +84,7 @@ def _canonical(url: str, *, allowed_schemes: frozenset[str],
     host = (parts.hostname or "").lower()
     if not host:
         raise UrlRejected("no host")
+    _check_host(host, parts.netloc)
     if ":" in host:  # an IPv6 literal keeps its brackets
         host = f"[{host}]"
     netloc = host if port is None or port == _DEFAULT_PORTS[scheme] else f"{host}:{port}"
@@ -91,6 +93,28 @@ def _canonical(url: str, *, allowed_schemes: frozenset[str],
     if len(result) > MAX_URL_BYTES // 4 and len(result.encode("utf-8", "replace")) > MAX_URL_BYTES:
         raise UrlRejected(f"longer than {MAX_URL_BYTES} bytes")
     return result
+
+
+# What no host name holds, even percent-decoded (the URL Standard's forbidden domain code
+# points): a link "corrected" past one would name another host.
+_NOT_IN_HOST = re.compile(r"[\x00-\x20#%/:<>?@\[\\\]^|\x7f]")
+
+
+def _check_host(host: str, netloc: str) -> None:
+    """Refuse a host that is not one: brackets around anything but an IPv6 address
+    (``[v1.fe]`` was kept as the host ``v1.fe``), text after the brackets other than a
+    port (``[::1]x`` was ``[::1]``), or a name holding a space or a sign."""
+    if "[" in netloc or "]" in netloc:
+        after = netloc.rpartition("]")[2]
+        try:
+            ipaddress.IPv6Address(host)
+        except ValueError:
+            raise UrlRejected(f"host [{host}] is not an IPv6 address") from None
+        if (after and not after.startswith(":")) or netloc.count("]") > 1 or (
+                netloc.count("[") > 1):
+            raise UrlRejected(f"{netloc!r} is not an IPv6 address and a port")
+    elif _NOT_IN_HOST.search(unquote(host)):
+        raise UrlRejected(f"host {host!r} is not a host name")
 
 
 def check_link(

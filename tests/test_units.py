@@ -71,6 +71,10 @@ def test_https_only_is_a_setting_and_relative_links_resolve() -> None:
     # hypothesis in test_properties).
     assert normalize_link("https://127.0.0.1[", base="https://example.org/feed/") is None
     assert normalize_link("https://127.0.0.1[") is None
+    # Hosts as they are written in the wild stay as they were.
+    for link in ("https://[2001:db8::1]:8080/p", "https://bücher.de/x", "http://127.0.0.1/",
+                 "https://sub_domain.example.com/", "https://example.org./a"):
+        assert normalize_link(link) == link
 
 
 @pytest.mark.parametrize(("raw", "require_https", "reason"), [
@@ -81,6 +85,13 @@ def test_https_only_is_a_setting_and_relative_links_resolve() -> None:
     ("https://user:pw@example.org/", False, "credentials in the URL"),
     ("http://example.org/", True, "scheme http: is not https"),
     ("https://127.0.0.1[", False, "malformed URL (Invalid IPv6 URL)"),
+    # A host that is not one was "corrected" into another host: https://v1.fe/a,
+    # https://[::1]/, https://ex%20ample.org/.
+    ("https://[v1.fe]/a", False, "host [v1.fe] is not an IPv6 address"),
+    ("https://[::1]x/", False, "'[::1]x' is not an IPv6 address and a port"),
+    ("https://[::1]]/", False, "'[::1]]' is not an IPv6 address and a port"),
+    ("https://ex ample.org/", False, "host 'ex%20ample.org' is not a host name"),
+    ("https://ex%3Cample.org/", False, "host 'ex%3cample.org' is not a host name"),
     ("", False, ""),
     ("   ", False, ""),
     # A relative link with nothing to resolve it against (signal parse of a file without
