@@ -194,6 +194,13 @@ def _bad_urls(cluster: PostgresCluster, postgres_url: str) -> dict[str, str]:
     }
 
 
+def _setup_error(config: Path, database: str) -> list[str]:
+    """The lines of a ``signal fetch`` that ends with exit 2 (a setup problem)."""
+    result = invoke("fetch", "--config", str(config), "--db", database)
+    assert result.exit_code == 2, result.output
+    return result.output.strip().splitlines()
+
+
 def _role(postgres_url: str, name: str, privileges: str) -> str:
     """A login role of this test's own with ``privileges`` on every table there is now,
     not their owner: its URL."""
@@ -224,9 +231,7 @@ def test_a_database_the_run_may_not_write_is_one_line_and_exit_2_before_any_fetc
     read_only_role = _role(postgres_url, "reader", "SELECT")
     config = tmp_path / "signal.toml"
     config.write_text('[[sources]]\nid = "a"\nurl = "http://127.0.0.1:9/feed.xml"\n')
-    result = invoke("fetch", "--config", str(config), "--db", read_only_role)
-    assert result.exit_code == 2, result.output
-    assert result.output.strip().splitlines() == [
+    assert _setup_error(config, read_only_role) == [
         f"signal: error: cannot write to {display_database(read_only_role)}: permission "
         "denied for table sources (this role may not write here: grant it INSERT, UPDATE "
         "and DELETE on Signal's tables)"]
@@ -261,9 +266,7 @@ def test_an_upgrade_the_workers_role_may_not_make_says_who_must_make_it(
     worker = _role(postgres_url, "worker", "SELECT, INSERT, UPDATE, DELETE")
     config = tmp_path / "signal.toml"
     config.write_text('[[sources]]\nid = "a"\nurl = "http://127.0.0.1:9/feed.xml"\n')
-    result = invoke("fetch", "--config", str(config), "--db", worker)
-    assert result.exit_code == 2, result.output
-    assert result.output.strip().splitlines() == [
+    assert _setup_error(config, worker) == [
         f"signal: error: cannot upgrade {display_database(worker)} from schema version "
         f"{SCHEMA_VERSION - 1} to {SCHEMA_VERSION}: must be owner of table sources (only "
         "the role that owns Signal's tables may upgrade them: run this version once as "
