@@ -159,3 +159,15 @@ def test_a_browsers_feed_link_in_opml_is_skipped_with_the_address_to_use(
         "Feed scheme": "bad url: scheme feed: is not http or https (did you mean "
                        "'https://news.example/rss'?)",
         "Gopher hole": "bad url: scheme gopher: is not http or https"}
+
+
+def test_a_symlinked_list_is_written_through_the_link(tmp_path: Path) -> None:
+    # A dotfiles checkout links signal.toml to the file it keeps under version control.
+    kept = tmp_path / "dotfiles" / "signal.toml"
+    kept.parent.mkdir()
+    kept.write_text(EXISTING, encoding="utf-8")
+    link = tmp_path / "signal.toml"
+    link.symlink_to(kept)
+    import_opml(link, opml([("A feed", "https://a.example/f")]))
+    assert link.is_symlink()
+    assert [s.id for s in load_config(kept).sources] == ["python-insider", "a-feed"]

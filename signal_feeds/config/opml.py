@@ -161,7 +161,8 @@ def _toml_string(value: str) -> str:
 
 def _write_atomically(path: Path, text: str) -> None:
     try:
-        _replace_file(path, text)
+        # Through a symlink (a dotfiles checkout), so the link stays and its file changes.
+        _replace_file(path.resolve(), text)
     except OSError as exc:
         raise ConfigError(f"cannot write it: {exc.strerror or exc}; it is unchanged",
                           path=str(path)) from exc
