@@ -171,3 +171,17 @@ def test_a_symlinked_list_is_written_through_the_link(tmp_path: Path) -> None:
     import_opml(link, opml([("A feed", "https://a.example/f")]))
     assert link.is_symlink()
     assert [s.id for s in load_config(kept).sources] == ["python-insider", "a-feed"]
+
+
+def test_a_multi_byte_legacy_encoding_is_read_and_an_unknown_one_is_named() -> None:
+    # Expat reads no multi-byte legacy encoding: a Shift_JIS export was a traceback.
+    for encoding in ("shift_jis", "gbk", "big5"):
+        data = (f"<?xml version='1.0' encoding='{encoding}'?><opml version='1.0'><body>"
+                "<outline type='rss' text='日本' xmlUrl='https://jp.example/rss'/>"
+                "</body></opml>").encode(encoding)
+        assert [(f.title, f.url) for f in parse_opml(data)] == [
+            ("日本", "https://jp.example/rss")]
+    with pytest.raises(ConfigError, match="encoding 'nonsense'"):
+        parse_opml(b"<?xml version='1.0' encoding='nonsense'?><opml><body/></opml>")
+    with pytest.raises(ConfigError, match="shift_jis"):
+        parse_opml(b"<?xml version='1.0' encoding='shift_jis'?><opml><body>\x81</body></opml>")

@@ -39,6 +39,7 @@ __all__ = [
 DEFAULT_MAX_OPML_BYTES = 10 * 1024 * 1024
 _MAX_SLUG = 64
 _DECLARATION = re.compile(rb"<!\s*(?:DOCTYPE|ENTITY)", re.IGNORECASE)
+_ENCODING = re.compile(rb"""\s*<\?xml[^>]*?\sencoding\s*=\s*["']([A-Za-z0-9._:-]+)""")
 _NOT_SLUG = re.compile(r"[^a-z0-9]+")
 # TOML basic strings must escape these (all control characters but tab, and DEL).
 _TOML_ESCAPE = re.compile('["\\\\\x00-\x08\x0a-\x1f\x7f]')
@@ -118,6 +119,8 @@ def parse_opml(data: bytes, *, max_bytes: int = DEFAULT_MAX_OPML_BYTES,
         root = ET.fromstring(data)
     except ET.ParseError as exc:
         raise ConfigError(f"not well-formed XML: {exc}", path=where) from exc
+    except (ValueError, LookupError):  # an encoding expat cannot read, or unknown
+        root = _parse_declared_encoding(data, where)
     body = root.find("body") if root.tag == "opml" else None
     if body is None:
         raise ConfigError("not an OPML document (no <opml><body>)", path=where)
@@ -129,6 +132,24 @@ def parse_opml(data: bytes, *, max_bytes: int = DEFAULT_MAX_OPML_BYTES,
             title = _attr(outline, "title") or _attr(outline, "text")
             feeds.append(OpmlFeed(title=title, url=url, html_url=_attr(outline, "htmlUrl")))
     return feeds
+
+
+def _parse_declared_encoding(data: bytes, where: str) -> ET.Element:
+    """A document in a multi-byte legacy encoding (Shift_JIS, GBK, Big5), which expat
+    does not read: decoded by Python first, then parsed as text."""
+    found = _ENCODING.match(data)
+    name = found.group(1).decode("ascii") if found else "?"
+    try:
+        text = data.decode(name)
+    except LookupError as exc:
+        raise ConfigError(f"declares the encoding {name!r}, which is not known",
+                          path=where) from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"not {name} at byte {exc.start} as it declares", path=where) from exc
+    try:
+        return ET.fromstring(text)
+    except ET.ParseError as exc:
+        raise ConfigError(f"not well-formed XML: {exc}", path=where) from exc
 
 
 def slugify(text: str) -> str:
