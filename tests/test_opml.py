@@ -185,3 +185,15 @@ def test_a_multi_byte_legacy_encoding_is_read_and_an_unknown_one_is_named() -> N
         parse_opml(b"<?xml version='1.0' encoding='nonsense'?><opml><body/></opml>")
     with pytest.raises(ConfigError, match="shift_jis"):
         parse_opml(b"<?xml version='1.0' encoding='shift_jis'?><opml><body>\x81</body></opml>")
+
+
+def test_any_file_name_makes_a_valid_comment(tmp_path: Path) -> None:
+    # A Latin-1 name on a UTF-8 system was a UnicodeEncodeError traceback on writing; a
+    # line break in the name ended the comment and the import with "not valid TOML".
+    config = tmp_path / "signal.toml"
+    for n, name in enumerate(["caf\udce9.opml", "a\nb.opml", "tab\there\r.opml"]):
+        report = import_opml(config, opml([("F", f"https://f{n}.example/rss")]),
+                             opml_name=name)
+        assert len(report.added) == 1
+    assert len(load_config(config).sources) == 3
+    assert "# Imported from caf\\udce9.opml on" in config.read_text(encoding="utf-8")

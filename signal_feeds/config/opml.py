@@ -41,6 +41,7 @@ _MAX_SLUG = 64
 _DECLARATION = re.compile(rb"<!\s*(?:DOCTYPE|ENTITY)", re.IGNORECASE)
 _ENCODING = re.compile(rb"""\s*<\?xml[^>]*?\sencoding\s*=\s*["']([A-Za-z0-9._:-]+)""")
 _NOT_SLUG = re.compile(r"[^a-z0-9]+")
+_COMMENT_CONTROL = re.compile("[\x00-\x08\x0a-\x1f\x7f]")
 # TOML basic strings must escape these (all control characters but tab, and DEL).
 _TOML_ESCAPE = re.compile('["\\\\\x00-\x08\x0a-\x1f\x7f]')
 _TOML_SHORT = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\b": "\\b", "\f": "\\f"}
@@ -253,7 +254,10 @@ def import_opml(
     if not added:
         return report
     stamp = (today or dt.date.today()).isoformat()
-    blocks = [f"\n# Imported from {opml_name} on {stamp}.\n"]
+    # A TOML comment is UTF-8 on one line: a name's undecodable bytes (a Latin-1 name on a
+    # UTF-8 system) are written as escapes, its control characters as spaces.
+    name = _COMMENT_CONTROL.sub(" ", opml_name.encode("utf-8", "backslashreplace").decode())
+    blocks = [f"\n# Imported from {name} on {stamp}.\n"]
     for source in added:
         lines = ["[[sources]]", f"id = {_toml_string(source.id)}",
                  f"url = {_toml_string(source.url)}"]
