@@ -197,3 +197,17 @@ def test_any_file_name_makes_a_valid_comment(tmp_path: Path) -> None:
         assert len(report.added) == 1
     assert len(load_config(config).sources) == 3
     assert "# Imported from caf\\udce9.opml on" in config.read_text(encoding="utf-8")
+
+
+def test_an_outline_with_a_web_address_but_no_feed_is_reported(tmp_path: Path) -> None:
+    # A site kept without its feed (htmlUrl only) and an OPML 1.0 link outline were left
+    # out without a word: "added 0 source(s)" and nothing skipped.
+    file = tmp_path / "sites.opml"
+    file.write_bytes(b"<opml version='1.0'><body><outline text='Site only' "
+                     b"htmlUrl='https://site.example/'/><outline text='Link' type='link' "
+                     b"url='https://link.example/feed.xml'/><outline text='Empty folder'/>"
+                     b"</body></opml>")
+    result = CliRunner().invoke(cli, ["sources", "import-opml", str(file), "--config",
+                                      str(tmp_path / "signal.toml"), "--json"])
+    skipped = {s["title"]: s["reason"] for s in json.loads(result.output)["skipped"]}
+    assert skipped == {"Site only": "no xmlUrl", "Link": "no xmlUrl"}

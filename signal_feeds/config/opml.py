@@ -108,9 +108,10 @@ def _outlines(element: ET.Element) -> Iterator[ET.Element]:
 
 def parse_opml(data: bytes, *, max_bytes: int = DEFAULT_MAX_OPML_BYTES,
                path: str | None = None) -> list[OpmlFeed]:
-    """Every outline with an ``xmlUrl`` (folders are walked, not returned), in document
-    order. A DOCTYPE or ENTITY declaration is refused outright: an OPML file never needs
-    one, and entity expansion is how XML files attack their readers."""
+    """Every outline with an ``xmlUrl``, a feed ``type`` or (childless) a web address
+    (folders are walked, not returned), in document order. A DOCTYPE or ENTITY
+    declaration is refused outright: an OPML file never needs one, and entity expansion
+    is how XML files attack their readers."""
     where = path or "<opml>"
     if len(data) > max_bytes:
         raise ConfigError(f"OPML file is larger than {max_bytes} bytes", path=where)
@@ -129,7 +130,11 @@ def parse_opml(data: bytes, *, max_bytes: int = DEFAULT_MAX_OPML_BYTES,
     for outline in _outlines(body):
         url = _attr(outline, "xmlUrl")
         kind = _attr(outline, "type").lower()
-        if url or kind in ("rss", "atom", "json"):
+        # A leaf with only a web address (a site without its feed, an OPML 1.0 link) is
+        # returned too, so that the import says it was left out and why.
+        leaf_link = not any(c.tag == "outline" for c in outline) and bool(
+            _attr(outline, "htmlUrl") or _attr(outline, "url"))
+        if url or kind in ("rss", "atom", "json") or leaf_link:
             title = _attr(outline, "title") or _attr(outline, "text")
             feeds.append(OpmlFeed(title=title, url=url, html_url=_attr(outline, "htmlUrl")))
     return feeds
