@@ -209,5 +209,8 @@ def test_an_outline_with_a_web_address_but_no_feed_is_reported(tmp_path: Path) -
                      b"</body></opml>")
     result = CliRunner().invoke(cli, ["sources", "import-opml", str(file), "--config",
                                       str(tmp_path / "signal.toml"), "--json"])
-    skipped = {s["title"]: s["reason"] for s in json.loads(result.output)["skipped"]}
-    assert skipped == {"Site only": "no xmlUrl", "Link": "no xmlUrl"}
+    skipped = {s["title"]: (s["url"], s["reason"])
+               for s in json.loads(result.output)["skipped"]}
+    page_only = "no xmlUrl (only a web page's address: add its feed's as a source by hand)"
+    assert skipped == {"Site only": ("https://site.example/", page_only),
+                       "Link": ("https://link.example/feed.xml", page_only)}

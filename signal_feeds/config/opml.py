@@ -136,7 +136,9 @@ def parse_opml(data: bytes, *, max_bytes: int = DEFAULT_MAX_OPML_BYTES,
             _attr(outline, "htmlUrl") or _attr(outline, "url"))
         if url or kind in ("rss", "atom", "json") or leaf_link:
             title = _attr(outline, "title") or _attr(outline, "text")
-            feeds.append(OpmlFeed(title=title, url=url, html_url=_attr(outline, "htmlUrl")))
+            # (An OPML 1.0 link outline gives its page as "url".)
+            page = _attr(outline, "htmlUrl") or _attr(outline, "url")
+            feeds.append(OpmlFeed(title=title, url=url, html_url=page))
     return feeds
 
 
@@ -238,7 +240,10 @@ def import_opml(
     skipped: list[SkippedFeed] = []
     for feed in parse_opml(opml, path=opml_name):
         if not feed.url:
-            skipped.append(SkippedFeed(feed.title, feed.url, "no xmlUrl"))
+            skipped.append(SkippedFeed(
+                feed.title, feed.html_url, "no xmlUrl" + (
+                    " (only a web page's address: add its feed's as a source by hand)"
+                    if feed.html_url else "")))
             continue
         try:
             canonical = canonical_source_url(feed.url)
