@@ -258,12 +258,11 @@ class Decider:
             # freshens the stored response's caching headers, and those it does not
             # repeat stay in force (RFC 9111 §4.3.4).
             state = _moved(state, response)
-            kept = {**dict(state.cache_headers), **_cache_headers(response.headers)}
-            new = replace(self._succeeded(state, response, state.ttl_seconds,
-                                          {**kept, **response.headers}),
+            freshened = {**dict(state.cache_headers), **response.headers}
+            new = replace(self._succeeded(state, response, state.ttl_seconds, freshened),
                           etag=response.etag or state.etag,
                           last_modified=response.last_modified or state.last_modified,
-                          cache_headers=tuple(sorted(kept.items())))
+                          cache_headers=_stored_cache_headers(freshened))
             return self._save(new, "moved" if _moves(state, response) else "not_modified",
                               response, http_status=304, moved_to=new.moved_to)
         if status == 206:
@@ -456,10 +455,6 @@ def _where(state: SourceState, response: ResponseFacts) -> str:
 _CACHE_HEADERS = ("cache-control", "expires")
 
 
-def _cache_headers(headers: Mapping[str, str]) -> dict[str, str]:
-    return {name: headers[name] for name in _CACHE_HEADERS if name in headers}
-
-
 def _stored_cache_headers(headers: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
-    """What a 200's state keeps of its caching headers, for the 304s after it."""
-    return tuple(sorted(_cache_headers(headers).items()))
+    """What a state keeps of a response's caching headers, for the 304s after it."""
+    return tuple((name, headers[name]) for name in _CACHE_HEADERS if name in headers)

@@ -25,6 +25,7 @@ from signal_feeds.parse.fields import (
     FieldLimiter,
     as_html,
     entry_author,
+    feed_title,
     html_base,
     plain_text,
     plain_title,
@@ -482,13 +483,11 @@ def parse_feed(
         warnings.append(f"{field} cut to {field_limits[field]} characters in {count} entries")
     warnings.extend(date_warnings(raw_entries, entries))
     warnings.extend(refused_link_warnings(entries))
-    # Held to an entry title's limit: unlimited, a hostile HTML title kept nh3 busy for
-    # seconds, and was stored whole.
-    feed_limit = FieldLimiter(field_limits)
-    title = feed_limit("title", text_value(dict.get(feed, "title")), lambda value: plain_text(
-        plain_title(value, dict.get(feed, "title_detail"))))
-    if feed_limit.cut:
-        warnings.append(f"the feed's title cut to {field_limits['title']} characters")
+    title, title_cut = feed_title(text_value(dict.get(feed, "title")), field_limits,
+                            lambda value: plain_text(plain_title(
+                                value, dict.get(feed, "title_detail"))))
+    if title_cut:
+        warnings.append(title_cut)
     return ParsedFeed(
         title=title,
         link=home,

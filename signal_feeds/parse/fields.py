@@ -25,6 +25,7 @@ __all__ = [
     "as_html",
     "bounded",
     "entry_author",
+    "feed_title",
     "html_base",
     "plain_text",
     "plain_title",
@@ -328,6 +329,17 @@ class FieldLimiter:
         if field in _HTML_FIELDS:
             return _html_cut(value, limit)
         return value[:limit]
+
+
+def feed_title(value: str, limits: Mapping[str, int],
+               render: Callable[[str], str]) -> tuple[str, str]:
+    """A feed's own title, rendered and held to an entry title's limit (unlimited, a
+    hostile HTML title kept nh3 busy for seconds and was stored whole), and the warning
+    when it was cut (``""`` when not)."""
+    limit = FieldLimiter(limits)
+    title = limit("title", value, render)
+    return title, (f"the feed's title cut to {limits['title']} characters" if limit.cut
+                   else "")
 
 
 #: Fields stored as sanitized HTML: a cut must leave whole HTML.

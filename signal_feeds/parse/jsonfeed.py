@@ -27,6 +27,7 @@ from signal_feeds.parse.fields import (
     DEFAULT_FIELD_LIMITS,
     FieldLimiter,
     as_html,
+    feed_title,
     html_base,
     plain_text,
     text_value,
@@ -264,9 +265,8 @@ def parse_jsonfeed(
         warnings.append(f"{name} cut to {field_limits[name]} characters in {count} entries")
     warnings.extend(refused_link_warnings(entries))
     # As an RSS or Atom feed's title: on one line, and within an entry title's limit.
-    feed_limit = FieldLimiter(field_limits)
-    title = feed_limit("title", text_value(data.get("title")), plain_text)
-    if feed_limit.cut:
-        warnings.append(f"the feed's title cut to {field_limits['title']} characters")
+    title, title_cut = feed_title(text_value(data.get("title")), field_limits, plain_text)
+    if title_cut:
+        warnings.append(title_cut)
     return ParsedFeed(title=title, link=home, version=version,
                       ttl_seconds=None, entries=tuple(entries), warnings=tuple(warnings))
