@@ -151,7 +151,7 @@ EVENT_STATUSES = PROBLEM_STATUSES | {"moved", "retry_later"}
 def _fetch_lines(report: RunReport, *, verbose: bool, quiet: bool) -> list[str]:
     """The text output of ``signal fetch``: a run over thousands of sources that are not
     due prints one line, not thousands (cron mails whatever a job prints)."""
-    *per_source, summary = report.lines()
+    *per_source, _ = report.lines()
     shown = []
     hidden_skips = False
     for rep, line in zip(report.sources, per_source, strict=True):
@@ -168,9 +168,8 @@ def _fetch_lines(report: RunReport, *, verbose: bool, quiet: bool) -> list[str]:
             shown.append(line)
         elif rep.skip_reasons and not quiet:
             hidden_skips = True
-    if hidden_skips:
-        # The reasons are on source lines not printed: say where to find them.
-        summary = summary.replace(" skipped; ", " skipped (-v says why); ", 1)
+    # The reasons are on source lines not printed: say where to find them.
+    summary = report.summary(skipped_note=" (-v says why)" if hidden_skips else "")
     return shown if quiet else [*shown, summary]
 
 

@@ -142,16 +142,21 @@ class RunReport:
                 extra += f": {r.note}"
             http = f" [{r.http_status}]" if r.http_status else ""
             out.append(f"{r.source:<24} {r.status:<12}{http} {counts}{extra}")
+        out.append(self.summary())
+        return out
+
+    def summary(self, *, skipped_note: str = "") -> str:
+        """The totals line of :meth:`lines`; ``skipped_note`` follows the skipped count
+        (where to find the reasons, when their sources' lines are not shown)."""
         t = self.totals
         by_status = ", ".join(f"{t[s]} {s}" for s in sorted(t)
                               if s not in ("sources", "created", "updated", "unchanged",
                                            "skipped"))
         noun = "source" if t["sources"] == 1 else "sources"
         # Every source has a status: none to count means the list named no source.
-        out.append(f"{t['sources']} {noun}: {t['created']} created, {t['updated']} updated, "
-                   f"{t['unchanged']} unchanged, {t['skipped']} skipped; "
-                   + (by_status or "the source list names none"))
-        return out
+        return (f"{t['sources']} {noun}: {t['created']} created, {t['updated']} updated, "
+                f"{t['unchanged']} unchanged, {t['skipped']} skipped{skipped_note}; "
+                + (by_status or "the source list names none"))
 
 
 @dataclass(frozen=True)
