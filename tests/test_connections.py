@@ -524,3 +524,47 @@ def test_https_with_a_callers_ssl_context(raw: Callable[..., RawServer], db_path
                        ssl_context=client_context)
     assert [(r.status, r.created) for r in report.sources] == [("fetched", 3)] * 4, report
     assert server.connections == 1  # one TLS connection, kept alive for all four
+
+
+def _old_tls_only() -> ssl.SSLContext:
+    """A server context that speaks only TLS 1.0 and 1.1, as an old appliance does."""
+    import warnings
+
+    trustme = pytest.importorskip("trustme")
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    trustme.CA().issue_cert("localhost").configure_cert(context)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # naming them is deprecated
+        context.minimum_version = ssl.TLSVersion.TLSv1
+        context.maximum_version = ssl.TLSVersion.TLSv1_1
+    context.set_ciphers("DEFAULT:@SECLEVEL=0")
+    return context
+
+
+def test_a_handshake_that_fails_says_why_in_words(raw: Callable[..., RawServer],
+                                                  db_path: Path) -> None:
+    # Both were OpenSSL's own line: "cannot connect: [SSL: WRONG_VERSION_NUMBER] wrong
+    # version number (_ssl.c:1006)", "... [SSL: TLSV1_ALERT_PROTOCOL_VERSION] ...".
+    def answer_anything(conn: socket.socket) -> None:  # a plain-http server's 400
+        with conn:
+            conn.recv(65536)
+            conn.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+
+    plain = serve_connections(answer_anything)
+    old = raw(lambda head: (ok(FEED), False), tls=_old_tls_only())
+    fine = raw(lambda head: (ok(FEED), False))
+    sources = {"plain-port": f"https://127.0.0.1:{plain.getsockname()[1]}/feed.xml",
+               "old-tls": old.url("/feed.xml", host="localhost"),
+               "fine": fine.url("/feed.xml")}
+    try:
+        report = run_fetch(make_config(db_path, sources), force=True)
+    finally:
+        plain.close()
+    assert report.get("fine").status == "fetched"  # the rest of the run goes on
+    assert (report.get("plain-port").status, report.get("plain-port").error) == (
+        "failed", "TLS handshake failed: wrong version number (the server did not answer "
+                  "in TLS: is this a plain-http port? the http:// address may be the one)")
+    assert (report.get("old-tls").status, report.get("old-tls").error) == (
+        "failed", "TLS handshake failed: tlsv1 alert protocol version (the server offers "
+                  "only TLS versions this machine refuses, such as TLS 1.0 or 1.1: the "
+                  "site must upgrade)")

@@ -33,7 +33,7 @@ from signal_feeds.http.addresses import (
 )
 from signal_feeds.http.decoding import CappedDecoder, body_too_large, gunzipped_again
 from signal_feeds.http.slots import HostHold
-from signal_feeds.http.tls import certificate_problem
+from signal_feeds.http.tls import certificate_problem, handshake_problem
 
 if TYPE_CHECKING:
     # httpx (with httpcore, certifi, its CLI's imports where installed) is imported by
@@ -395,7 +395,7 @@ def _translated(exc: httpx.TransportError, limits: FetchLimits,
     if isinstance(exc, httpx.ProxyError):
         return FetchError(f"proxy error: {text}", source_id=source_id, reason="proxy")
     if isinstance(exc, httpx.ConnectError):
-        if refused := certificate_problem(exc):
+        if refused := certificate_problem(exc) or handshake_problem(exc):
             return FetchError(refused, source_id=source_id, reason="connect")
         return FetchError(f"cannot connect: {_in_words(text) or 'connection failed'}",
                           source_id=source_id, reason="connect")

@@ -4,11 +4,12 @@ what a refused certificate means in words a user can act on."""
 from __future__ import annotations
 
 import os
+import re
 import ssl
 
 from signal_feeds.errors import ConfigError
 
-__all__ = ["TlsContext", "certificate_problem", "default_tls_context"]
+__all__ = ["TlsContext", "certificate_problem", "default_tls_context", "handshake_problem"]
 
 
 def default_tls_context() -> ssl.SSLContext:
@@ -81,5 +82,48 @@ def certificate_problem(exc: BaseException) -> str:
                       ).rstrip(".")
             hint = _CERTIFICATE_HINTS.get(current.verify_code or 0)
             return f"TLS certificate refused: {reason}" + (f" ({hint})" if hint else "")
+        current = current.__cause__ or current.__context__
+    return ""
+
+
+# OpenSSL's reasons (``ssl.SSLError.reason``) for a handshake that fails before any
+# certificate is looked at, with what they usually mean for a feed's host.
+_NOT_TLS = ("the server did not answer in TLS: is this a plain-http port? the http:// "
+            "address may be the one")
+_OLD_PROTOCOL = ("the server offers only TLS versions this machine refuses, such as TLS "
+                 "1.0 or 1.1: the site must upgrade")
+_HANDSHAKE_HINTS = {
+    "WRONG_VERSION_NUMBER": _NOT_TLS, "PACKET_LENGTH_TOO_LONG": _NOT_TLS,
+    "RECORD_LAYER_FAILURE": _NOT_TLS,
+    "TLSV1_ALERT_PROTOCOL_VERSION": _OLD_PROTOCOL, "UNSUPPORTED_PROTOCOL": _OLD_PROTOCOL,
+    "NO_PROTOCOLS_AVAILABLE": _OLD_PROTOCOL,
+    "SSLV3_ALERT_HANDSHAKE_FAILURE": "the server and this machine have no cipher or "
+                                     "protocol in common, or it wants a client certificate",
+    "UNSAFE_LEGACY_RENEGOTIATION_DISABLED": "the server lacks secure renegotiation "
+                                            "(RFC 5746), which OpenSSL 3 requires: the "
+                                            "site must upgrade",
+    "DH_KEY_TOO_SMALL": "the server's Diffie-Hellman key is too small to be safe",
+    "TLSV1_UNRECOGNIZED_NAME": "the server has no site under this host name",
+    "TLSV13_ALERT_CERTIFICATE_REQUIRED": "the server wants a client certificate, and "
+                                         "Signal sends none",
+}
+# "[SSL: WRONG_VERSION_NUMBER] wrong version number (_ssl.c:1006)": the words alone.
+_OPENSSL_NOISE = re.compile(r"^\[[A-Z0-9_]+: [A-Z0-9_]+\]\s*|\s*\(_ssl\.c:\d+\)$")
+
+
+def handshake_problem(exc: BaseException) -> str:
+    """``"TLS handshake failed: <OpenSSL's reason> (<what it means>)"`` when ``exc`` or
+    an exception it was raised from is a TLS error other than a refused certificate
+    (see :func:`certificate_problem`), else ``""``."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, ssl.SSLError) and not isinstance(
+                current, ssl.SSLCertVerificationError):
+            words = _OPENSSL_NOISE.sub("", str(current)).strip() or (
+                current.reason or "").replace("_", " ").lower() or "the handshake failed"
+            hint = _HANDSHAKE_HINTS.get(current.reason or "")
+            return f"TLS handshake failed: {words}" + (f" ({hint})" if hint else "")
         current = current.__cause__ or current.__context__
     return ""
