@@ -14,6 +14,7 @@ import re
 from urllib.parse import quote, unquote, urljoin, urlsplit, urlunsplit
 
 __all__ = ["MAX_URL_BYTES", "TRACKING_PARAMETERS", "UrlRejected", "ascii_host",
+           "proxy_url_problem",
            "canonical_source_url",
            "check_link", "is_tracking_parameter", "normalize_link", "without_credentials",
            "without_tracking"]
@@ -233,3 +234,23 @@ def ascii_host(host: str) -> str:
         return host.encode("idna").decode("ascii")
     except UnicodeError:  # a name IDNA 2003 refuses: compared as written
         return host
+
+
+def proxy_url_problem(url: str) -> str:
+    """Why ``url`` cannot name a proxy to connect to (no host, a port out of range or
+    0, brackets around something that is not an IPv6 address), or ``""``. The scheme
+    is not judged here: an unsupported one is refused by name when it is used."""
+    text = url.strip()
+    try:
+        parts = urlsplit(text if "://" in text else f"http://{text}")
+        port = parts.port
+        host = parts.hostname
+    except ValueError as exc:
+        return f"malformed ({exc})"
+    if not host:
+        return "no host"
+    if port == 0:
+        return "port 0 is no port to connect to"
+    if _NOT_IN_HOST.search(unquote(host)) and ":" not in host:
+        return f"host {host!r} is not a host name"
+    return ""

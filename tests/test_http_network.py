@@ -15,12 +15,14 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
+from click.testing import CliRunner
 from conftest import FIXTURES, make_config
 from scenario_server import ScenarioServer
 from threaded_socket import serve_connections
 
 import signal_feeds
 from signal_feeds import run_fetch
+from signal_feeds.cli.commands import cli
 
 FEED = (FIXTURES / "demo-rss.xml").read_bytes()
 
@@ -426,3 +428,32 @@ def test_the_async_api_runs_in_the_callers_loop(server: ScenarioServer, tmp_path
     for report in asyncio.run(main()):
         assert {(r.source, r.status, r.created) for r in report.sources} == {
             ("rss", "fetched", 3), ("atom", "fetched", 2)}
+
+
+@pytest.mark.parametrize("value", ["http://127.0.0.1:99999", "http://someone:secret@[bad:3128",
+                                   "http://:3128", "http://proxy.internal:0"])
+def test_a_malformed_proxy_url_is_a_setup_error_that_names_it(
+        value: str, db_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # HTTP_PROXY=http://127.0.0.1:99999 (a typo) was "internal error: OverflowError:
+    # connect(): port must be 0-65535." with a traceback for every source; '[bad' was
+    # looked up in DNS as '%5Bbad', an empty host as ''. The proxy setting let them by.
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.lower(), raising=False)
+    with pytest.raises(signal_feeds.ConfigError, match=r"\[settings\]: proxy: ") as caught:
+        signal_feeds.parse_config(f'[settings]\nproxy = "{value}"\n')
+    assert "secret" not in str(caught.value)
+
+    monkeypatch.setenv("https_proxy", value)
+    config = make_config(db_path, {"s": "https://feeds.example/feed.xml"})
+    with pytest.raises(signal_feeds.ConfigError) as caught:
+        run_fetch(config, force=True)
+    message = str(caught.value)
+    assert message.startswith("https_proxy="), message
+    assert "not a usable proxy URL" in message and "secret" not in message, message
+    toml = tmp_path / "signal.toml"
+    toml.write_text(f'[settings]\ndatabase = "{db_path}"\n[[sources]]\nid = "s"\n'
+                    'url = "https://feeds.example/feed.xml"\n')
+    result = CliRunner().invoke(cli, ["fetch", "--config", str(toml), "--force"])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.strip() == f"signal: error: {message}"

@@ -31,7 +31,12 @@ from signal_feeds import __version__
 from signal_feeds.config.values import out_of_bounds, typed
 from signal_feeds.dsn import Database, is_postgres_url, not_a_location
 from signal_feeds.errors import ConfigError, did_you_mean
-from signal_feeds.urls import UrlRejected, canonical_source_url, without_credentials
+from signal_feeds.urls import (
+    UrlRejected,
+    canonical_source_url,
+    proxy_url_problem,
+    without_credentials,
+)
 
 __all__ = [
     "DEFAULT_BUSY_TIMEOUT",
@@ -292,9 +297,10 @@ def _settings(table: object, problems: _Problems, base_dir: Path | None) -> Sett
             continue
         values[key] = value
     proxy = values.get("proxy", "")
-    if proxy and proxy != "direct" and not re.match(r"^https?://[^/?#\s]+/?$", proxy):
+    if proxy and proxy != "direct" and (not re.match(r"^https?://[^/?#\s]+/?$", proxy)
+                                        or proxy_url_problem(proxy)):
         problems.add(where, f"proxy: must be an http:// or https:// URL (host and port) "
-                            f"or 'direct', not {proxy!r}")
+                            f"or 'direct', not {without_credentials(proxy)!r}")
         del values["proxy"]
     given = [key for key in ("min_interval", "max_interval") if key in values]
     low = values.get("min_interval", DEFAULT_MIN_INTERVAL)

@@ -9,8 +9,12 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
+import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from signal_feeds.errors import ConfigError
+from signal_feeds.urls import proxy_url_problem, without_credentials
 
 if TYPE_CHECKING:
     import httpx
@@ -44,6 +48,13 @@ class ProxyRoutes:
             return cls((("all", setting),), bypass)
         proxies = tuple((scheme, found[scheme]) for scheme in ("http", "https", "all")
                         if found.get(scheme))
+        for scheme, proxy in proxies:
+            if problem := proxy_url_problem(proxy):
+                # The machine's setup, not a source's failure: every request would fail
+                # alike (one port past 65535 was an internal error for each source).
+                raise ConfigError(f"{_variable(scheme)}={without_credentials(proxy)}: not a "
+                                  f"usable proxy URL: {problem} (fix or unset it, or set "
+                                  "the proxy setting)")
         return cls(proxies, bypass)
 
     def for_url(self, url: httpx.URL) -> str | None:
@@ -73,3 +84,10 @@ class ProxyRoutes:
             if host == name.lstrip(".") or host.endswith("." + name.lstrip(".")):
                 return True
         return False
+
+
+def _variable(scheme: str) -> str:
+    """The environment variable that gave the ``scheme`` proxy: the lower-case name
+    wins when both are set, as ``urllib`` reads them."""
+    lower = f"{scheme}_proxy"
+    return lower if os.environ.get(lower) else lower.upper()
