@@ -568,3 +568,17 @@ def test_a_handshake_that_fails_says_why_in_words(raw: Callable[..., RawServer],
         "failed", "TLS handshake failed: tlsv1 alert protocol version (the server offers "
                   "only TLS versions this machine refuses, such as TLS 1.0 or 1.1: the "
                   "site must upgrade)")
+
+
+def test_a_tls_answer_to_plain_http_says_so(raw: Callable[..., RawServer],
+                                            db_path: Path) -> None:
+    # A TLS server that answers a plain-http request with a TLS alert record: h11's
+    # words for a response that starts with a control byte were "illegal request line",
+    # naming what Signal sent rather than what came back.
+    alert = b"\x15\x03\x01\x00\x02\x02\x46"
+    server = raw(lambda head: (alert, True))
+    rep = run_fetch(make_config(db_path, {"tls-port": server.url("/feed.xml")}),
+                    force=True).get("tls-port")
+    assert (rep.status, rep.error) == (
+        "failed", "network error: the answer is not HTTP: it begins with a binary byte, "
+                  "as a TLS server's does (is the address https://?)")

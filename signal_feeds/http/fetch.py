@@ -371,7 +371,7 @@ async def fetch(
         raise FetchError(f"no complete response within the {limits.deadline:g} s deadline",
                          source_id=source_id, reason="deadline") from exc
     except httpx.TransportError as exc:
-        raise _translated(exc, limits, source_id) from exc
+        raise _translated(exc, limits, source_id, current) from exc
     except (httpx.InvalidURL, ValueError) as exc:  # UnicodeError (IDNA) is a ValueError
         raise FetchError(f"request failed: invalid URL {shown(current, _URL_SHOWN)!r}: "
                          f"{shown(str(exc), _URL_SHOWN)}",
@@ -379,7 +379,7 @@ async def fetch(
 
 
 def _translated(exc: httpx.TransportError, limits: FetchLimits,
-                source_id: str | None) -> FetchError:
+                source_id: str | None, url: str = "") -> FetchError:
     import httpx
 
     text = str(exc)
@@ -403,6 +403,13 @@ def _translated(exc: httpx.TransportError, limits: FetchLimits,
         # h11's words for a status line and headers past httpcore's limit (100 KiB).
         return FetchError("the response's headers are too large (over 100 KiB): not read",
                           source_id=source_id, reason="network")
+    if isinstance(exc, httpx.RemoteProtocolError) and text == "illegal request line":
+        # h11's words (meant for a server reading requests) for an answer whose first
+        # byte is a control character: a TLS record, when a plain request went out.
+        hint = " (is the address https://?)" if url.lower().startswith("http:") else ""
+        return FetchError("network error: the answer is not HTTP: it begins with a binary "
+                          f"byte, as a TLS server's does{hint}", source_id=source_id,
+                          reason="network")
     detail = _BYTES_SHOWN.sub(lambda m: m[1] or m[2], text) if text else _describe(exc)
     return FetchError(f"network error: {type(exc).__name__}: {detail}", source_id=source_id,
                       reason="network")
