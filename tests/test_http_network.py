@@ -457,3 +457,37 @@ def test_a_malformed_proxy_url_is_a_setup_error_that_names_it(
     result = CliRunner().invoke(cli, ["fetch", "--config", str(toml), "--force"])
     assert result.exit_code == 2, result.output
     assert result.stderr.strip() == f"signal: error: {message}"
+
+
+@pytest.mark.usefixtures("no_proxy_env")
+def test_what_a_proxy_answers_or_drops_is_said_to_come_from_it(
+        db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # "proxy error: 407 Proxy Authentication Required" and "network error:
+    # RemoteProtocolError: Server disconnected without sending a response." named no
+    # proxy: the operator looked at the feed's server, which was never reached.
+    def refuse_connect(conn: socket.socket) -> None:
+        with conn:
+            head = conn.recv(65536)
+            if head.startswith(b"CONNECT "):
+                conn.sendall(b"HTTP/1.1 407 Proxy Authentication Required\r\n"
+                             b"Proxy-Authenticate: Basic realm=\"corp\"\r\n"
+                             b"Content-Length: 0\r\n\r\n")
+            # A plain request is dropped without an answer.
+
+    proxy = serve_connections(refuse_connect)
+    try:
+        port = proxy.getsockname()[1]
+        monkeypatch.setenv("ALL_PROXY", f"http://someone:secret@127.0.0.1:{port}")
+        report = run_fetch(make_config(db_path, {"tls": "https://feeds.example/feed.xml",
+                                                 "plain": "http://feeds.example/feed.xml"}),
+                           force=True)
+    finally:
+        proxy.close()
+    tls, plain = report.get("tls"), report.get("plain")
+    assert (tls.status, tls.error) == (
+        "failed", f"proxy error: proxy http://127.0.0.1:{port}: 407 Proxy Authentication "
+                  "Required"), tls.error
+    assert plain.status == "failed"
+    assert plain.error == ("network error: RemoteProtocolError: through proxy "
+                           f"http://127.0.0.1:{port}: Server disconnected without sending "
+                           "a response."), plain.error

@@ -403,7 +403,7 @@ def _translated(exc: httpx.TransportError, limits: FetchLimits,
         # h11's words for a status line and headers past httpcore's limit (100 KiB).
         return FetchError("the response's headers are too large (over 100 KiB): not read",
                           source_id=source_id, reason="network")
-    if isinstance(exc, httpx.RemoteProtocolError) and text == "illegal request line":
+    if isinstance(exc, httpx.RemoteProtocolError) and text.endswith("illegal request line"):
         # h11's words (meant for a server reading requests) for an answer whose first
         # byte is a control character: a TLS record, when a plain request went out.
         hint = " (is the address https://?)" if url.lower().startswith("http:") else ""

@@ -129,12 +129,18 @@ class SignalTransport(httpx.AsyncBaseTransport):
                     if not reused or request.method not in _IDEMPOTENT:
                         raise
                     response = await pool.handle_async_request(_core_request(request))
-        except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+        except (httpx.ConnectError, httpx.ConnectTimeout, httpx.ProxyError) as exc:
             if proxy is None:
                 raise
             # Through a proxy, a connection is only ever made to the proxy: say so, or
             # the message names an address the user never configured.
             raise type(exc)(f"proxy {_shown(proxy)}: {exc}") from exc
+        except (httpx.ReadError, httpx.WriteError, httpx.RemoteProtocolError) as exc:
+            if proxy is None:
+                raise
+            # The proxy, or the server behind it: either way not a server the user can
+            # look at without knowing a proxy was in between.
+            raise type(exc)(f"through proxy {_shown(proxy)}: {exc}") from exc
         return _response(response)
 
     async def aclose(self) -> None:
