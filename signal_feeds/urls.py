@@ -14,7 +14,7 @@ import re
 from urllib.parse import quote, unquote, urljoin, urlsplit, urlunsplit
 
 __all__ = ["MAX_URL_BYTES", "TRACKING_PARAMETERS", "UrlRejected", "ascii_host",
-           "proxy_url_problem",
+           "proxy_url_problem", "same_feed_key",
            "canonical_source_url",
            "check_link", "is_tracking_parameter", "normalize_link", "without_credentials",
            "without_tracking"]
@@ -254,3 +254,21 @@ def proxy_url_problem(url: str) -> str:
     if _NOT_IN_HOST.search(unquote(host)) and ":" not in host:
         return f"host {host!r} is not a host name"
     return ""
+
+
+_NON_ASCII = re.compile(r"[^\x00-\x7f]+")
+_ESCAPE = re.compile(r"%[0-9a-fA-F]{2}")
+
+
+def same_feed_key(canonical: str) -> str:
+    """What two canonical source URLs (:func:`canonical_source_url`) share when they ask
+    for the same feed: the host as DNS and ``Host`` carry it (``bücher.example`` is
+    ``xn--bcher-kva.example``), and the path and query as sent (``/café`` is
+    ``/caf%C3%A9``, escapes in upper case)."""
+    parts = urlsplit(canonical)
+    host = parts.hostname or ""
+    netloc = ascii_host(host) + parts.netloc[len(host):] if parts.netloc.startswith(host) \
+        else parts.netloc
+    rest = urlunsplit(("", "", parts.path, parts.query, ""))
+    rest = _ESCAPE.sub(lambda m: m.group().upper(), _NON_ASCII.sub(_percent_encoded, rest))
+    return f"{parts.scheme}://{netloc}{rest}"

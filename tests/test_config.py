@@ -92,6 +92,14 @@ def test_duplicate_ids_and_canonical_urls(tmp_path: Path) -> None:
     assert "sources[1] (id 'b')" in str(info.value)
     assert "the same feed as source 'a'" in str(info.value)
     assert info.value.source_id == "b"
+    # One host in Unicode and in IDNA, one path with a letter as written and as sent:
+    # the same requests on the wire, so the same feed (both were accepted and fetched).
+    for first, second in (("https://bücher.example/feed", "https://xn--bcher-kva.example/feed"),
+                          ("https://e.example/café.xml", "https://e.example/caf%c3%a9.xml")):
+        with pytest.raises(ConfigError) as info:
+            parse_config(f'[[sources]]\nid = "a"\nurl = "{first}"\n'
+                         f'[[sources]]\nid = "b"\nurl = "{second}"\n', path="x.toml")
+        assert "the same feed as source 'a'" in str(info.value), (first, second)
     # A duplicate of a source with another problem is reported in the same run, not
     # after that problem is fixed.
     both = ('[[sources]]\nid = "dup"\nurl = "https://e.example/rss"\nreview_by = "soon"\n'

@@ -214,3 +214,23 @@ def test_an_outline_with_a_web_address_but_no_feed_is_reported(tmp_path: Path) -
     page_only = "no xmlUrl (only a web page's address: add its feed's as a source by hand)"
     assert skipped == {"Site only": ("https://site.example/", page_only),
                        "Link": ("https://link.example/feed.xml", page_only)}
+
+
+def test_a_host_in_unicode_and_in_idna_is_one_feed(tmp_path: Path) -> None:
+    # Both spellings were added, and the source list then held one feed twice.
+    config = tmp_path / "signal.toml"
+    config.write_text('[[sources]]\nid = "books"\nurl = "https://bücher.example/feed"\n',
+                      encoding="utf-8")
+    file = tmp_path / "subscriptions.opml"
+    file.write_bytes(opml([("Books again", "https://xn--bcher-kva.example/feed"),
+                           ("Café", "https://cafe.example/café.xml"),
+                           ("Café encoded", "https://cafe.example/caf%C3%A9.xml")],
+                          nested=False))
+    result = CliRunner().invoke(cli, ["sources", "import-opml", str(file), "--config",
+                                      str(config), "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    skipped = {s["title"]: s["reason"] for s in report["skipped"]}
+    assert skipped == {"Books again": "duplicate url: already source 'books'",
+                       "Café encoded": "duplicate url: already source 'cafe'"}, report
+    assert len(load_config(config).sources) == 2

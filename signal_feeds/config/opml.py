@@ -23,7 +23,12 @@ from urllib.parse import urlsplit
 
 from signal_feeds.config.source_list import parse_config, url_hint
 from signal_feeds.errors import ConfigError
-from signal_feeds.urls import UrlRejected, canonical_source_url, without_credentials
+from signal_feeds.urls import (
+    UrlRejected,
+    canonical_source_url,
+    same_feed_key,
+    without_credentials,
+)
 
 __all__ = [
     "DEFAULT_MAX_OPML_BYTES",
@@ -235,7 +240,8 @@ def import_opml(
         raise ConfigError(f"cannot read config file: {exc}", path=str(path)) from exc
     current = parse_config(original, path=path)
     taken = {s.id for s in current.sources}
-    known: dict[str, str] = {canonical_source_url(s.url): s.id for s in current.sources}
+    known: dict[str, str] = {same_feed_key(canonical_source_url(s.url)): s.id
+                             for s in current.sources}
     added: list[AddedSource] = []
     skipped: list[SkippedFeed] = []
     for feed in parse_opml(opml, path=opml_name):
@@ -251,13 +257,13 @@ def import_opml(
             skipped.append(SkippedFeed(feed.title, without_credentials(feed.url),
                                        f"bad url: {exc}{url_hint(feed.url)}"))
             continue
-        if canonical in known:
+        if (key := same_feed_key(canonical)) in known:
             skipped.append(SkippedFeed(feed.title, feed.url,
-                                       f"duplicate url: already source {known[canonical]!r}"))
+                                       f"duplicate url: already source {known[key]!r}"))
             continue
         slug = _slug_for(feed, canonical, taken)
         taken.add(slug)
-        known[canonical] = slug
+        known[key] = slug
         added.append(AddedSource(id=slug, url=feed.url, title=feed.title))
     report = ImportReport(config_path=str(path), added=tuple(added), skipped=tuple(skipped),
                           dry_run=dry_run)

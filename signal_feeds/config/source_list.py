@@ -35,6 +35,7 @@ from signal_feeds.urls import (
     UrlRejected,
     canonical_source_url,
     proxy_url_problem,
+    same_feed_key,
     without_credentials,
 )
 
@@ -427,11 +428,11 @@ def parse_config(text: str, *, path: str | Path | None = None) -> Config:
             continue
         label = f"sources[{index}] (id {src.id!r})"
         canonical = canonical_source_url(src.url)
-        if canonical in seen_urls:
+        if (key := same_feed_key(canonical)) in seen_urls:
             problems.add(label, f"url: {src.url!r} is the same feed as source "
-                         f"{seen_urls[canonical]!r} ({canonical})", src.id)
+                         f"{seen_urls[key]!r} ({canonical})", src.id)
             continue
-        seen_urls[canonical] = src.id
+        seen_urls[key] = src.id
         sources.append(src)
     problems.raise_if_any()
     return Config(sources=tuple(sources), settings=settings,
