@@ -491,3 +491,55 @@ def test_what_a_proxy_answers_or_drops_is_said_to_come_from_it(
     assert plain.error == ("network error: RemoteProtocolError: through proxy "
                            f"http://127.0.0.1:{port}: Server disconnected without sending "
                            "a response."), plain.error
+
+
+@pytest.mark.usefixtures("no_proxy_env")
+def test_no_proxy_names_a_host_in_either_spelling(server: ScenarioServer, proxy: ForwardingProxy,
+                                                  db_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    # NO_PROXY=xn--bcher-kva.example (the form a shell's ASCII environment holds) did not
+    # match the source https://bücher.example/...: its request went through the proxy.
+    async def resolve(host: str) -> list[str]:
+        return ["127.0.0.1"]
+
+    port = urlsplit(server.base_url).port
+    monkeypatch.setenv("HTTP_PROXY", proxy.url)
+    for no_proxy, url in (("xn--bcher-kva.example", f"http://bücher.example:{port}/feeds/"),
+                          ("bücher.example", f"http://xn--bcher-kva.example:{port}/feeds/")):
+        monkeypatch.setenv("NO_PROXY", no_proxy)
+        rep = run_fetch(make_config(db_path, {"idn": url + "demo-rss.xml"}), force=True,
+                        resolver=resolve).get("idn")
+        assert rep.status in ("fetched", "not_modified"), rep
+    assert proxy.targets == []
+
+
+@pytest.mark.usefixtures("no_proxy_env")
+def test_no_proxy_names_an_ipv6_address_with_its_port(proxy: ForwardingProxy, db_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    # "[::1]:PORT", the way a URL writes it, was taken for the name "::1]:PORT".
+    try:
+        listener = socket.create_server(("::1", 0), family=socket.AF_INET6)
+    except OSError:
+        pytest.skip("no IPv6 loopback here")
+
+    def answer() -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                conn, _ = listener.accept()
+                with conn:
+                    conn.recv(65536)
+                    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/rss+xml\r\n"
+                                 b"Content-Length: %d\r\nConnection: close\r\n\r\n%s"
+                                 % (len(FEED), FEED))
+
+    threading.Thread(target=answer, daemon=True).start()
+    port = listener.getsockname()[1]
+    try:
+        monkeypatch.setenv("HTTP_PROXY", proxy.url)
+        monkeypatch.setenv("NO_PROXY", f"[::1]:{port}")
+        rep = run_fetch(make_config(db_path, {"v6": f"http://[::1]:{port}/feed.xml"}),
+                        force=True).get("v6")
+    finally:
+        listener.close()
+    assert (rep.status, rep.created) == ("fetched", 3), rep
+    assert proxy.targets == []

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from signal_feeds.errors import ConfigError
-from signal_feeds.urls import proxy_url_problem, without_credentials
+from signal_feeds.urls import ascii_host, proxy_url_problem, without_credentials
 
 if TYPE_CHECKING:
     import httpx
@@ -68,11 +68,15 @@ class ProxyRoutes:
         return proxy
 
     def _bypassed(self, host: str, port: int | None) -> bool:
+        host = ascii_host(host)  # httpx shows bücher.example; either may be written here
         for entry in self.bypass:
             if entry == "*":
                 return True
-            name, _, entry_port = entry.rpartition(":") if entry.count(":") == 1 else (
-                entry, "", "")
+            if entry.startswith("[") and "]:" in entry:  # "[::1]:8080", as a URL has it
+                name, _, entry_port = entry.rpartition(":")
+            else:
+                name, _, entry_port = entry.rpartition(":") if entry.count(":") == 1 else (
+                    entry, "", "")
             if entry_port and port is not None and entry_port != str(port):
                 continue
             name = name.strip("[]").lstrip("*")
@@ -81,7 +85,8 @@ class ProxyRoutes:
                     if ipaddress.ip_address(host) in ipaddress.ip_network(name, strict=False):
                         return True
                 continue
-            if host == name.lstrip(".") or host.endswith("." + name.lstrip(".")):
+            suffix = ascii_host(name.lstrip("."))
+            if host == suffix or host.endswith("." + suffix):
                 return True
         return False
 
