@@ -543,3 +543,17 @@ def test_no_proxy_names_an_ipv6_address_with_its_port(proxy: ForwardingProxy, db
         listener.close()
     assert (rep.status, rep.created) == ("fetched", 3), rep
     assert proxy.targets == []
+
+
+def test_an_international_name_that_does_not_resolve_is_shown_as_written(
+        db_path: Path) -> None:
+    # It was "cannot resolve host 'xn--bcher-kva.example'": a name the source list
+    # does not hold, so a search of signal.toml for it found nothing.
+    async def resolve(host: str) -> list[str]:
+        raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+
+    rep = run_fetch(make_config(db_path, {"idn": "http://bücher.example/feed.xml"}),
+                    force=True, resolver=resolve).get("idn")
+    assert (rep.status, rep.error) == (
+        "failed", "cannot connect: cannot resolve host 'bücher.example' (sent as "
+                  "xn--bcher-kva.example): Name or service not known")

@@ -57,11 +57,24 @@ async def resolve(host: str, resolver: Resolver) -> list[str]:
         # ValueError), and the idna package's IDNAError is a UnicodeError too.
         detail = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
         # A name from a Location may be 20 KB long, and the idna codec repeats it.
-        raise httpcore.ConnectError(f"cannot resolve host {shown(host, 200)!r}: "
+        raise httpcore.ConnectError(f"cannot resolve host {_as_written(host)}: "
                                     f"{shown(detail, 200)}") from exc
     if not addresses:
-        raise httpcore.ConnectError(f"cannot resolve host {shown(host, 200)!r}: no addresses")
+        raise httpcore.ConnectError(f"cannot resolve host {_as_written(host)}: no addresses")
     return addresses
+
+
+def _as_written(host: str) -> str:
+    """``'bücher.example' (sent as xn--bcher-kva.example)`` for a name that went out in
+    IDNA, as the source list has it; any other name quoted as it is."""
+    if "xn--" in host.lower():
+        try:
+            written = host.encode("ascii").decode("idna")
+        except UnicodeError:
+            written = host
+        if written != host:
+            return f"{shown(written, 200)!r} (sent as {shown(host, 200)})"
+    return repr(shown(host, 200))
 
 
 def _interleaved(addresses: Iterable[str]) -> list[str]:
