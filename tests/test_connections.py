@@ -582,3 +582,16 @@ def test_a_tls_answer_to_plain_http_says_so(raw: Callable[..., RawServer],
     assert (rep.status, rep.error) == (
         "failed", "network error: the answer is not HTTP: it begins with a binary byte, "
                   "as a TLS server's does (is the address https://?)")
+
+
+def test_a_handshake_no_one_answers_is_named(raw: Callable[..., RawServer],
+                                              db_path: Path) -> None:
+    # A plain-http server that waits for a request line never answers a ClientHello:
+    # the report said "timed out (connect timed out after 1 s)", with no word of TLS.
+    plain = raw(lambda head: (ok(FEED), False))
+    url = plain.url("/feed.xml").replace("http://", "https://")
+    rep = run_fetch(make_config(db_path, {"quiet": url}, connect_timeout=1.0),
+                    force=True).get("quiet")
+    assert (rep.status, rep.error) == (
+        "failed", "timed out (no answer to the TLS handshake within 1 s: is this a "
+                  "plain-http port? the http:// address may be the one)")

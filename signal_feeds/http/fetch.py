@@ -33,7 +33,7 @@ from signal_feeds.http.addresses import (
 )
 from signal_feeds.http.decoding import CappedDecoder, body_too_large, gunzipped_again
 from signal_feeds.http.slots import HostHold
-from signal_feeds.http.tls import certificate_problem, handshake_problem
+from signal_feeds.http.tls import PLAIN_PORT, certificate_problem, handshake_problem
 
 if TYPE_CHECKING:
     # httpx (with httpcore, certifi, its CLI's imports where installed) is imported by
@@ -383,6 +383,10 @@ def _translated(exc: httpx.TransportError, limits: FetchLimits,
     import httpx
 
     text = str(exc)
+    if isinstance(exc, httpx.ConnectTimeout) and "TLS handshake" in text:
+        return FetchError(f"timed out (no answer to the TLS handshake within "
+                          f"{limits.connect_timeout:g} s: {PLAIN_PORT})", source_id=source_id,
+                          reason="timeout")
     if isinstance(exc, httpx.ConnectTimeout):
         return FetchError(f"timed out (connect timed out after {limits.connect_timeout:g} s)",
                           source_id=source_id, reason="timeout")

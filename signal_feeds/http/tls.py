@@ -9,7 +9,8 @@ import ssl
 
 from signal_feeds.errors import ConfigError
 
-__all__ = ["TlsContext", "certificate_problem", "default_tls_context", "handshake_problem"]
+__all__ = ["PLAIN_PORT", "TlsContext", "certificate_problem", "default_tls_context",
+           "handshake_problem"]
 
 
 def default_tls_context() -> ssl.SSLContext:
@@ -88,8 +89,9 @@ def certificate_problem(exc: BaseException) -> str:
 
 # OpenSSL's reasons (``ssl.SSLError.reason``) for a handshake that fails before any
 # certificate is looked at, with what they usually mean for a feed's host.
-_NOT_TLS = ("the server did not answer in TLS: is this a plain-http port? the http:// "
-            "address may be the one")
+#: What a TLS handshake that gets no TLS answer usually means.
+PLAIN_PORT = "is this a plain-http port? the http:// address may be the one"
+_NOT_TLS = f"the server did not answer in TLS: {PLAIN_PORT}"
 _OLD_PROTOCOL = ("the server offers only TLS versions this machine refuses, such as TLS "
                  "1.0 or 1.1: the site must upgrade")
 _HANDSHAKE_HINTS = {
