@@ -5,6 +5,7 @@ resolution, and the async API inside a caller's own event loop."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import socket
 import threading
@@ -33,6 +34,7 @@ class ForwardingProxy:
 
     def __init__(self) -> None:
         self.targets: list[str] = []
+        self.proxy_auth: list[str] = []  # each request's Proxy-Authorization, '' if none
         self.sock = serve_connections(self._serve)
         self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
 
@@ -47,6 +49,9 @@ class ForwardingProxy:
             request_line, *header_lines = head.split(b"\r\n\r\n", 1)[0].split(b"\r\n")
             method, target, version = request_line.decode("latin-1").split(" ")
             self.targets.append(target)
+            self.proxy_auth.append(next(
+                (line.split(b":", 1)[1].strip().decode("latin-1") for line in header_lines
+                 if line.lower().startswith(b"proxy-authorization:")), ""))
             parts = urlsplit(target)
             path = parts.path + (f"?{parts.query}" if parts.query else "")
             kept = [line for line in header_lines
@@ -87,6 +92,21 @@ def test_http_proxy_from_the_environment(server: ScenarioServer, proxy: Forwardi
     assert proxy.targets == [url]  # absolute form: the proxy was asked for the feed
     assert "signal" in (server.requests_for("/feeds/demo-rss.xml")[0].header("User-Agent")
                         or "").lower()
+
+
+@pytest.mark.usefixtures("no_proxy_env")
+def test_a_proxys_credentials_go_to_the_proxy_only(server: ScenarioServer,
+                                                   proxy: ForwardingProxy, db_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    # The README's one exception to "no credentials are sent": the proxy's own, to it.
+    url = server.url("/feeds/demo-rss.xml")
+    with_user = proxy.url.replace("http://", "http://feeds:s3cret@")
+    monkeypatch.setenv("HTTP_PROXY", with_user)
+    rep = run_fetch(make_config(db_path, {"s": url}), force=True).get("s")
+    assert rep.status == "fetched" and proxy.targets == [url], rep
+    assert proxy.proxy_auth == ["Basic " + base64.b64encode(b"feeds:s3cret").decode()]
+    sent = server.requests_for("/feeds/demo-rss.xml")[0]
+    assert sent.header("Proxy-Authorization") is None and sent.header("Authorization") is None
 
 
 @pytest.mark.usefixtures("no_proxy_env")
