@@ -86,3 +86,21 @@ def test_digests_shown_in_lessons_are_the_librarys() -> None:
                             checked += 1
                             fields = {}
     assert checked >= 5
+
+
+@pytest.mark.parametrize("folder", FOLDERS, ids=[p.name for p in FOLDERS])
+@pytest.mark.parametrize("url", ["https://reader:hunter#2@example.org/feed.xml",
+                                 "https://reader:hunter?2@example.org/feed.xml"])
+def test_refused_source_url_never_shows_its_password(folder: Path, url: str,
+                                                     tmp_path: Path) -> None:
+    """Lesson 01: credentials do not belong in the list, "and error messages must not
+    repeat them either". A password holding '#' or '?' makes the port unreadable, and
+    Python's ValueError quotes the text it could not read."""
+    config = tmp_path / "signal.toml"
+    config.write_text(f'[[sources]]\nid = "private"\nurl = "{url}"\n', encoding="utf-8")
+    proc = subprocess.run([sys.executable, "-m", "signal_lesson", "sources", "--config",
+                           str(config)], cwd=folder, capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert proc.returncode == 2, proc.stderr
+    assert "refused" in proc.stderr
+    assert "hunter" not in proc.stderr, proc.stderr

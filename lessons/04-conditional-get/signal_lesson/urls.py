@@ -28,8 +28,8 @@ def canonical_url(url: str, *, schemes: frozenset[str]) -> str:
     try:
         parts = urlsplit(text)
         port = parts.port
-    except ValueError as exc:
-        raise UrlRejected(f"malformed URL ({exc})") from exc
+    except ValueError as exc:  # its message quotes the text, which may be a password
+        raise UrlRejected("malformed URL (unreadable host or port)") from exc
     scheme = parts.scheme.lower()
     if scheme not in schemes:
         allowed = " or ".join(sorted(schemes))
