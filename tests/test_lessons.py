@@ -104,3 +104,18 @@ def test_refused_source_url_never_shows_its_password(folder: Path, url: str,
     assert proc.returncode == 2, proc.stderr
     assert "refused" in proc.stderr
     assert "hunter" not in proc.stderr, proc.stderr
+
+
+def test_statuses_lesson_07_says_lesson_08_uses_are_produced_there() -> None:
+    """Lesson 07 lists the report's statuses that later lessons start using; every one
+    of them must be a word lesson 08's code can produce."""
+    import re
+
+    text = " ".join((LESSONS / "07-fetch-command" / "README.md").read_text("utf-8").split())
+    clause = re.search(r"[^;.]*lesson 08 starts using[^;.]*", text, re.IGNORECASE)
+    assert clause is not None
+    promised = re.findall(r"`(\w+)`", clause[0])
+    assert promised
+    code = "".join((LESSONS / "08-polite-polling" / "signal_lesson" / name).read_text("utf-8")
+                   for name in ("pipeline.py", "schedule.py"))
+    assert [word for word in promised if f'"{word}"' not in code] == []
