@@ -156,3 +156,13 @@ def test_get_command_exit_status(capsys) -> None:
     assert main(["get", "/feeds/demo-rss.xml", "/feeds/demo-rss.xml"]) == 0
     assert main(["get", "--max-redirects", "1", "/scenario/redirect/2"]) == 1
     assert "TooManyRedirects" in capsys.readouterr().out
+
+
+def test_a_proxy_in_the_environment_is_not_used(server, monkeypatch) -> None:
+    # trust_env=False: a proxy set in the environment does not stand in between
+    for name in ("HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.setenv(name, "http://127.0.0.1:9")  # nothing listens there
+    for name in ("NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    with new_client(FAST) as client:
+        assert fetch(client, server.url("/feeds/demo-rss.xml"), limits=FAST).status == 200

@@ -143,3 +143,13 @@ def test_connection_refused_is_translated(client) -> None:
 def test_all_fetch_errors_belong_to_the_project_hierarchy() -> None:
     for kind in (BodyTooLarge, DeadlineExceeded, TooManyRedirects, FetchTimeout, NetworkError):
         assert issubclass(kind, FetchError) and issubclass(kind, SignalError)
+
+
+def test_a_proxy_in_the_environment_is_not_used(server, monkeypatch) -> None:
+    # trust_env=False: a proxy set in the environment does not stand in between
+    for name in ("HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.setenv(name, "http://127.0.0.1:9")  # nothing listens there
+    for name in ("NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    with new_client(FAST) as client:
+        assert fetch(client, server.url("/feeds/demo-rss.xml"), limits=FAST).status == 200

@@ -117,3 +117,12 @@ def test_due(state, force, answer) -> None:
 def test_absurd_retry_after_does_not_overflow() -> None:
     decision = schedule(NOW, 429, {"Retry-After": "9" * 40}, policy=POLICY)
     assert decision.retry_after == NOW + timedelta(days=3650)
+
+
+def test_retry_after_date_in_the_past_means_now() -> None:
+    # "a date in the past means now": not before now, and not refused either
+    decision = schedule(NOW, 503, {"Retry-After": "Sun, 01 Mar 2026 11:00:00 GMT"},
+                        policy=POLICY)
+    assert (decision.status, decision.retry_after) == ("retry_later", NOW)
+    assert decision.next_due == minutes(30)
+    assert due(NOW, next_due=None, retry_after=decision.retry_after) == "due"
