@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -119,3 +120,44 @@ def test_statuses_lesson_07_says_lesson_08_uses_are_produced_there() -> None:
     code = "".join((LESSONS / "08-polite-polling" / "signal_lesson" / name).read_text("utf-8")
                    for name in ("pipeline.py", "schedule.py"))
     assert [word for word in promised if f'"{word}"' not in code] == []
+
+
+IDENTIFYING = [p for p in FOLDERS if (p / "signal_lesson" / "identity.py").exists()]
+_ROWS = r"""
+import json, pathlib, sys
+from signal_lesson.errors import SignalError
+from signal_lesson.identity import identify
+from signal_lesson.parse import parse_feed
+out = {}
+for name in sys.argv[1:]:
+    try:
+        rows = identify("src", parse_feed(pathlib.Path(name).read_bytes(), allow_http=True)).rows
+        out[name] = sorted([row.key, row.fingerprint] for row in rows)
+    except SignalError:
+        out[name] = None
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.parametrize("folder", IDENTIFYING, ids=[p.name for p in IDENTIFYING])
+def test_lesson_rows_are_the_librarys_under_the_same_link_policy(folder: Path) -> None:
+    """CONVENTIONS.md: a lesson's keys and fingerprints are the library's. They can only
+    be when both keep the same links: the library keeps http entry links unless
+    require_https_links is set, a lesson keeps them only with allow_http, and lesson 02
+    must say so."""
+    from signal_feeds import parse_files
+
+    files = [*sorted((LESSONS.parent / "fixtures").rglob("*.xml")),
+             folder / "examples" / "links.xml"]
+    proc = subprocess.run([sys.executable, "-c", _ROWS, *map(str, files)], cwd=folder,
+                          capture_output=True, text=True, timeout=120, check=True)
+    lesson = json.loads(proc.stdout)
+    for path in files:
+        (result,) = parse_files([path], source_id="src")
+        library = (sorted([e["id"], e["fingerprint"]] for e in result["entries"])
+                   if result.get("ok") else None)
+        assert lesson[str(path)] == library, (folder.name, path.name)
+    (links,) = parse_files([folder / "examples" / "links.xml"], source_id="src")
+    if any(e["url"].startswith("http:") for e in links["entries"]):
+        text = (LESSONS / "02-one-shape" / "README.md").read_text("utf-8")
+        assert "require_https_links" in text, "lesson 02 does not say the library keeps http"
