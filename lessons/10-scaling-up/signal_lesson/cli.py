@@ -204,7 +204,8 @@ def show_crowd(hosts: int, concurrency: Concurrency, delay: float) -> int:
         store = stack.enter_context(Store(Path(folder) / "crowd.db"))
         report = asyncio.run(run_async(Config("crowd", sources), store,
                                        concurrency=concurrency))
-    print(f"{len(sources)} sources on {hosts} hosts; every answer waits {delay:g} s")
+    where = "1 host" if hosts == 1 else f"{hosts} hosts"
+    print(f"{len(sources)} sources on {where}; every answer waits {delay:g} s")
     print(f"limits: {concurrency.total} in flight in all, {concurrency.per_host} per host")
     print(f"peak in flight at the busiest host: {max(s.in_flight.peak for s in servers)}")
     print(f"peak in flight at all hosts together: {everywhere.peak}")

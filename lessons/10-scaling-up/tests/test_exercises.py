@@ -19,6 +19,7 @@ def test_exercise_1_one_host(capsys) -> None:
     assert main(["crowd", "--hosts", "1", "--concurrency", "8", "--per-host", "2",
                  "--delay", "0.3"]) == 0
     lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "4 sources on 1 host; every answer waits 0.3 s"
     assert "peak in flight at the busiest host: 2" in lines
     assert "peak in flight at all hosts together: 2" in lines
 
