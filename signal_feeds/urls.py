@@ -47,13 +47,35 @@ def without_credentials(url: str) -> str:
     start = 0 if start < 0 else start + 2
     end = min((i for i in (text.find(c, start) for c in "/?#") if i >= 0), default=len(text))
     at = text.rfind("@", start, end)
-    return text if at < 0 else f"{text[:start]}***{text[at:]}"
+    if at < 0 and (at := _password_cut_short(text, start, end)) < 0:
+        return text
+    return f"{text[:start]}***{text[at:]}"
+
+
+def _password_cut_short(text: str, start: int, end: int) -> int:
+    """Where credentials end when a "/", "?" or "#" in the password ended the authority
+    early (``https://ana:s3#cret@host/``): the first "@" past ``end``, if a user name
+    and a ``:`` come before the cut and what follows the ``:`` is no port; else -1. An
+    "@" in a path or query (``https://medium.com/@ana``) is left alone."""
+    bracket = text.find("]", start, end) if text.startswith("[", start) else -1
+    colon = text.find(":", max(start, bracket), end)  # after an IPv6 literal's brackets
+    at = text.find("@", end)
+    if colon < 0 or at < 0 or colon == start:
+        return -1
+    return -1 if text[colon + 1:end].isdigit() else at
 
 
 _CREDENTIALS = "credentials in the URL"
 #: The same, said of a source's URL: Signal never sends them.
 _SOURCE_CREDENTIALS = (f"{_CREDENTIALS} (Signal sends no user name or password; a feed "
                        "that needs them cannot be a source)")
+
+
+def _unquoted(exc: ValueError) -> str:
+    """``urlsplit``'s reason without the text it quotes ("Port could not be cast to
+    integer value as 's3'": that text may be part of a password)."""
+    words = re.sub(r"\s*(?:as\s+)?'[^']*'", "", str(exc)).strip()
+    return words or "unreadable host or port"
 
 
 class UrlRejected(ValueError):
@@ -69,11 +91,14 @@ def _canonical(url: str, *, allowed_schemes: frozenset[str],
         raise UrlRejected("empty URL")
     if _CONTROL.search(text):
         raise UrlRejected("URL contains whitespace or control characters")
+    if without_credentials(text) != text:
+        raise UrlRejected(credentials)
     try:
         parts = urlsplit(text)
         port = parts.port
     except ValueError as exc:
-        raise UrlRejected(f"malformed URL ({exc})") from exc
+        # Not the error's own words: they quote the text it could not read.
+        raise UrlRejected(f"malformed URL ({_unquoted(exc)})") from exc
     if port == 0:  # no server listens there; a client connects to the default instead
         raise UrlRejected("port 0 is no port to connect to")
     scheme = parts.scheme.lower()

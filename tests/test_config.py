@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from signal_feeds import ConfigError, load_config, parse_config
+from signal_feeds.urls import without_credentials
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -68,16 +69,28 @@ def test_bad_entries_are_named(tmp_path: Path, entry: str, message: str) -> None
 
 @pytest.mark.parametrize("url", ["https://ana:s3cret@a.example/feed",
                                  "https://s3cret@a.example/feed",
-                                 "feed:https://ana:s3cret@a.example/feed"])
+                                 "feed:https://ana:s3cret@a.example/feed",
+                                 # A "#", "?" or "/" in the password ends the host part
+                                 # as a URL parser reads it: "s3" was taken for a port.
+                                 "https://ana:s3#cret@a.example/feed",
+                                 "https://ana:s3?cret@a.example/feed",
+                                 "https://ana:s3/cret@a.example/feed"])
 def test_a_refused_url_is_shown_without_its_credentials(url: str) -> None:
     # The message goes to a terminal, a log or a cron mail: the password stays out of it.
     with pytest.raises(ConfigError) as info:
         parse_config(f'[[sources]]\nid = "private"\nurl = "{url}"\n', path="x.toml")
     text = str(info.value)
-    assert "s3cret" not in text
+    assert "s3cret" not in text and "'s3'" not in text and "cret" not in text
     assert "***@a.example/feed" in text
     if url.startswith("https:"):
         assert "sends no user name or password" in text
+
+
+@pytest.mark.parametrize("url", ["https://medium.com/@ana/feed",
+                                 "https://a.example:8080/u@ana/feed",
+                                 "https://a.example/search?from=ana@b.example"])
+def test_an_at_sign_after_the_host_is_not_taken_for_credentials(url: str) -> None:
+    assert without_credentials(url) == url
 
 
 def test_duplicate_ids_and_canonical_urls(tmp_path: Path) -> None:
