@@ -98,8 +98,10 @@ __all__ = ["NORMALIZER_VERSION", "ParsedEntry", "ParsedFeed"]
 #: 18: a JSON Feed's own title is held to a title's limit on one line (it was stored whole).
 #: 19: a JSON Feed integer of 4,300 digits or more is read as its digits (it was rejected).
 #: 20: a link whose host is not one (``[v1.fe]``, ``ex ample.org``) is refused; it was
-#: stored with another host.
-NORMALIZER_VERSION = 20
+#: stored with another host. 21: relative references in a summary or content
+#: (``#fn1``, ``?page=2``) resolve against the entry's link without its tracking
+#: parameters (a rotating ``utm_campaign`` made every run store a new version).
+NORMALIZER_VERSION = 21
 
 
 @dataclass(frozen=True, slots=True)

@@ -70,11 +70,12 @@ def test_corrected_title_updates_same_key_and_adds_version(server: ScenarioServe
     assert [v.title for v in versions] == ["Заметки о выпуске", "Заметки о выпуске 1.0"]
 
 
-def _tracked_feed(query: str, title: str = "Tiny search") -> bytes:
+def _tracked_feed(query: str, title: str = "Tiny search",
+                  description: str = "Words") -> bytes:
     return ('<rss version="2.0"><channel><title>Jo</title><link>https://jo.example/</link>'
             f"<item><guid>post-1</guid><title>{title}</title>"
             f"<link>https://jo.example/posts/tiny-search/{query}</link>"
-            "<description>Words</description></item></channel></rss>").encode()
+            f"<description>{description}</description></item></channel></rss>").encode()
 
 
 def test_tracking_parameters_on_a_link_make_no_new_version(server: ScenarioServer,
@@ -98,6 +99,30 @@ def test_tracking_parameters_on_a_link_make_no_new_version(server: ScenarioServe
         entry = store.entry(key)
     assert entry is not None
     assert entry.url == "https://jo.example/posts/tiny-search/?utm_campaign=dec"
+
+
+def test_tracking_parameters_reach_no_in_page_reference(server: ScenarioServer,
+                                                         database: Path | str) -> None:
+    # A footnote (#fn1) or a page of the post (?page=2) is written relative to the
+    # post's page, and was made absolute against the link as the feed gave it: a
+    # rotating campaign name then changed the body on every run, and each run stored
+    # the post as updated, with a new version, although only the tracking moved.
+    body = ('&lt;p&gt;Claim&lt;a href="#fn1"&gt;1&lt;/a&gt; and &lt;a href="?page=2"&gt;'
+            'more&lt;/a&gt;&lt;/p&gt;&lt;p id="fn1"&gt;Source&lt;/p&gt;')
+    config = make_config(database, {"jo": server.url("/jo.xml")})
+    server.put("/jo.xml", _tracked_feed("", description=body))
+    run_fetch(config, force=True)
+    key = digest(["jo", "post-1"])
+    for query in ("?utm_source=rss&amp;utm_campaign=a", "?utm_source=rss&amp;utm_campaign=b"):
+        server.put("/jo.xml", _tracked_feed(query, description=body))
+        report = run_fetch(config, force=True).get("jo")
+        assert (report.created, report.updated, report.unchanged) == (0, 0, 1), query
+    with open_store(database) as store:
+        entry = store.entry(key)
+        assert len(store.versions(key)) == 1
+    assert entry is not None and entry.url == "https://jo.example/posts/tiny-search/"
+    assert 'href="https://jo.example/posts/tiny-search/#fn1"' in entry.summary
+    assert 'href="https://jo.example/posts/tiny-search/?page=2"' in entry.summary
 
 
 def test_equal_titles_are_two_entries(server: ScenarioServer, database: Path | str) -> None:

@@ -18,6 +18,7 @@ from urllib.parse import urljoin, urlsplit
 from signal_feeds.identity.search_text import WITHOUT_INVISIBLE
 from signal_feeds.parse.repairs import WITHOUT_C0
 from signal_feeds.parse.sanitize import sanitize
+from signal_feeds.urls import without_tracking
 
 __all__ = [
     "DEFAULT_FIELD_LIMITS",
@@ -119,7 +120,10 @@ def html_base(element_base: Any, document: str | None, link: str | None) -> str 
     The element's own ``xml:base`` first (which may itself be relative to the document);
     else the entry's link (``link`` has passed the URL policy), since in practice feeds
     write their HTML for the entry's page (``#footnote`` and ``image.png`` mean that
-    page's); else the document's URL.
+    page's), without its tracking parameters: a ``#footnote`` or ``?page=2`` names the
+    page, not how a reader came to it, and a campaign name that rotates must not change
+    the body (see :func:`signal_feeds.identity.keys.classify_change`); else the
+    document's URL.
     """
     if isinstance(element_base, str) and element_base.strip():
         with contextlib.suppress(ValueError):  # a malformed xml:base is passed over
@@ -127,7 +131,7 @@ def html_base(element_base: Any, document: str | None, link: str | None) -> str 
             if _is_web_url(resolved):
                 return resolved
     if link:
-        return link
+        return without_tracking(link)
     return document if document and _is_web_url(document) else None
 
 
