@@ -100,8 +100,11 @@ __all__ = ["NORMALIZER_VERSION", "ParsedEntry", "ParsedFeed"]
 #: 20: a link whose host is not one (``[v1.fe]``, ``ex ample.org``) is refused; it was
 #: stored with another host. 21: relative references in a summary or content
 #: (``#fn1``, ``?page=2``) resolve against the entry's link without its tracking
-#: parameters (a rotating ``utm_campaign`` made every run store a new version).
-NORMALIZER_VERSION = 21
+#: parameters (a rotating ``utm_campaign`` made every run store a new version). 22: a
+#: JSON Feed item without an id is known as an RSS item without a guid is: by its
+#: link's fragment, by its first attachment when it links to the home page, and linked
+#: by that attachment when it has no link (such items were one key, or skipped).
+NORMALIZER_VERSION = 22
 
 
 @dataclass(frozen=True, slots=True)

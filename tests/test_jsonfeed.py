@@ -389,3 +389,48 @@ def test_a_number_too_long_for_an_int_costs_only_its_field() -> None:
     assert [(e.remote_id, e.published, e.title) for e in feed.entries] == [
         (f"{digits[:2048 - len(whole) - 2]}…#{whole}", "", ""), ("7", "", "kept")]
     assert feed.warnings[0].startswith("date '9999999999")
+
+
+def test_items_without_an_id_are_known_as_rss_items_without_a_guid_are() -> None:
+    # The spec requires an id, and some generators leave it out: such items are known by
+    # their link, as RSS items without a guid are. A changelog linking each release to
+    # an anchor of one page, and a podcast linking every episode to its home page, were
+    # one key to JSON Feed (the response was rejected as a contradiction, with an error
+    # saying that no fragment told them apart), and an episode with only its media file
+    # was skipped; the same items in RSS were stored.
+    from signal_feeds import identify
+
+    def keys(*items: dict[str, Any]) -> dict[str, str]:
+        body = json.dumps({"version": "https://jsonfeed.org/version/1.1", "title": "t",
+                           "home_page_url": "https://show.example/", "items": list(items)})
+        return {r.title: r.key for r in identify("s", parse_feed(body.encode())
+                                                 .entries).rows}
+
+    def release(n: str) -> dict[str, Any]:
+        return {"title": n, "url": f"https://app.example/changes#v{n}", "content_text": n}
+
+    def episode(n: str, url: str | None = "https://show.example/") -> dict[str, Any]:
+        return {"title": f"Ep {n}", "url": url, "content_text": n, "attachments": [
+            {"url": f"https://cdn.example/{n}.mp3", "mime_type": "audio/mpeg"}]}
+
+    alone, two = keys(release("1")), keys(release("2"), release("1"))
+    assert alone["1"] == two["1"] == digest(["s", "https://app.example/changes#v1"])
+    assert two["2"] == digest(["s", "https://app.example/changes#v2"])
+    one, both = keys(episode("1")), keys(episode("2"), episode("1"))
+    assert one["Ep 1"] == both["Ep 1"] == digest(["s", "https://cdn.example/1.mp3"])
+    assert keys(episode("3", url=None))["Ep 3"] == digest(["s", "https://cdn.example/3.mp3"])
+    # An item with an id, or with a page of its own, is known as before.
+    assert keys(dict(release("4"), id="r4"))["4"] == digest(["s", "r4"])
+    assert keys(episode("5", "https://show.example/5"))["Ep 5"] == digest(
+        ["s", "https://show.example/5"])
+    # What is stored is the same as RSS stores.
+    rss = parse_feed(b'<rss version="2.0"><channel><title>t</title><link>https://show.example/'
+                     b'</link><item><title>Ep 3</title><enclosure url="https://cdn.example/'
+                     b'3.mp3" type="audio/mpeg" length="1"/></item></channel></rss>')
+    body = json.dumps({"version": "https://jsonfeed.org/version/1.1", "title": "t",
+                       "home_page_url": "https://show.example/",
+                       "items": [episode("3", url=None)]}).encode()
+    assert parse_feed(body).entries[0].url == rss.entries[0].url == "https://cdn.example/3.mp3"
+    assert parse_feed(json.dumps({"version": "https://jsonfeed.org/version/1.1", "title": "t",
+                                  "items": [release("1")]}).encode()
+                      ).entries[0].url == "https://app.example/changes"

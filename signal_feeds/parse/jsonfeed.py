@@ -32,7 +32,7 @@ from signal_feeds.parse.fields import (
     plain_text,
     text_value,
 )
-from signal_feeds.parse.links import refused_link_warnings
+from signal_feeds.parse.links import known_by, refused_link_warnings
 from signal_feeds.parse.repairs import WITHOUT_C0
 from signal_feeds.parse.settings import DEFAULT_MAX_ENTRIES, entries_cut
 from signal_feeds.parsed import ParsedEntry, ParsedFeed
@@ -144,11 +144,27 @@ def _remote_id(value: Any) -> str:
     return text_value(value)
 
 
+def _attachment(item: Mapping[str, Any]) -> str:
+    """The item's first media file, as written (``""`` for none)."""
+    files = item.get("attachments")
+    for file in files if isinstance(files, list) else ():
+        if isinstance(file, Mapping) and (href := text_value(file.get("url"))):
+            return href
+    return ""
+
+
 def _entry(item: Mapping[str, Any], base: str | None, require_https: bool, limit: FieldLimiter,
-           unread: list[str], unknown: list[str], feed_author: str) -> ParsedEntry:
-    # A link post may give only external_url (the page it is about): its link then.
-    link, refused = check_link(text_value(item.get("url")) or text_value(item.get("external_url")),
-                               base=base, require_https=require_https)
+           unread: list[str], unknown: list[str], feed_author: str,
+           home: str = "") -> ParsedEntry:
+    remote_id = limit("remote_id", _remote_id(item.get("id")))
+    # A link post may give only external_url (the page it is about): its link then. An
+    # item without an id is known as an RSS item without a guid is (see
+    # parse.links.known_by): by its link's fragment, by its media file when it links to
+    # the feed's home page, and linked by its media file when it has no link at all.
+    written = text_value(item.get("url")) or text_value(item.get("external_url"))
+    media = "" if remote_id else _attachment(item)
+    written = written or media
+    link, refused = check_link(written, base=base, require_https=require_https)
     content_html = text_value(item.get("content_html"))
     content_text = text_value(item.get("content_text"))
     # Relative references in content_html: the item's page, else the feed's (as for RSS).
@@ -165,7 +181,7 @@ def _entry(item: Mapping[str, Any], base: str | None, require_https: bool, limit
     # the same story gives the same row (text duplicates compare the summary) either way.
     summary = summary or limit("summary", content)
     return ParsedEntry(
-        remote_id=limit("remote_id", _remote_id(item.get("id"))),
+        remote_id=remote_id,
         url=link or "",
         # JSON Feed titles are plain text: never markup.
         title=limit("title", plain_text(text_value(item.get("title")))),
@@ -175,6 +191,8 @@ def _entry(item: Mapping[str, Any], base: str | None, require_https: bool, limit
         summary=summary,
         content=content,
         link_refused=refused,
+        distinct="" if remote_id else known_by(written, link, media, base, require_https,
+                                               home),
     )
 
 
@@ -256,7 +274,7 @@ def parse_jsonfeed(
             warnings.append(f"items[{index}] is not an object; ignored")
             continue
         entries.append(_entry(item, base, require_https_links, limit, unread, unknown,
-                              feed_author))
+                              feed_author, home))
     if unread:  # one warning a document, as for RSS and Atom
         warnings.append(dates_warning(unread, "date {} not RFC 3339; left empty"))
     if unknown:

@@ -13,7 +13,7 @@ from signal_feeds.parse.fields import references_read, text_value
 from signal_feeds.parsed import ParsedEntry
 from signal_feeds.urls import check_link
 
-__all__ = ["distinct_name", "entry_link"]
+__all__ = ["distinct_name", "entry_link", "known_by"]
 
 
 def entry_link(raw: dict[str, Any], lenient: bool) -> str:
@@ -112,15 +112,25 @@ def distinct_name(raw: dict[str, Any], written: str, link: str | None, base: str
     or, for an entry that links to the feed's own home page (a podcast's episodes), its
     media file. Decided by the entry and the feed alone, never by the other entries, so
     that a key does not change when a second entry on the page appears."""
-    if not link or text_value(dict.get(raw, "id")):
+    if text_value(dict.get(raw, "id")):
+        return ""
+    return known_by(written, link, _enclosure(raw), base, require_https, home)
+
+
+def known_by(written: str, link: str | None, media: str, base: str | None,
+             require_https: bool, home: str) -> str:
+    """:func:`distinct_name` of an entry without an id in any format: ``written`` is its
+    link as the feed gives it, ``link`` that link after the URL policy, ``media`` its
+    media file as written (RSS's ``<enclosure>``, a JSON Feed attachment)."""
+    if not link:
         return ""
     _, hash_mark, fragment = written.partition("#")
     if hash_mark and fragment.strip():
         return f"{link}#{fragment.strip()[:2048]}"  # only digested, never stored
     if not home or link != home:
         return ""
-    media, _ = check_link(_enclosure(raw), base=base, require_https=require_https)
-    return media if media and media != link else ""
+    checked, _ = check_link(media, base=base, require_https=require_https)
+    return checked if checked and checked != link else ""
 
 
 def refused_link_warnings(entries: Iterable[ParsedEntry]) -> list[str]:
