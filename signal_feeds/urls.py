@@ -271,7 +271,7 @@ def proxy_url_problem(url: str) -> str:
         port = parts.port
         host = parts.hostname
     except ValueError as exc:
-        return f"malformed ({exc})"
+        return f"malformed ({_unquoted(exc)})"
     if not host:
         return "no host"
     if port == 0:
