@@ -12,7 +12,9 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import threading
 import time
+import warnings
 from contextlib import closing
 from dataclasses import replace
 from pathlib import Path
@@ -436,3 +438,24 @@ def test_a_pool_made_before_a_fork_parses_in_the_child() -> None:
                           capture_output=True, text=True, timeout=90, check=False)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split("\n")[:2] == ["child parsed 1", "parent 1 0"], proc.stdout
+
+
+def test_runs_on_several_threads_leave_the_hosts_warning_filters_as_they_were() -> None:
+    # Each pool silences Python 3.12's "multi-threaded ... fork" warning while it forks,
+    # inside warnings.catch_warnings(), which saves and restores the process's one list
+    # of filters: two runs starting on two threads restored each other's copies, and the
+    # host was left with Signal's "ignore" filter for good (or lost a filter of its own).
+    before = list(warnings.filters)
+    for _round in range(5):
+        start = threading.Barrier(4)
+
+        def one_pool(start: threading.Barrier) -> None:
+            start.wait(30)
+            ParserPool(workers=1).close()
+
+        threads = [threading.Thread(target=one_pool, args=(start,)) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        assert warnings.filters == before

@@ -273,6 +273,12 @@ def _remove_folder(folder: str, owner: int) -> None:
         shutil.rmtree(folder, ignore_errors=True)
 
 
+#: Held around the catch_warnings() block below. It saves the process's one list of
+#: warning filters and puts it back when it ends: two pools starting on two threads
+#: interleaved put back each other's copies, and the host kept Signal's filter.
+_SILENCING = threading.Lock()
+
+
 class _Executor:
     """One ``ProcessPoolExecutor``, with its workers' process ids (to kill them when a
     document overruns inside C code) and their shared stderr file."""
@@ -301,7 +307,7 @@ class _Executor:
         self.executor = ProcessPoolExecutor(
             max_workers=workers, mp_context=context, initializer=_start_worker,
             initargs=(memory, self.stderr.fileno(), self._pids_queue))
-        with warnings.catch_warnings():
+        with _SILENCING, warnings.catch_warnings():
             # Python 3.12+ warns that forking a process with threads may deadlock the
             # child. The workers are forked here, before a run starts its threads, and
             # again only to replace a dead worker; the child takes none of the locks
