@@ -58,6 +58,16 @@ def test_parse_files_takes_paths_as_strings_too() -> None:
     assert result["ok"] is True and len(result["entries"]) == 3
 
 
+@pytest.mark.parametrize("one", [str, Path])
+def test_parse_files_given_one_path_reads_that_file(one: type[str] | type[Path]) -> None:
+    # A str is a sequence of str to Python and to mypy: parse_files(".../feed.xml")
+    # yielded one "cannot read" result per character ('/', 't', 'm', ...), and a Path
+    # was "TypeError: 'PosixPath' object is not iterable".
+    (result,) = parse_files(one(FIXTURES / "demo-rss.xml"), source_id="demo-rss")
+    assert result["ok"] is True and len(result["entries"]) == 3
+    assert result["file"] == str(FIXTURES / "demo-rss.xml")
+
+
 def test_parse_feed_given_text_says_it_wants_bytes() -> None:
     # It was "TypeError: removeprefix() argument must be str, not bytes" from inside.
     with pytest.raises(TypeError, match=r"^parse_feed takes the document's bytes .*not str$"):

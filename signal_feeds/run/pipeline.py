@@ -244,9 +244,10 @@ def _read_capped(path: Path, cap: int) -> bytes:
     return data
 
 
-def parse_files(paths: Sequence[str | Path], *, source_id: str = "local",
+def parse_files(paths: str | Path | Sequence[str | Path], *, source_id: str = "local",
                 config: Config | None = None) -> Iterator[dict[str, Any]]:
-    """Dry run over local files: parse and identify each in a worker process.
+    """Dry run over local files (or one file): parse and identify each in a worker
+    process.
 
     With ``config``, the files are read with the effective settings of the source
     ``source_id`` when the config has it (and its URL resolves relative links, as the
@@ -265,6 +266,8 @@ def parse_files(paths: Sequence[str | Path], *, source_id: str = "local",
         settings = ParseSettings.from_settings(effective)
         base = src.url if src is not None else ""
         cap = effective.max_body_bytes
+    if isinstance(paths, str | Path):  # one file, not a str's characters, one per path
+        paths = [paths]
     pool = ParserPool()
     try:
         for path in map(Path, paths):
