@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 import logging
 from collections.abc import Iterable
+from typing import Any
 
 __all__ = [
     "ConfigError",
@@ -60,6 +61,19 @@ class SignalError(Exception):
         if self.source_id is None:
             return self.message
         return f"{self.source_id}: {self.message}"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Pickled (a worker process's error) and copied from its attributes, not by
+        # calling the class with ``args`` again: QueryError and ContradictionError take
+        # keyword-only arguments that ``args`` does not hold.
+        return _rebuilt, (type(self), self.args), self.__dict__
+
+
+def _rebuilt(cls: type[SignalError], args: tuple[Any, ...]) -> SignalError:
+    """An error of ``cls`` with these ``args``; its attributes are set after."""
+    error = cls.__new__(cls)
+    Exception.__init__(error, *args)
+    return error
 
 
 class ConfigError(SignalError):

@@ -5,7 +5,9 @@ inside (found by using the API as an embedding developer, 2026-12-06)."""
 from __future__ import annotations
 
 import ast
+import copy
 import datetime as dt
+import pickle
 import xml.etree.ElementTree as ET
 from dataclasses import replace
 from pathlib import Path
@@ -283,3 +285,29 @@ def test_a_database_url_of_another_kind_is_refused_not_taken_for_a_path(
         signal_feeds.parse_config(f'[settings]\ndatabase = "{database}"\n',
                                   path=tmp_path / "signal.toml")
     assert [p.name for p in tmp_path.rglob("*.db*")] == []
+
+
+_EVERY_ERROR = [
+    signal_feeds.SignalError("m", source_id="s"),
+    signal_feeds.ConfigError("m", path="signal.toml", source_id="s", problems=("a", "b")),
+    signal_feeds.QueryError("search query '\"x' is not valid FTS5 syntax", query='"x'),
+    signal_feeds.FetchError("m", source_id="s", reason="timeout"),
+    signal_feeds.ParseError("m", source_id="s"),
+    signal_feeds.ContradictionError("two versions", source_id="s", key="k", remote_id="r"),
+    signal_feeds.StoreError("m"),
+    signal_feeds.CursorError("m"),
+    signal_feeds.DatabaseUnavailableError("m"),
+]
+
+
+@pytest.mark.parametrize("error", _EVERY_ERROR, ids=lambda e: type(e).__name__)
+def test_every_error_survives_pickling_and_copying(error: signal_feeds.SignalError) -> None:
+    # A program that searches or identifies in a worker process (concurrent.futures,
+    # multiprocessing, a task queue) gets the error back pickled. QueryError and
+    # ContradictionError could not be rebuilt from their args (keyword-only arguments):
+    # a bad search query in a ProcessPoolExecutor ended as BrokenProcessPool, the pool
+    # with it, and copy.copy() of either was a TypeError.
+    for again in (pickle.loads(pickle.dumps(error)), copy.copy(error), copy.deepcopy(error)):
+        assert type(again) is type(error)
+        assert str(again) == str(error) and again.args == error.args
+        assert vars(again) == vars(error)
