@@ -710,3 +710,56 @@ def test_two_runs_at_once_in_one_program_share_the_sources(server: ScenarioServe
     assert set(asked.values()) == {1} and len(asked) == 12, asked
     assert {r.source for r in (*first.sources, *second.sources)
             if r.status == "fetched"} == {f"s{i}" for i in range(12)}
+
+
+def test_two_runs_at_once_in_one_program_keep_per_host_together(server: ScenarioServer,
+                                                                tmp_path: Path) -> None:
+    # Each run opened its own gate on <db>-hosts, and POSIX locks are the process's: the
+    # second run's lock on a byte the first held "succeeded", so per_host = 1 let two
+    # requests at once reach the host (two processes kept to one).
+    from signal_feeds import fetch_sources
+
+    sources = {f"s{i}": server.url(f"/scenario/slow?delay=0.4&n={i}") for i in range(4)}
+    config = make_config(tmp_path / "signal.db", sources, per_host=1)
+    server.reset_peak()
+
+    async def both() -> list[Any]:
+        return list(await asyncio.gather(fetch_sources(config, source_ids=["s0", "s1"]),
+                                         fetch_sources(config, source_ids=["s2", "s3"])))
+
+    reports = asyncio.run(both())
+    assert [r.status for report in reports for r in report.sources] == ["fetched"] * 4
+    assert server.peak_in_flight == 1
+
+
+def test_a_gate_closed_in_one_program_keeps_the_slots_of_its_other_gates(
+        tmp_path: Path) -> None:
+    # Closing any descriptor of the file lets go of every lock the process holds on it:
+    # a run that ended freed the slots of another run still going in the same program,
+    # and other workers took them while its requests were in flight.
+    db = tmp_path / "gate.db"
+    Store(db).close()
+    with Store(db) as store:
+        first, second = store.host_gate(), store.host_gate()
+        try:
+            assert first.take("example.org", 1) == 0
+            assert second.take("example.org", 1) is None  # one slot, and it is held
+            first.give_back("example.org", 0)
+            assert second.take("example.org", 1) == 0
+            first.close()
+            context = multiprocessing.get_context("spawn")
+            with context.Pool(1) as other:
+                assert other.apply(_take_once, (str(db), "example.org")) is None
+        finally:
+            first.close()
+            second.close()
+
+
+def _take_once(database: str, host: str) -> int | None:
+    """What another worker's first ask for a slot of ``host`` gets."""
+    with open_store(database) as store:
+        gate = store.host_gate()
+        try:
+            return gate.take(host, 1)
+        finally:
+            gate.close()

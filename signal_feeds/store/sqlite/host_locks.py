@@ -10,13 +10,17 @@ every slot's); a request's first ask tries it exclusively and, if another proces
 holds it, waits in line too.
 
 POSIX locks belong to the process, not to a file descriptor or a thread: this process
-taking a byte it already holds would "succeed", so the gate remembers which slots it
+taking a byte it already holds would "succeed", so the process remembers which slots it
 holds and never offers them twice. They also all go when the process closes *any*
-descriptor of the file, so one process should use one gate per file at a time.
+descriptor of the file. So every gate of one file in a process (two runs at once in one
+program, each with its own store) shares that file's one descriptor and what it holds
+(:class:`_SlotFile`); a gate gives back only its own slots, and the last one to close
+closes the file.
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import fcntl
 import os
@@ -32,17 +36,15 @@ __all__ = ["FileHostGate"]
 _LINES = 1 << 42
 
 
-class FileHostGate:
-    """Host slots as byte-range locks on ``<database>-hosts`` (opened on first use)."""
-
-    #: ``lockf`` with ``LOCK_NB`` on a local file returns at once.
-    instant = True
+class _SlotFile:
+    """This process's one descriptor of a ``-hosts`` file and the locks it holds there,
+    shared by the process's gates of that file (see the module's docstring)."""
 
     def __init__(self, database: Path) -> None:
-        # Beside the file itself: workers that reach one database through a symbolic
-        # link and through its real path share one gate.
-        self.database = Path(os.path.realpath(database))
-        self.path = Path(f"{self.database}-hosts")
+        self.database = database
+        self.path = Path(f"{database}-hosts")
+        #: The gates using this file; the last to close closes it.
+        self.users = 0
         self._fd: int | None = None
         self._held: set[tuple[str, int]] = set()
         #: This process's requests in each host's line.
@@ -160,3 +162,95 @@ class FileHostGate:
                 with contextlib.suppress(OSError):
                     os.close(self._fd)
                 self._fd = None
+
+
+#: The slot files open in this process, by process id (a forked child opens its own:
+#: locks are not inherited) and real path.
+_OPEN: dict[tuple[int, Path], _SlotFile] = {}
+_OPEN_LOCK = threading.Lock()
+
+
+class FileHostGate:
+    """Host slots as byte-range locks on ``<database>-hosts`` (opened on first use)."""
+
+    #: ``lockf`` with ``LOCK_NB`` on a local file returns at once.
+    instant = True
+
+    def __init__(self, database: Path) -> None:
+        # Beside the file itself: workers that reach one database through a symbolic
+        # link and through its real path share one gate.
+        self.database = Path(os.path.realpath(database))
+        self.path = Path(f"{self.database}-hosts")
+        self._opened: _SlotFile | None = None
+        #: The slots this gate took, and its requests in each host's line.
+        self._mine: set[tuple[str, int]] = set()
+        self._waiting: collections.Counter[str] = collections.Counter()
+        self._lock = threading.Lock()
+
+    def _shared(self) -> _SlotFile:
+        with self._lock:
+            if self._opened is None:
+                with _OPEN_LOCK:
+                    key = (os.getpid(), self.database)
+                    if (shared := _OPEN.get(key)) is None:
+                        shared = _OPEN[key] = _SlotFile(self.database)
+                    shared.users += 1
+                self._opened = shared
+            return self._opened
+
+    def take(self, host: str, per_host: int, *, in_line: bool = False) -> int | None:
+        """Lock a free slot of ``host``; ``None`` when all ``per_host`` are held (by any
+        gate of this process too), or when not ``in_line`` and another process has a
+        request in the host's line."""
+        slot = self._shared().take(host, per_host, in_line=in_line)
+        if slot is not None:
+            with self._lock:
+                self._mine.add((host.lower(), slot))
+        return slot
+
+    def give_back(self, host: str, slot: int) -> None:
+        """Unlock a slot :meth:`take` returned."""
+        with self._lock:
+            if (host.lower(), slot) not in self._mine or self._opened is None:
+                return
+            self._mine.discard((host.lower(), slot))
+            shared = self._opened
+        shared.give_back(host, slot)
+
+    def join_line(self, host: str) -> None:
+        """Stand one more request of this process in the host's line."""
+        shared = self._shared()
+        with self._lock:
+            self._waiting[host.lower()] += 1
+        shared.join_line(host)
+
+    def leave_line(self, host: str) -> None:
+        """One request of this process no longer waits; the last leaves the line."""
+        with self._lock:
+            if self._waiting[host.lower()] <= 0 or self._opened is None:
+                return
+            self._waiting[host.lower()] -= 1
+            shared = self._opened
+        shared.leave_line(host)
+
+    def close(self) -> None:
+        """Give back this gate's slots and places in line; the last gate of the file in
+        this process closes it."""
+        with self._lock:
+            shared, self._opened = self._opened, None
+            mine, self._mine = self._mine, set()
+            waiting, self._waiting = self._waiting, collections.Counter()
+        if shared is None:
+            return
+        for host, slot in mine:
+            shared.give_back(host, slot)
+        for host, count in waiting.items():
+            for _ in range(count):
+                shared.leave_line(host)
+        with _OPEN_LOCK:  # held while it closes: a file opened anew must not be
+            shared.users -= 1  # unlocked by the old descriptor's close
+            if shared.users > 0:
+                return
+            if _OPEN.get((os.getpid(), shared.database)) is shared:
+                del _OPEN[(os.getpid(), shared.database)]
+            shared.close()
