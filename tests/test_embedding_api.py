@@ -137,6 +137,21 @@ def test_a_run_report_cannot_be_changed_after_the_fact() -> None:
     assert hash(report) == hash(report) and report.to_dict()["totals"]["created"] == 1
 
 
+def test_a_run_report_can_be_pickled_and_copied() -> None:
+    # A program that runs run_fetch in a worker process (ProcessPoolExecutor, a task
+    # queue) gets the report back pickled: it was "TypeError: cannot pickle
+    # 'mappingproxy' object" (the read-only totals), and so was copy.deepcopy(report).
+    report = RunReport(sources=(SourceReport(source="a", status="fetched", created=1),
+                                SourceReport(source="b", status="failed", error="HTTP 500")),
+                       started_at=dt.datetime(2026, 12, 6, tzinfo=dt.UTC), duration=1.5,
+                       database="signal.db")
+    for again in (pickle.loads(pickle.dumps(report)), copy.deepcopy(report), copy.copy(report)):
+        assert again == report and again.to_dict() == report.to_dict()
+        assert dict(again.totals) == dict(report.totals)
+        with pytest.raises(TypeError):
+            again.totals["created"] = 999  # type: ignore[index]
+
+
 def test_an_error_of_a_blocking_run_does_not_read_as_raised_inside_another(
         tmp_path: Path) -> None:
     config = make_config(tmp_path / "signal.db", {"a": "https://a.example/f"})

@@ -96,6 +96,11 @@ class RunReport:
             totals[rep.status] = totals.get(rep.status, 0) + 1
         object.__setattr__(self, "totals", MappingProxyType(totals))
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Pickled (a run in a worker process) and copied as what it was made from: the
+        # totals' read-only view cannot be pickled, and is computed again.
+        return type(self), (self.sources, self.started_at, self.duration, self.database)
+
     @property
     def ok(self) -> bool:
         """False when some source failed or was rejected."""
