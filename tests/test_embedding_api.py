@@ -5,6 +5,7 @@ inside (found by using the API as an embedding developer, 2026-12-06)."""
 from __future__ import annotations
 
 import ast
+import asyncio
 import copy
 import datetime as dt
 import pickle
@@ -43,6 +44,19 @@ def test_parse_config_given_a_dict_says_it_wants_text() -> None:
     with pytest.raises(TypeError, match=r"^parse_config takes a source list's TOML text, "
                                         r"not dict \(load_config reads a file\)$"):
         signal_feeds.parse_config({"sources": []})  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("given", ["signal.toml", Path("signal.toml")])
+def test_run_fetch_given_a_path_says_it_wants_a_config(given: object) -> None:
+    # It was "AttributeError: 'str' object has no attribute 'sources'" from inside.
+    message = (rf"^run_fetch takes a Config, not {type(given).__name__} "
+               r"\(signal_feeds\.load_config\(path\) reads one\)$")
+    with pytest.raises(TypeError, match=message):
+        signal_feeds.run_fetch(given)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=message.replace("run_fetch", "fetch_sources")):
+        asyncio.run(signal_feeds.fetch_sources(given))  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=message.replace("run_fetch", "parse_files")):
+        list(parse_files([FIXTURES / "demo-rss.xml"], config=given))  # type: ignore[arg-type]
 
 
 def test_one_source_id_given_as_a_string_is_one_id(tmp_path: Path) -> None:

@@ -46,6 +46,13 @@ __all__ = ["Progress", "fetch_sources", "parse_files", "run_fetch"]
 
 log = logging.getLogger("signal_feeds")
 
+def _check_config(config: object, caller: str) -> None:
+    """A path where the Config belongs was "'str' object has no attribute 'sources'"."""
+    if not isinstance(config, Config):
+        raise TypeError(f"{caller} takes a Config, not {type(config).__name__} "
+                        "(signal_feeds.load_config(path) reads one)")
+
+
 def _select(config: Config, source_ids: Sequence[str] | None) -> list[Source]:
     if not source_ids:
         return list(config.sources)
@@ -155,6 +162,7 @@ async def fetch_sources(
     host or many, share one database's due sources; runs at the same time need
     different names.
     """
+    _check_config(config, "fetch_sources")
     sources = _select(config, source_ids)
     db_path = as_database(database) if database is not None else config.settings.database
     clock = _in_utc(clock)
@@ -221,6 +229,7 @@ def run_fetch(
     ``transport`` for repeated calls, or await :func:`fetch_sources` in a loop of your
     own, where the client can serve every run.
     """
+    _check_config(config, "run_fetch")
     if client is not None:
         if client in _LENT_CLIENTS:
             raise ValueError("this httpx client has served a run_fetch call already: its "
@@ -260,6 +269,7 @@ def parse_files(paths: str | Path | Sequence[str | Path], *, source_id: str = "l
     """
     settings, base, cap = ParseSettings(), "", DEFAULT_MAX_BODY_BYTES
     if config is not None:
+        _check_config(config, "parse_files")
         known = {s.id: s for s in config.sources}
         src = known.get(source_id)
         effective = config.effective(src) if src is not None else config.settings
