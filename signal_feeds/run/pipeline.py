@@ -46,6 +46,7 @@ __all__ = ["Progress", "fetch_sources", "parse_files", "run_fetch"]
 
 log = logging.getLogger("signal_feeds")
 
+
 def _check_config(config: object, caller: str) -> None:
     """A path where the Config belongs was "'str' object has no attribute 'sources'"."""
     if not isinstance(config, Config):
