@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from conftest import FIXTURES, make_config
+from scenario_server import ScenarioServer
 
 import signal_feeds
 from signal_feeds import QueryError, RunReport, SourceReport, parse_feed, parse_files
@@ -66,6 +67,17 @@ def test_one_source_id_given_as_a_string_is_one_id(tmp_path: Path) -> None:
     assert [s.id for s in pipeline._select(config, "dates")] == ["dates"]
     with pytest.raises(ConfigError, match=r"unknown source id\(s\): dats"):
         pipeline._select(config, "dats")
+
+
+def test_an_empty_list_of_source_ids_fetches_nothing(server: ScenarioServer,
+                                                     tmp_path: Path) -> None:
+    # Code that filters its ids down to none fetched every source (with force=True, even
+    # those not due): an empty list was taken for "no filter". None still means all.
+    config = make_config(tmp_path / "signal.db", {"s": server.url("/feeds/demo-rss.xml")})
+    report = signal_feeds.run_fetch(config, source_ids=[], force=True)
+    assert report.sources == () and server.requests_for("/feeds/demo-rss.xml") == []
+    report = signal_feeds.run_fetch(config, source_ids=None, force=True)
+    assert [r.source for r in report.sources] == ["s"]
 
 
 def test_parse_files_takes_paths_as_strings_too() -> None:

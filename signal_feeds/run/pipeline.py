@@ -55,7 +55,9 @@ def _check_config(config: object, caller: str) -> None:
 
 
 def _select(config: Config, source_ids: Sequence[str] | None) -> list[Source]:
-    if not source_ids:
+    # None is every source; an empty list is none (code that filters its ids down to
+    # nothing must not fetch them all).
+    if source_ids is None:
         return list(config.sources)
     if isinstance(source_ids, str):  # one id, not its letters ("unknown: d, a, t, e, s")
         source_ids = [source_ids]
@@ -149,9 +151,10 @@ async def fetch_sources(
     """Fetch the due sources of ``config`` into the database, in the running event loop.
 
     ``database`` overrides the configured path; ``source_ids`` limits the run to those
-    sources; ``force`` ignores the poll schedule (never a pending ``Retry-After``, never
-    a gone source); ``refresh`` implies it, sends no validators and parses every body
-    again, even one identical to the last stored (after a parse setting changed).
+    sources (``None``: every source; an empty list: none); ``force`` ignores the poll
+    schedule (never a pending ``Retry-After``, never a gone source); ``refresh`` implies
+    it, sends no validators and parses every body again, even one identical to the last
+    stored (after a parse setting changed).
 
     HTTP goes through Signal's own httpx clients unless ``client`` (a ready
     ``httpx.AsyncClient``, left open) or ``transport`` (e.g. ``httpx.MockTransport``) is
