@@ -250,11 +250,15 @@ class Store:
         return counts
 
     def not_modified(self, source_id: str, validators: Validators) -> None:
-        """A 304: nothing new to store but the validators it carried, if any."""
+        """A 304: nothing new to store. A validator it carries replaces the stored one;
+        one it does not carry is kept (RFC 9111, 4.3.4)."""
         now = stamp(self.clock())
         with self.transaction() as conn:
             if validators.etag or validators.last_modified:
-                self._save_validators(conn, source_id, validators, 304, now)
+                stored = self.validators(source_id)
+                merged = Validators(validators.etag or stored.etag,
+                                    validators.last_modified or stored.last_modified)
+                self._save_validators(conn, source_id, merged, 304, now)
             self._log_fetch(conn, source_id, 304, "not_modified", Counts(), 0, "", now)
 
     def failed(self, source_id: str, http_status: int, outcome: str, error: str) -> None:

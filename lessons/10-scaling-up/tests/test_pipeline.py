@@ -38,6 +38,19 @@ def test_fetched_then_not_modified(world) -> None:
     assert server.log[-1].headers["If-None-Match"] == server.document(PATH).etag
 
 
+def test_a_304_with_only_an_etag_keeps_the_stored_last_modified(world) -> None:
+    server, client, store = world
+    publish(server, "demo-rss.xml")
+    update_source(store, client, "demo-rss", server.url(PATH), force=True)
+    saved = store.validators("demo-rss")
+    assert saved.etag and saved.last_modified
+    # The same bytes (so the same ETag), now served without a Last-Modified header.
+    server.publish(PATH, (FIXTURES / "demo-rss.xml").read_bytes(), last_modified="")
+    again = update_source(store, client, "demo-rss", server.url(PATH), force=True)
+    assert (again.outcome, server.log[-1].status) == ("not_modified", 304)
+    assert store.validators("demo-rss") == saved
+
+
 def test_rejected_response_leaves_validators_unmoved(world) -> None:
     server, client, store = world
     publish(server, "demo-rss.xml")

@@ -99,6 +99,15 @@ def test_not_modified_keeps_entries_and_refreshes_validators(store: Store) -> No
         "fetched", "not_modified", "not_modified"]
 
 
+def test_a_304_keeps_a_stored_validator_it_does_not_carry(store: Store) -> None:
+    store.apply(rows_of("demo-rss.xml"), V1)
+    store.not_modified("demo-rss", Validators(etag='"v2"'))  # no Last-Modified this time
+    assert store.validators("demo-rss") == Validators('"v2"', V1.last_modified)
+    later = "Wed, 25 Mar 2026 13:00:00 GMT"
+    store.not_modified("demo-rss", Validators(last_modified=later))  # and now no ETag
+    assert store.validators("demo-rss") == Validators('"v2"', later)
+
+
 def test_a_second_connection_sees_only_committed_data(tmp_path: Path) -> None:
     path = tmp_path / "shared.db"
     with Store(path) as one, Store(path) as two:
