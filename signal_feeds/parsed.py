@@ -98,13 +98,16 @@ __all__ = ["NORMALIZER_VERSION", "ParsedEntry", "ParsedFeed"]
 #: 18: a JSON Feed's own title is held to a title's limit on one line (it was stored whole).
 #: 19: a JSON Feed integer of 4,300 digits or more is read as its digits (it was rejected).
 #: 20: a link whose host is not one (``[v1.fe]``, ``ex ample.org``) is refused; it was
-#: stored with another host. 21: relative references in a summary or content
-#: (``#fn1``, ``?page=2``) resolve against the entry's link without its tracking
-#: parameters (a rotating ``utm_campaign`` made every run store a new version). 22: a
-#: JSON Feed item without an id is known as an RSS item without a guid is: by its
-#: link's fragment, by its first attachment when it links to the home page, and linked
-#: by that attachment when it has no link (such items were one key, or skipped).
-NORMALIZER_VERSION = 22
+#: stored with another host. 21: relative references in a summary or content (``#fn1``,
+#: ``?page=2``) resolve against the entry's link without its tracking parameters (a
+#: rotating ``utm_campaign`` made every run store a new version). 22: a JSON Feed item
+#: without an id is known as an RSS item without a guid is: by its link's fragment, by
+#: its first attachment when it links to the home page, and linked by that attachment
+#: when it has no link (such items were one key, or skipped). 23: a document's byte-order
+#: mark names its encoding over a charset parameter or a declaration that says otherwise
+#: (a UTF-8 feed with a mark behind ``charset=windows-1251`` was stored as mojibake, a
+#: UTF-16 one behind a Latin charset as garbage).
+NORMALIZER_VERSION = 23
 
 
 @dataclass(frozen=True, slots=True)

@@ -247,6 +247,26 @@ def test_a_utf8_feed_served_as_latin1_is_stored_as_written(httpserver: HTTPServe
     assert [row["title"] for row in stored_rows(tmp_path / "signal.db")] == ["Crème brûlée"]
 
 
+def test_a_feed_with_a_byte_order_mark_is_read_by_it_whatever_the_charset(
+        httpserver: HTTPServer, tmp_path: Path) -> None:
+    # A UTF-8 feed saved with a byte-order mark on a host whose default charset is
+    # windows-1251: the mark wins (RFC 7303), as in a browser. Read by the header, the
+    # title was stored as "Р—Р°РјРµС‚РєРё" and nothing said so.
+    body = ('<?xml version="1.0" encoding="utf-8"?><rss version="2.0"><channel><title>t'
+            "</title><item><guid>a</guid><title>Заметки о выпуске</title></item>"
+            "</channel></rss>")
+    httpserver.expect_request("/feed.xml").respond_with_data(
+        b"\xef\xbb\xbf" + body.encode("utf-8"),
+        content_type="application/rss+xml; charset=windows-1251")
+    (source,) = fetch_json(write_config(tmp_path, httpserver.url_for("/feed.xml")))["sources"]
+    assert source["created"] == 1
+    assert source["warnings"] == [
+        "character encoding: the server said charset=windows-1251, but the document "
+        "starts with a UTF-8 byte-order mark: read as UTF-8"], source
+    assert [row["title"] for row in stored_rows(tmp_path / "signal.db")] == [
+        "Заметки о выпуске"]
+
+
 SITE = b"""<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>Blog</title>
 <link rel="stylesheet" href="/style.css">
 <link rel="alternate" type="application/rss+xml" title="Posts" href="/feed/">

@@ -410,6 +410,57 @@ def test_a_utf8_feed_behind_a_default_latin_charset_is_read_as_utf8(
     assert any(_OVERRULED in w for w in feed.warnings) is overruled, feed.warnings
 
 
+_BOM_TITLE = "Заметки о выпуске, crème brûlée"
+
+
+def _with_bom(codec: str, mark: bytes, declared: str) -> bytes:
+    text = (f'<?xml version="1.0" encoding="{declared}"?><rss version="2.0"><channel>'
+            f"<title>c</title><item><guid>1</guid><title>{_BOM_TITLE}</title></item>"
+            "</channel></rss>")
+    return mark + text.encode(codec)
+
+
+@pytest.mark.parametrize(("body", "content_type", "warning"), [
+    # A byte-order mark names the encoding beyond doubt, and RFC 7303 (3.3) and browsers
+    # let it win over the charset parameter. feedparser let the header win: a UTF-8
+    # feed with a BOM behind Russian hosting's charset=windows-1251 was stored as
+    # "Р—Р°РјРµС‚РєРё", without a word; a UTF-16 one behind a default Latin charset as
+    # "0<5B:8" (each character's NUL byte removed), or not at all.
+    (_with_bom("utf-8", b"\xef\xbb\xbf", "utf-8"), "application/rss+xml; charset=windows-1251",
+     "character encoding: the server said charset=windows-1251, but the document starts "
+     "with a UTF-8 byte-order mark: read as UTF-8"),
+    (_with_bom("utf-8", b"\xef\xbb\xbf", "utf-8"), 'text/xml; charset="KOI8-R"',
+     "character encoding: the server said charset=koi8-r, but the document starts "
+     "with a UTF-8 byte-order mark: read as UTF-8"),
+    (_with_bom("utf-16-le", b"\xff\xfe", "utf-16"), "application/xml; charset=iso-8859-1",
+     "character encoding: the server said charset=iso-8859-1, but the document starts "
+     "with a UTF-16LE byte-order mark: read as UTF-16LE"),
+    (_with_bom("utf-16-be", b"\xfe\xff", "utf-16"), "text/xml; charset=windows-1252",
+     "character encoding: the server said charset=windows-1252, but the document starts "
+     "with a UTF-16BE byte-order mark: read as UTF-16BE"),
+    (_with_bom("utf-16-le", b"\xff\xfe", "utf-16"), "application/xml; charset=utf-16be",
+     "character encoding: the server said charset=utf-16be, but the document starts "
+     "with a UTF-16LE byte-order mark: read as UTF-16LE"),
+    # The document's own declaration loses to its mark too (feedparser read the
+    # declaration when the header said nothing).
+    (_with_bom("utf-8", b"\xef\xbb\xbf", "windows-1251"), "application/rss+xml",
+     "character encoding: the document declared windows-1251, but it starts with a "
+     "UTF-8 byte-order mark: read as UTF-8"),
+    (_with_bom("utf-8", b"\xef\xbb\xbf", "koi8-r"), None,
+     "character encoding: the document declared koi8-r, but it starts with a "
+     "UTF-8 byte-order mark: read as UTF-8"),
+    # A charset or a declaration that agrees with the mark says nothing.
+    (_with_bom("utf-16-le", b"\xff\xfe", "utf-16"), "application/xml; charset=UTF-16", ""),
+    (_with_bom("utf-8", b"\xef\xbb\xbf", "utf-8"), "application/xml; charset=utf-8", ""),
+    (_with_bom("utf-16-be", b"\xfe\xff", "utf-16"), None, ""),
+])
+def test_a_byte_order_mark_wins_over_a_charset_that_contradicts_it(
+        body: bytes, content_type: str | None, warning: str) -> None:
+    feed = parse_feed(body, content_type=content_type)
+    assert feed.entries[0].title == _BOM_TITLE
+    assert feed.warnings == ((warning,) if warning else ()), feed.warnings
+
+
 def test_dates_feedparser_cannot_read_are_reported() -> None:
     # Left empty, such entries are listed by when Signal first saw them: the report says
     # why. One warning per document, not one per entry.
