@@ -12,6 +12,8 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
+from signal_feeds.graphemes import cut_text
+
 __all__ = [
     "ConfigError",
     "ContradictionError",
@@ -41,7 +43,7 @@ def shown(text: str, limit: int) -> str:
     What a server sends (a page's title, a ``Location``, a ``Content-Encoding``) goes
     into errors and warnings so, never whole: a 20 KB header made a 20 KB report line."""
     text = "".join(c for c in " ".join(text.split()) if c.isprintable())
-    return text if len(text) <= limit else text[:limit - 1] + "\u2026"
+    return text if len(text) <= limit else cut_text(text, limit - 1) + "\u2026"
 
 
 class SignalError(Exception):

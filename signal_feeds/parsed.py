@@ -106,7 +106,9 @@ __all__ = ["NORMALIZER_VERSION", "ParsedEntry", "ParsedFeed"]
 #: when it has no link (such items were one key, or skipped). 23: a document's byte-order
 #: mark names its encoding over a charset parameter or a declaration that says otherwise
 #: (a UTF-8 feed with a mark behind ``charset=windows-1251`` was stored as mojibake, a
-#: UTF-16 one behind a Latin charset as garbage).
+#: UTF-16 one behind a Latin charset as garbage); a title or author cut at its limit ends
+#: where a character as drawn ends (it could end in half a flag, a lone part of an emoji
+#: family, an "e" without its accent).
 NORMALIZER_VERSION = 23
 
 

@@ -226,6 +226,29 @@ def test_an_untitled_entry_is_listed_by_the_start_of_its_text(httpserver: HTTPSe
                      "“" + ("word " * 16).strip() + "…”"]
 
 
+def test_an_untitled_entrys_excerpt_never_splits_a_character_as_drawn(
+        httpserver: HTTPServer, tmp_path: Path) -> None:
+    # The excerpt of an untitled post is cut at 80 characters; a cut through what is
+    # drawn as one character showed another: half of a flag (a lone "🇫"), a family
+    # emoji as a man and a dangling joiner, an "é" without its accent, a Hindi conjunct
+    # as a consonant with a visible virama.
+    lead = "x" * 78  # the cut, after 79 characters, falls inside the last cluster
+    posts = {"flag": "\U0001F1EB\U0001F1F7 Paris", "family": "\U0001F468\u200d\U0001F469 ok",
+             "accent": "e\u0301\u0301 ok", "hindi": "\u0915\u094d\u0937 ok"}
+    items = "".join(f"<item><guid>{name}</guid><description>{lead}{text} and more words"
+                    "</description></item>" for name, text in posts.items())
+    rss = f"<rss version='2.0'><channel><title>t</title>{items}</channel></rss>".encode()
+    httpserver.expect_request("/rss").respond_with_data(rss, content_type="application/rss+xml")
+    config = tmp_path / "signal.toml"
+    config.write_text(f'[settings]\ndatabase = "s.db"\nmin_interval = 0\n\n'
+                      f'[[sources]]\nid = "ana"\nurl = "{httpserver.url_for("/rss")}"\n')
+    runner = CliRunner()
+    assert runner.invoke(cli, ["fetch", "--config", str(config)]).exit_code == 0
+    result = runner.invoke(cli, ["entries", "--config", str(config)])
+    names = sorted(line.split("  ana  ", 1)[1] for line in result.output.splitlines())
+    assert names == [f"“{lead}…”"] * 4
+
+
 def test_bidi_overrides_do_not_reverse_the_rest_of_a_line() -> None:
     # A title holding U+202E (right-to-left override) reversed how the rest of its line
     # showed, a duplicate's "[duplicate of ...]" and the next column included.

@@ -1380,3 +1380,30 @@ def test_characters_shown_as_nothing_do_not_split_words() -> None:
     # A zero-width joiner draws an emoji or a Persian word: it stays.
     assert one_item("<guid>g</guid><title>Family \U0001F468\u200d\U0001F469 day"
                     "</title>").entries[0].title == "Family \U0001F468\u200d\U0001F469 day"
+
+
+_CLUSTERS = {"flag": "\U0001F1EB\U0001F1F7", "family": "\U0001F468\u200d\U0001F469",
+             "accent": "e\u0301", "tone": "\U0001F44D\U0001F3FD", "conjunct": "\u0915\u094d\u0937"}
+
+
+@pytest.mark.parametrize("cluster", sorted(_CLUSTERS.values()))
+def test_a_cut_title_or_author_never_splits_a_character_as_drawn(cluster: str) -> None:
+    # A title or an author past its limit was cut by code points: half a flag (a lone
+    # "🇫"), a man and a dangling joiner for a family, an "e" for "é".
+    lead = "x" * 2047  # the limit (2,048) falls inside the cluster
+    feed = one_item(f"<guid>g</guid><title>{lead}{cluster} more</title>"
+                    f"<author>a@b.example ({'y' * 511}{cluster})</author>")
+    (entry,) = feed.entries
+    assert entry.title == lead
+    assert entry.author == "y" * 511
+    assert "title cut to 2048 characters in 1 entries" in feed.warnings
+
+
+def test_a_quoted_text_in_a_message_never_splits_a_character_as_drawn() -> None:
+    # A page's title quoted in an error ("a web page titled ...") is cut to 80.
+    from signal_feeds.errors import shown
+
+    assert shown("x" * 78 + "\U0001F1EB\U0001F1F7", 80) == "x" * 78 + "\U0001F1EB\U0001F1F7"
+    assert shown("x" * 78 + "\U0001F1EB\U0001F1F7!", 80) == "x" * 78 + "\u2026"
+    # A cluster alone past the limit (a hostile stack of accents) is still cut to it.
+    assert len(shown("e" + "\u0301" * 200, 80)) == 80

@@ -32,6 +32,7 @@ from signal_feeds.cli.common import (
 from signal_feeds.config.source_list import DEFAULT_CONFIG_PATH, Config, Settings
 from signal_feeds.dsn import Database
 from signal_feeds.errors import ConfigError, SignalError
+from signal_feeds.graphemes import cut_text
 from signal_feeds.identity.search_text import searchable_text
 from signal_feeds.timeutil import parse_since as since_bound
 
@@ -140,7 +141,8 @@ def entry_name(e: Any) -> str:
         return str(e.title)
     text = searchable_text(e.summary or e.content or "")
     if text:
-        cut = text if len(text) <= EXCERPT_CHARS else text[:EXCERPT_CHARS - 1].rstrip() + "…"
+        cut = (text if len(text) <= EXCERPT_CHARS
+               else cut_text(text, EXCERPT_CHARS - 1).rstrip() + "…")
         return f"“{cut}”"
     return str(e.url or e.remote_id)
 

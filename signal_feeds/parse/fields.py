@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import urljoin, urlsplit
 
+from signal_feeds.graphemes import cut_text
 from signal_feeds.identity.search_text import WITHOUT_INVISIBLE
 from signal_feeds.parse.repairs import WITHOUT_C0
 from signal_feeds.parse.sanitize import sanitize
@@ -332,7 +333,7 @@ class FieldLimiter:
             return f"{value[:max(0, limit - len(whole) - 2)]}…#{whole}"
         if field in _HTML_FIELDS:
             return _html_cut(value, limit)
-        return value[:limit]
+        return cut_text(value, limit)  # not through a flag, an emoji family, an "é"
 
 
 def feed_title(value: str, limits: Mapping[str, int],
