@@ -108,7 +108,9 @@ __all__ = ["NORMALIZER_VERSION", "ParsedEntry", "ParsedFeed"]
 #: (a UTF-8 feed with a mark behind ``charset=windows-1251`` was stored as mojibake, a
 #: UTF-16 one behind a Latin charset as garbage); a title or author cut at its limit ends
 #: where a character as drawn ends (it could end in half a flag, a lone part of an emoji
-#: family, an "e" without its accent).
+#: family, an "e" without its accent); a character reference to U+FFFE or U+FFFF
+#: (``&#65535;``) becomes U+FFFD (the document was read leniently, and the noncharacter
+#: kept).
 NORMALIZER_VERSION = 23
 
 

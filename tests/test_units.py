@@ -613,6 +613,11 @@ def test_a_lead_that_may_be_the_document_is_kept(body: bytes) -> None:
     ("near misses &#55000; &#57344; &#x1F600;", "near misses \ud6d8 \ue000 \U0001F600", 0),
     ("past the last &#99999999; &#x110000;", "past the last \ufffd \ufffd", 2),
     ("far past &#" + "9" * 5000 + ";", "far past \ufffd", 1),  # more than int() reads
+    # U+FFFE and U+FFFF, which XML also forbids: &#65535; is Java's end of a stream (-1)
+    # written as a character. The whole document was read leniently, and the title
+    # kept a noncharacter.
+    ("end &#65535; &#xFFFE; &#x0ffff;", "end \ufffd \ufffd \ufffd", 3),
+    ("allowed &#65533; &#xFFFD; &#x1FFFF;", "allowed \ufffd \ufffd \U0001ffff", 0),
     ("the last &#1114111; &#x10FFFF; &#0000001114111;", "the last " + "\U0010ffff " * 2
      + "\U0010ffff", 0),
 ])

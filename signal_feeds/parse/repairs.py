@@ -42,11 +42,13 @@ def without_controls(data: bytes) -> tuple[bytes, int]:
 
 
 # A numeric character reference that may name no character (checked exactly below): a
-# UTF-16 surrogate, or a value past U+10FFFF. XML forbids them, and feedparser's lenient
-# parser then fails on the whole document.
+# UTF-16 surrogate, U+FFFE or U+FFFF, or a value past U+10FFFF. XML forbids them, and
+# feedparser's lenient parser then fails on the whole document (or, for U+FFFF, reads
+# all of it leniently and keeps the noncharacter).
 _SUSPECT_REF = re.compile(
-    rb"&#(?:[xX]0*([dD][89a-fA-F][0-9a-fA-F]{2}|[1-9a-fA-F][0-9a-fA-F]{5,})"
-    rb"|0*(5[5-7][0-9]{3}|[1-9][0-9]{6,}));")
+    rb"&#(?:[xX]0*([dD][89a-fA-F][0-9a-fA-F]{2}|[fF]{3}[eEfF]|[1-9a-fA-F][0-9a-fA-F]{5,})"
+    rb"|0*(5[5-7][0-9]{3}|6553[45]|[1-9][0-9]{6,}));")
+_NONCHARACTERS = (0xFFFE, 0xFFFF)
 _LAST_CODE_POINT = 0x10FFFF
 
 
@@ -57,7 +59,8 @@ def _invalid(match: re.Match[bytes]) -> int | None:
     if len(digits) > 10:  # past U+10FFFF whatever it says (int() refuses 4,300 digits)
         return _LAST_CODE_POINT + 1
     value = int(digits, 16 if hex_digits else 10)
-    return value if 0xD800 <= value <= 0xDFFF or value > _LAST_CODE_POINT else None
+    return (value if 0xD800 <= value <= 0xDFFF or value in _NONCHARACTERS
+            or value > _LAST_CODE_POINT else None)
 
 
 def valid_char_refs(data: bytes) -> tuple[bytes, int]:
@@ -65,8 +68,8 @@ def valid_char_refs(data: bytes) -> tuple[bytes, int]:
 
     Some publishers write an emoji as its UTF-16 surrogate pair (``&#55357;&#56832;``):
     a high and a low reference side by side become the one character they encode
-    (``&#128512;``). Any other surrogate, and any value past U+10FFFF, becomes U+FFFD,
-    as a browser shows it.
+    (``&#128512;``). Any other surrogate, U+FFFE and U+FFFF (Java's end of a stream,
+    -1, written as a character), and any value past U+10FFFF become U+FFFD.
     """
     found = [(m, value) for m in _SUSPECT_REF.finditer(data)
              if (value := _invalid(m)) is not None]
