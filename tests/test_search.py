@@ -455,6 +455,19 @@ def test_accents_are_ignored_as_the_readme_says(fetch: Fetch, database: Path | s
     assert len(greek) == (1 if str(database).startswith("postgresql://") else 0)
 
 
+def test_a_query_pasted_with_invisible_characters_finds_the_word(fetch: Fetch,
+                                                              database: Path | str) -> None:
+    # The index drops soft hyphens, zero-width spaces and word joiners, as a browser
+    # shows them ("Bundes&shy;verfassungs&shy;gericht" is one word). A query copied from
+    # such a page keeps them, and found nothing: each one split the word in two.
+    fetch("blog", rss({"guid": "1", "title": "Bundes\u00adverfassungs\u00adgericht kippt",
+                       "link": "https://b.example/1", "description": "Donau\u200bdampfschiff"}))
+    for query in ("Bundes\u00adverfassungs\u00adgericht", "Donau\u200bdampf\u2060schiff",
+                  "title:Bundes\u00adverfassungsgericht", '"kippt"'):
+        (hit,) = search_json(database, query)["hits"]
+        assert hit["remote_id"] == "1", query
+
+
 def test_words_beside_parentheses_must_all_occur(fetch: Fetch,
                                                  database: Path | str) -> None:
     # FTS5 joins words side by side, but not a word and a parenthesis: "harvest (fair OR

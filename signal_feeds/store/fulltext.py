@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 from signal_feeds.errors import QueryError
-from signal_feeds.identity.search_text import SearchText, searchable_text
+from signal_feeds.identity.search_text import WITHOUT_INVISIBLE, SearchText, searchable_text
 
 __all__ = [
     "COLUMN_HINT",
@@ -27,6 +27,7 @@ __all__ = [
     "require_text",
     "searchable_text",
     "syntax_hint",
+    "visible_query",
 ]
 
 #: Hits shown by ``signal search`` unless ``--limit`` says otherwise.
@@ -121,6 +122,14 @@ def require_text(value: str, what: str) -> None:
         shown = value.encode("utf-8", "backslashreplace").decode("ascii", "replace")
         raise QueryError(f"{what} {shown!r} is not UTF-8 text (is the terminal set to "
                          "another encoding?)", query=shown) from None
+
+
+def visible_query(query: str) -> str:
+    """``query`` without the characters the index leaves out of words (a soft hyphen, a
+    zero-width space, a word joiner: see :data:`~signal_feeds.identity.search_text.INVISIBLE`).
+    A query copied from a page that hyphenates "Bundes\u00adverfassungs\u00adgericht"
+    keeps them, and the tokenizer split the word there: it found nothing."""
+    return query if query.isascii() else query.translate(WITHOUT_INVISIBLE)
 
 
 #: Parentheses a query may nest (SQLite's parser gives up near 100 levels).

@@ -42,6 +42,7 @@ from signal_feeds.store.fulltext import (
     column_hint,
     quote_punctuated_words,
     syntax_hint,
+    visible_query,
 )
 
 __all__ = ["COLUMNS", "RANK_WEIGHTS", "TITLE_WEIGHT", "Query", "search_vector", "snippet",
@@ -360,6 +361,7 @@ class _Parser:
 
 def to_tsquery(text: str) -> Query:
     """Translate an FTS5 query; :class:`QueryError` for an empty or invalid one."""
+    text = visible_query(text)
     check_query_text(text)
     parser = _Parser(text)
     tsquery = parser.parse()

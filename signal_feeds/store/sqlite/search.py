@@ -37,6 +37,7 @@ from signal_feeds.store.fulltext import (
     quote_punctuated_words,
     searchable_text,
     syntax_hint,
+    visible_query,
 )
 
 __all__ = [
@@ -142,6 +143,7 @@ def checked_query(conn: sqlite3.Connection, query: str) -> str:
     it is valid for the index's columns. Tried first on an empty table of the same
     shape in the connection's ``temp`` schema (writable even when the file is not), so
     that an error here is always the query's, never the database's."""
+    query = visible_query(query)
     check_query_text(query)
     expression = quote_punctuated_words(query)
     conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.{_PROBE} USING fts5({_COLUMNS})")
