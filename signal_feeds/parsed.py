@@ -110,7 +110,10 @@ __all__ = ["NORMALIZER_VERSION", "ParsedEntry", "ParsedFeed"]
 #: where a character as drawn ends (it could end in half a flag, a lone part of an emoji
 #: family, an "e" without its accent); a character reference to U+FFFE or U+FFFF
 #: (``&#65535;``) becomes U+FFFD (the document was read leniently, and the noncharacter
-#: kept).
+#: kept); a document served without a Content-Type is read by XML's default, UTF-8, not
+#: HTTP's old ISO-8859-1 (a UTF-8 title with a reference beyond Latin-1 in it was stored
+#: as "CrÃ¨me it’s"), and a few stray bytes in a document whose byte-order mark says
+#: UTF-8 are read as Windows-1252, not the whole document.
 NORMALIZER_VERSION = 23
 
 

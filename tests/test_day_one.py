@@ -267,6 +267,28 @@ def test_a_feed_with_a_byte_order_mark_is_read_by_it_whatever_the_charset(
         "Заметки о выпуске"]
 
 
+def test_a_utf8_feed_served_without_a_content_type_is_read_as_utf8(
+        httpserver: HTTPServer, tmp_path: Path) -> None:
+    # No Content-Type header (a bucket's object nobody typed) and no XML declaration:
+    # XML's default, UTF-8, holds. feedparser took HTTP's old ISO-8859-1 default
+    # whenever it had headers, and a title with a character beyond Latin-1 in it (here
+    # a reference) was stored as "CrÃ¨me it’s"; 'signal parse' of the same file, which
+    # has no headers, read "Crème it’s".
+    from werkzeug import Response
+
+    body = ('<rss version="2.0"><channel><title>t</title><item><guid>a</guid>'
+            "<title>Crème it&#8217;s</title><description>Crème it&#8217;s</description>"
+            "</item></channel></rss>").encode()
+    response = Response(body)
+    del response.headers["Content-Type"]
+    httpserver.expect_request("/feed.xml").respond_with_response(response)
+    (source,) = fetch_json(write_config(tmp_path, httpserver.url_for("/feed.xml")))["sources"]
+    assert source["created"] == 1 and not source.get("warnings"), source
+    with closing(sqlite3.connect(tmp_path / "signal.db")) as conn:
+        assert conn.execute("SELECT title, summary FROM entries").fetchall() == [
+            ("Crème it’s", "Crème it’s")]
+
+
 SITE = b"""<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>Blog</title>
 <link rel="stylesheet" href="/style.css">
 <link rel="alternate" type="application/rss+xml" title="Posts" href="/feed/">

@@ -1368,6 +1368,31 @@ def test_an_encoding_warning_names_who_declared_the_encoding() -> None:
         "character encoding: document declared as utf-8, but parsed as windows-1252",)
 
 
+def test_an_encoding_warning_does_not_say_the_document_declared_what_it_did_not() -> None:
+    # A Windows-1252 document that declares no encoding, served with a type but no
+    # charset: UTF-8, XML's default, did not fit. feedparser said the document was
+    # "declared as utf-8", which nothing had said.
+    body = _one_title("cp1252", "Café “quoted”", declare=False)
+    for content_type in (None, "application/rss+xml", "text/xml"):
+        feed = parse_feed(body, content_type=content_type, url="https://example.org/feed")
+        assert feed.entries[0].title == "Café “quoted”"
+        assert feed.warnings == (
+            "character encoding: no encoding declared, and the document is not UTF-8 "
+            "(XML's default): parsed as windows-1252",), content_type
+
+
+def test_a_byte_order_mark_makes_a_few_stray_bytes_windows_1252_not_the_whole() -> None:
+    # The mark says UTF-8 whatever the server's charset; a stray Windows-1252 byte in it
+    # is read as one, and the valid UTF-8 around it stays (it was "Ñ¨" for "Ѩ").
+    body = (b"\xef\xbb\xbf" + '<rss version="2.0"><channel><title>t</title><item><guid>g'
+            "</guid><title>Ѩ and ".encode() + b"\x93quoted\x94</title></item></channel></rss>")
+    for content_type in (None, "text/xml; charset=iso-8859-1"):
+        feed = parse_feed(body, content_type=content_type)
+        assert feed.entries[0].title == "Ѩ and “quoted”", content_type
+        assert ("character encoding: 2 byte(s) that are not UTF-8 in a UTF-8 document read "
+                "as Windows-1252") in feed.warnings[0], feed.warnings
+
+
 def test_characters_shown_as_nothing_do_not_split_words() -> None:
     # German sites write "Bundes&shy;verfassungs&shy;gericht": searched for, and compared
     # with another source's title without them, it was three words.

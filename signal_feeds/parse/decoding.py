@@ -58,7 +58,8 @@ def to_utf8(body: bytes, content_type: str | None, url: str | None) -> tuple[byt
     fallbacks; text/ types without a charset read by RFC 7303, see
     :func:`_xml_media_type`) and re-encode it as UTF-8, so that byte-level defusing sees
     the same markup the parser will: a declaration hidden in UTF-32 or UTF-7 is still a
-    declaration. Returns the bytes and the notes about the encoding and content type."""
+    declaration. Returns the bytes and the notes about the encoding and content type.
+    ``url`` (where the document came from) does not change how it is read."""
     headers: dict[str, str] = {}
     overruled = ""
     bom = _bom_encoding(body)
@@ -68,18 +69,17 @@ def to_utf8(body: bytes, content_type: str | None, url: str | None) -> tuple[byt
         content_type, overruled = _overrule_latin_charset(content_type, body)
         headers["content-type"], relabelled = _xml_media_type(content_type)
         overruled = "; ".join(filter(None, (overruled, relabelled)))
-    if url:
-        headers["content-location"] = url
+    # No header for the URL: feedparser reads a document it has headers for, but no
+    # Content-Type in, by HTTP's old ISO-8859-1 default instead of XML's UTF-8, and a
+    # UTF-8 feed served without a type was stored as "CrÃ¨me" (a local file, without
+    # headers, as "Crème"). The URL plays no part in the decoding.
     data, encoding, note = _converted(headers, body)
-    if not content_type and note.startswith("content type:"):
-        # "no Content-type specified": feedparser's note whenever there are headers (a
-        # URL) and no type, a local file's case too; the bytes were read all the same.
-        note = ""
     note = _who_declared(note, content_type or "", body)
     if note and encoding not in _UTF8_LABELS:
         # feedparser fell back from UTF-8: maybe only a few bytes were not UTF-8. (Checked
         # here, after the fact, so that a document it reads as UTF-8 is not decoded twice.)
-        repaired, mixed = _mixed_utf8(body, content_type)
+        # (The charset feedparser was given: a byte-order mark's, when there is one.)
+        repaired, mixed = _mixed_utf8(body, headers.get("content-type"))
         if mixed:
             data, encoding, note = _converted(headers, repaired)
             overruled = "; ".join(filter(None, (mixed, overruled)))
@@ -139,12 +139,17 @@ _DECLARED = re.compile(r"character encoding: document declared as (\S+), but par
 def _who_declared(note: str, content_type: str, body: bytes) -> str:
     """feedparser's "document declared as utf-8, but parsed as windows-1252" when the
     server's charset said so and the document's own declaration did not: the server
-    is named, not the document (which may have declared what it was read as)."""
+    is named, not the document (which may have declared what it was read as); when
+    neither said anything, the default is named as one."""
     found = _DECLARED.fullmatch(note)
     if found is None:
         return note
     charset, _ = _charset_and_others(content_type.partition(";")[2])
     declared = _declared_encoding(body[:512].lstrip())
+    if charset is None and declared is None and found[1].lower() in _UTF8_LABELS:
+        # Nobody declared anything: UTF-8 was XML's default, not the document's word.
+        return ("character encoding: no encoding declared, and the document is not UTF-8 "
+                f"(XML's default): parsed as {found[2]}")
     if charset is None or charset != found[1].lower() or declared == charset:
         return note
     return (f"character encoding: the server said charset={charset}, but the document is "
