@@ -113,7 +113,8 @@ __all__ = ["NORMALIZER_VERSION", "ParsedEntry", "ParsedFeed"]
 #: kept); a document served without a Content-Type is read by XML's default, UTF-8, not
 #: HTTP's old ISO-8859-1 (a UTF-8 title with a reference beyond Latin-1 in it was stored
 #: as "CrÃ¨me it’s"), and a few stray bytes in a document whose byte-order mark says
-#: UTF-8 are read as Windows-1252, not the whole document.
+#: UTF-8 are read as Windows-1252, not the whole document; and a document of valid UTF-8
+#: behind another legacy charset than a Latin default (``windows-1251``) is read as UTF-8.
 NORMALIZER_VERSION = 23
 
 

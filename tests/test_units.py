@@ -410,6 +410,32 @@ def test_a_utf8_feed_behind_a_default_latin_charset_is_read_as_utf8(
     assert any(_OVERRULED in w for w in feed.warnings) is overruled, feed.warnings
 
 
+_RU, _JA = "Заметки о выпуске", "リリースノートの日本語タイトル"
+
+
+@pytest.mark.parametrize(("title", "body", "content_type", "overruled"), [
+    # Valid UTF-8 behind another legacy charset than a Latin default: the header is as
+    # much the mistake (it was stored as "Р—Р°РјРµС‚РєРё" without a word), since
+    # text in a legacy charset almost never forms valid UTF-8 beyond ASCII.
+    (_RU, _one_title("utf-8", _RU), "application/rss+xml; charset=windows-1251", True),
+    (_RU, _one_title("utf-8", _RU, declare=False), "text/xml; charset=KOI8-R", True),
+    (_JA, _one_title("utf-8", _JA), "application/xml; charset=shift_jis", True),
+    (_JA, _one_title("utf-8", _JA), "application/xml; charset=gb2312", True),
+    # Text that is in the charset the server names is read so.
+    (_RU, _one_title("windows-1251", _RU), "application/xml; charset=windows-1251", False),
+    (_RU, _one_title("windows-1251", _RU, declare=False),
+     "application/xml; charset=windows-1251", False),
+    (_RU, _one_title("koi8-r", _RU, declare=False), "text/xml; charset=koi8-r", False),
+    (_JA, _one_title("shift_jis", _JA, declare=False), "text/xml; charset=shift_jis", False),
+    (_JA, _one_title("euc-jp", _JA), "application/xml; charset=euc-jp", False),
+])
+def test_a_utf8_feed_behind_another_legacy_charset_is_read_as_utf8(
+        title: str, body: bytes, content_type: str, overruled: bool) -> None:
+    feed = parse_feed(body, content_type=content_type)
+    assert feed.entries[0].title == title
+    assert any(_OVERRULED in w for w in feed.warnings) is overruled, feed.warnings
+
+
 _BOM_TITLE = "Заметки о выпуске, crème brûlée"
 
 

@@ -176,10 +176,6 @@ def _converted(headers: dict[str, str], body: bytes) -> tuple[bytes, str, str]:
     return data, encoding, f"{kind}: {note}"
 
 
-#: Header charsets that servers send by default (Apache's old ``AddDefaultCharset``,
-#: frameworks' text defaults) for whatever bytes they serve.
-_DEFAULT_CHARSETS = frozenset({"iso-8859-1", "iso8859-1", "latin-1", "latin1", "l1",
-                               "us-ascii", "ascii", "windows-1252", "cp1252"})
 # (Quoted or not: an unquoted name is still a declaration of another encoding.)
 _DECLARATION_ENCODING = re.compile(rb"""^<\?xml[^>]*\bencoding\s*=\s*["']?([^"'\s?>]*)""",
                                    re.IGNORECASE)
@@ -193,14 +189,15 @@ def _declared_encoding(head: bytes) -> str | None:
 
 
 def _overrule_latin_charset(content_type: str, body: bytes) -> tuple[str, str]:
-    """Drop a default-looking Latin charset from the header when the document is UTF-8.
+    """Drop a legacy charset from the header when the document is UTF-8.
 
-    A UTF-8 feed served with ``charset=iso-8859-1`` (or us-ascii, windows-1252) would be
-    decoded as the header says, and every accented letter stored as two (``Ã©``). When
-    the bytes are valid UTF-8, contain non-ASCII text, and the document itself says
-    UTF-8 (its declaration, or none, whose default is UTF-8), the header is the mistake:
-    real Latin-1 text almost never forms valid UTF-8. Returns the content type to use
-    and the warning ("" when nothing was overruled).
+    A UTF-8 feed served with ``charset=iso-8859-1`` (a server's default; or us-ascii,
+    windows-1252, windows-1251, koi8-r, ...) would be decoded as the header says, and
+    every accented letter stored as two (``Ã©``), every Cyrillic one as ``Р—``. When the
+    bytes are valid UTF-8, contain non-ASCII text, and the document itself says UTF-8
+    (its declaration, or none, whose default is UTF-8), the header is the mistake: text
+    in a legacy charset almost never forms valid UTF-8 beyond ASCII. Returns the content
+    type to use and the warning ("" when nothing was overruled).
     """
     media, _, params = content_type.partition(";")
     charset, kept = _charset_and_others(params)
@@ -211,7 +208,7 @@ def _overrule_latin_charset(content_type: str, body: bytes) -> tuple[str, str]:
                 f"character encoding: the server said charset={charset}, but the document "
                 "is not in it (its first character is one byte): read by its own "
                 "declaration")
-    if charset not in _DEFAULT_CHARSETS or body.isascii():
+    if charset is None or _is_utf8(charset) or body.isascii():
         return content_type, ""
     if _declared_encoding(body[:512].lstrip()) not in (None, *_UTF8_LABELS):
         return content_type, ""
@@ -222,6 +219,13 @@ def _overrule_latin_charset(content_type: str, body: bytes) -> tuple[str, str]:
     return ("; ".join([media.strip(), *kept]),
             f"character encoding: the server said charset={charset}, but the document is "
             "valid UTF-8 and does not declare another encoding: read as UTF-8")
+
+
+def _is_utf8(label: str) -> bool:
+    try:
+        return codecs.lookup(label).name == "utf-8"
+    except LookupError:  # a charset Python does not know: not UTF-8 either
+        return False
 
 
 _WIDE = ("utf-16", "utf16", "utf-32", "utf32", "ucs-2", "ucs-4", "iso-10646-ucs")
