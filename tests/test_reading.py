@@ -34,6 +34,7 @@ from signal_feeds.store.reading import (
     resolve_key,
     search_entries,
 )
+from signal_feeds.timeutil import format_time
 
 STORY = ("Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor "
          "incididunt ut labore et dolore magna aliqua.")
@@ -278,6 +279,31 @@ def test_every_exported_atom_entry_has_a_link_or_a_content(fetch: Fetch,
     assert first.find("a:summary", ns) is None
     assert by_title["Linked"].findtext("a:summary", namespaces=ns) == "kept as the summary"
     assert by_title["Linked"].find("a:content", ns) is None
+
+
+def test_an_atom_export_of_unchanged_data_is_the_same_bytes_every_time(
+        fetch: Fetch, database: Path | str, clock: Clock) -> None:
+    # An entry dated 2099 (a typo) made the export's own <updated> the moment of the
+    # export: every export differed from the last, though nothing had changed, so a
+    # static site or a mirror saw a new feed each time. Now the feed's <updated> is the
+    # latest believable date, here when Signal first saw the future-dated entry.
+    fetch("typo", rss({"guid": "t-1", "title": "Dated a century ahead",
+                       "link": "https://t.example/1", "date": "Sat, 05 Dec 2099 10:00:00 GMT"},
+                      {"guid": "t-2", "title": "Dated in the past",
+                       "link": "https://t.example/2", "date": "Mon, 02 Mar 2026 10:00:00 GMT"}))
+    seen = clock.now
+    with open_store(database) as store:
+        first = export_entries(store, format="atom", now=seen + dt.timedelta(hours=1))
+        second = export_entries(store, format="atom", now=seen + dt.timedelta(days=3))
+    assert first == second
+    feed = ET.fromstring(first)
+    ns = {"a": "http://www.w3.org/2005/Atom"}
+    assert feed.findtext("a:updated", namespaces=ns) == format_time(seen)
+    # The entry keeps what its feed said.
+    assert "<updated>2099-12-05T10:00:00Z</updated>" in first
+    cli_exports = [invoke("export", "--db", str(database), "--format", "atom").output
+                   for _ in range(2)]
+    assert cli_exports[0] == cli_exports[1] == first
 
 
 def test_export_json_is_the_collapsed_selection(aggregate: dict[str, str],

@@ -275,6 +275,15 @@ def _sub(parent: ET.Element, tag: str, text: str = "", **attrs: str) -> ET.Eleme
     return child
 
 
+def _believed(view: EntryView, stamp: str, written: str) -> str:
+    """What an entry's date ``stamp`` lets the export's own ``<updated>`` claim: the
+    date, unless it is later than Signal last saw the entry (an entry dated 2106, a
+    typo, keeps its own date but does not make the whole export claim it); then when
+    Signal first saw it. Never the moment of the export itself, which would make every
+    export of unchanged data differ from the last; and never later than that moment."""
+    return min(stamp if stamp <= view.last_seen_at else view.first_seen_at, written)
+
+
 def _atom(views: Iterable[EntryView], *, title: str, feed_id: str,
           now: dt.datetime, source_titles: Mapping[str, str]) -> str:
     feed = ET.Element("feed", {"xmlns": ATOM_NS})
@@ -282,10 +291,10 @@ def _atom(views: Iterable[EntryView], *, title: str, feed_id: str,
     _sub(feed, "title", title)
     entries = list(views)
     stamps = [v.updated or v.published or v.first_seen_at for v in entries]
-    # The feed changed no later than now: an entry dated 2106 (a typo) keeps its own
-    # date, but does not make the whole export claim it.
     written = format_time(now)
-    _sub(feed, "updated", max(min(stamp, written) for stamp in stamps) if stamps else written)
+    _sub(feed, "updated", max(_believed(v, s, written) for v, s in zip(entries, stamps,
+                                                                       strict=True))
+         if stamps else written)
     _sub(_sub(feed, "author"), "name", title)
     _sub(feed, "generator", "Signal", version=__version__,
          uri="https://github.com/signal-feeds/signal")
