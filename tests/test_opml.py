@@ -234,3 +234,32 @@ def test_a_host_in_unicode_and_in_idna_is_one_feed(tmp_path: Path) -> None:
     assert skipped == {"Books again": "duplicate url: already source 'books'",
                        "Café encoded": "duplicate url: already source 'cafe'"}, report
     assert len(load_config(config).sources) == 2
+
+
+def test_an_exported_source_list_imported_again_keeps_its_ids(tmp_path: Path) -> None:
+    # The export carried no ids, so importing it (into another machine's list, or back
+    # after a loss) named every source after its title: "python-insider" came back as
+    # "python-insider-blog", and a database, a cron line or a cursor that named the
+    # old id no longer matched. The ids travel in Signal's own attribute, which other
+    # readers ignore; an id the list already has still gets a slug of its own.
+    original = tmp_path / "signal.toml"
+    original.write_text(EXISTING + '\n[[sources]]\nid = "n2"\nurl = "https://b.example/feed"\n'
+                        '\n[[sources]]\nid = "a-b"\nurl = "https://c.example/feed"\n'
+                        'title = "Tom & Jerry\'s \\"Blog\\" ☕"\n', encoding="utf-8")
+    result = CliRunner().invoke(cli, ["export", "--config", str(original), "--format", "opml"])
+    assert result.exit_code == 0, result.output
+    exported = tmp_path / "sources.opml"
+    exported.write_text(result.stdout, encoding="utf-8")
+    copy = tmp_path / "copy" / "signal.toml"
+    report = import_opml(copy, exported.read_bytes())
+    assert [(a.id, a.url) for a in report.added] == [
+        (s.id, s.url) for s in load_config(original).sources]
+    assert [(s.id, s.url) for s in load_config(copy).sources] == [
+        (s.id, s.url) for s in load_config(original).sources]
+    # Into a list that has one of the ids for another feed: that one is renamed.
+    other = tmp_path / "other.toml"
+    other.write_text('[[sources]]\nid = "n2"\nurl = "https://elsewhere.example/rss"\n',
+                     encoding="utf-8")
+    ids = [a.id for a in import_opml(other, exported.read_bytes()).added]
+    assert ids[0] == "python-insider" and ids[2] == "a-b"
+    assert ids[1] != "n2" and ids[1].startswith("n2")

@@ -96,13 +96,14 @@ def _sources_as_opml(config_path: str | None, db_path: str | None) -> str:
     if config is None:
         with open_store(config_path, db_path) as store:
             states = store.source_states()
-        return opml_document([(s.feed_title or s.source_id, s.url) for s in states])
+        return opml_document([(s.feed_title or s.source_id, s.url, s.source_id)
+                              for s in states])
     fetched: dict[str, str] = {}
     database = reading_database(config_path, db_path)
     if not isinstance(database, Path) or database.exists():  # else nothing fetched yet
         with open_store(config_path, db_path) as store:
             fetched = {s.source_id: s.feed_title for s in store.source_states()}
-    return opml_document([(s.title or fetched.get(s.id) or s.id, s.url)
+    return opml_document([(s.title or fetched.get(s.id) or s.id, s.url, s.id)
                           for s in config.sources])
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from signal_feeds.config.source_list import parse_config, url_hint
+from signal_feeds.config.source_list import is_slug, parse_config, url_hint
 from signal_feeds.errors import ConfigError
 from signal_feeds.urls import (
     UrlRejected,
@@ -32,6 +32,7 @@ from signal_feeds.urls import (
 
 __all__ = [
     "DEFAULT_MAX_OPML_BYTES",
+    "SIGNAL_NS",
     "ImportReport",
     "OpmlFeed",
     "SkippedFeed",
@@ -40,6 +41,9 @@ __all__ = [
     "slugify",
 ]
 
+#: The namespace of the attributes Signal adds to an OPML outline (other readers
+#: ignore them): ``id``, the source id, so that an exported list imports with its ids.
+SIGNAL_NS = "urn:signal-feeds:opml"
 #: OPML files are lists of links; anything this large is not one.
 DEFAULT_MAX_OPML_BYTES = 10 * 1024 * 1024
 _MAX_SLUG = 64
@@ -59,6 +63,8 @@ class OpmlFeed:
     title: str
     url: str
     html_url: str = ""
+    #: The source id Signal's own export gave it (:data:`SIGNAL_NS` ``id``), or ``""``.
+    source_id: str = ""
 
 
 @dataclass(frozen=True)
@@ -143,7 +149,8 @@ def parse_opml(data: bytes, *, max_bytes: int = DEFAULT_MAX_OPML_BYTES,
             title = _attr(outline, "title") or _attr(outline, "text")
             # (An OPML 1.0 link outline gives its page as "url".)
             page = _attr(outline, "htmlUrl") or _attr(outline, "url")
-            feeds.append(OpmlFeed(title=title, url=url, html_url=page))
+            feeds.append(OpmlFeed(title=title, url=url, html_url=page,
+                                  source_id=outline.get(f"{{{SIGNAL_NS}}}id", "").strip()))
     return feeds
 
 
@@ -173,6 +180,8 @@ def slugify(text: str) -> str:
 
 
 def _slug_for(feed: OpmlFeed, canonical: str, taken: set[str]) -> str:
+    if feed.source_id and feed.source_id not in taken and is_slug(feed.source_id):
+        return feed.source_id  # the id Signal exported it with
     base = slugify(feed.title)
     if not base:  # fall back to host and path: "example-org-feed-xml"
         parts = urlsplit(canonical)
@@ -289,14 +298,19 @@ def import_opml(
     return report
 
 
-def opml_document(feeds: Iterable[tuple[str, str]], *, title: str = "Signal sources") -> str:
-    """An OPML 2.0 document with one ``type="rss"`` outline per ``(title, url)``."""
-    root = ET.Element("opml", {"version": "2.0"})
+def opml_document(feeds: Iterable[tuple[str, str] | tuple[str, str, str]], *,
+                  title: str = "Signal sources") -> str:
+    """An OPML 2.0 document with one ``type="rss"`` outline per ``(title, url)`` or
+    ``(title, url, source_id)``; the id is written as Signal's own ``id`` attribute
+    (:data:`SIGNAL_NS`), which :func:`import_opml` gives the source back."""
+    root = ET.Element("opml", {"version": "2.0", "xmlns:signal": SIGNAL_NS})
     head = ET.SubElement(root, "head")
     ET.SubElement(head, "title").text = title
     body = ET.SubElement(root, "body")
-    for name, url in feeds:
+    for name, url, *source_id in feeds:
         attrs: Mapping[str, str] = {"type": "rss", "text": name, "title": name, "xmlUrl": url}
+        if source_id and source_id[0]:
+            attrs = {**attrs, "signal:id": source_id[0]}
         ET.SubElement(body, "outline", dict(attrs))
     ET.indent(root)
     return ('<?xml version="1.0" encoding="utf-8"?>\n'

@@ -60,6 +60,7 @@ __all__ = [
     "Config",
     "Settings",
     "Source",
+    "is_slug",
     "load_config",
     "parse_config",
     "url_hint",
@@ -103,6 +104,11 @@ log = logging.getLogger("signal_feeds")
 DEFAULT_PROXY = ""
 
 _SLUG = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?$")
+
+
+def is_slug(text: str) -> bool:
+    """Whether ``text`` can be a source id: lowercase letters, digits and ``-``."""
+    return bool(_SLUG.match(text))
 
 
 @dataclass(frozen=True)
