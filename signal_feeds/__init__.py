@@ -39,8 +39,8 @@ _EXPORTS = {
     "store.protocol": ["DedupeReport", "DuplicateLink", "FeedStore"],
     "store.change_feed": ["read_changes"],
     "store.leases": ["HostGate", "Lease"],
-    "store.reading": ["entry_history", "export_entries", "list_entries", "lookup",
-                      "search_entries"],
+    "store.reading": ["entry_history", "export_entries", "iter_export", "list_entries",
+                      "lookup", "search_entries"],
     "store.views": ["EntryHistory", "EntryView", "LookupResult", "SearchHit"],
 }
 _WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
@@ -91,6 +91,7 @@ __all__ = [
     "export_entries",
     "fetch_sources",
     "identify",
+    "iter_export",
     "list_entries",
     "load_config",
     "lookup",
@@ -160,6 +161,7 @@ if TYPE_CHECKING:
     from signal_feeds.store.reading import (
         entry_history,
         export_entries,
+        iter_export,
         list_entries,
         lookup,
         search_entries,

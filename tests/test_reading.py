@@ -6,6 +6,10 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import json
+import resource
+import sqlite3
+import subprocess
+import sys
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -29,6 +33,7 @@ from signal_feeds.store.reading import (
     entry_history,
     entry_urn,
     export_entries,
+    iter_export,
     list_entries,
     lookup,
     resolve_key,
@@ -304,6 +309,71 @@ def test_an_atom_export_of_unchanged_data_is_the_same_bytes_every_time(
     cli_exports = [invoke("export", "--db", str(database), "--format", "atom").output
                    for _ in range(2)]
     assert cli_exports[0] == cli_exports[1] == first
+
+
+def test_an_export_is_made_and_written_one_entry_at_a_time(aggregate: dict[str, str],
+                                                          database: Path | str) -> None:
+    # The whole document was built as one tree and then copied as text four times
+    # before a byte was written: 12,000 entries took 151 MB for a 30 MB file. Now it
+    # comes in pieces (the head, one per entry, the end), the same text as before.
+    now = dt.datetime(2026, 12, 6, tzinfo=dt.UTC)
+    with open_store(database) as store:
+        for fmt in ("atom", "json"):
+            pieces = list(iter_export(store, format=fmt, include_duplicates=True, now=now))
+            whole = export_entries(store, format=fmt, include_duplicates=True, now=now)
+            assert "".join(pieces) == whole
+            assert len(pieces) == 2 + len(aggregate) + (fmt == "atom")
+            if fmt == "json":
+                assert json.loads(whole)["entries"][0]["id"] in aggregate.values()
+                assert "".join(iter_export(store, format="json", source_id="none", now=now)
+                               ).endswith('"entries": []\n}\n')
+            else:
+                assert feedparser.parse(whole.encode()).bozo == 0
+
+
+def test_an_export_that_cannot_be_written_whole_leaves_the_last_one_whole(
+        aggregate: dict[str, str], database: Path | str, tmp_path: Path) -> None:
+    # A full disk (here: a file size limit) truncated the last good export to what fit,
+    # and a web server or a static-site build serving the file read half a feed; a
+    # reader could also find it half-written at any time. Now the export is written
+    # beside it and replaces it only when it is whole.
+    out = tmp_path / "site" / "feed.atom"
+    out.parent.mkdir()
+    out.write_text("the last good export\n", encoding="utf-8")
+    out.chmod(0o644)
+    keep_open = None
+    if isinstance(database, Path):  # its -shm file exists already: the limit spares it
+        keep_open = sqlite3.connect(database)
+        keep_open.execute("SELECT count(*) FROM entries").fetchall()
+
+    def file_size_limit() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (1000, 1000))
+
+    try:
+        result = subprocess.run(
+            [sys.executable, "-m", "signal_feeds", "export", "--db", str(database),
+             "--format", "atom", "-o", str(out)],
+            preexec_fn=file_size_limit, capture_output=True, text=True, timeout=60)
+    finally:
+        if keep_open is not None:
+            keep_open.close()
+    assert result.returncode == 2, result.stderr
+    assert result.stderr == (f"signal: error: --output {out}: cannot write it: "
+                             "File too large\n")
+    assert out.read_text(encoding="utf-8") == "the last good export\n"
+    assert sorted(p.name for p in out.parent.iterdir()) == ["feed.atom"]
+    # Written whole, it replaces the last one, with that one's permissions.
+    assert invoke("export", "--db", str(database), "--format", "atom",
+                  "-o", str(out)).exit_code == 0
+    assert feedparser.parse(out.read_bytes()).bozo == 0
+    assert out.stat().st_mode & 0o777 == 0o644
+    assert sorted(p.name for p in out.parent.iterdir()) == ["feed.atom"]
+    # A path that is not a file is written to as it is (not replaced).
+    piped = subprocess.run([sys.executable, "-m", "signal_feeds", "export", "--db",
+                            str(database), "--format", "atom", "-o", "/dev/stdout"],
+                           capture_output=True, timeout=60)
+    assert piped.returncode == 0, piped.stderr
+    assert piped.stdout == out.read_bytes()
 
 
 def test_export_json_is_the_collapsed_selection(aggregate: dict[str, str],

@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
+import secrets
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -41,7 +44,7 @@ if TYPE_CHECKING:  # the store (and through it the parser) loads only when a com
 
 __all__ = ["dedupe", "entries", "entry_line", "existing_database", "export", "history",
            "import_opml", "lookup", "open_store", "parse_since", "reading_settings",
-           "selection_options"]
+           "selection_options", "write_whole"]
 
 def existing_database(config_path: str | None, db_path: str | None) -> Database:
     """The database to read: ``--db`` (no config file needed), else the config's; never
@@ -274,7 +277,7 @@ def export(config_path: str | None, db_path: str | None, fmt: str, output: str,
            source_id: str | None, since: str | None, include_duplicates: bool,
            limit: int | None) -> None:
     """Export the entries (collapsed unless --all) as JSON or Atom, or the sources as OPML."""
-    from signal_feeds.store.reading import export_entries, list_entries
+    from signal_feeds.store.reading import iter_export, list_entries
 
     when = parse_since(since)
     if fmt == "opml":
@@ -285,28 +288,55 @@ def export(config_path: str | None, db_path: str | None, fmt: str, output: str,
         if given:
             raise click.UsageError(f"{', '.join(given)}: choose entries, and --format opml "
                                    "exports the source list, not entries")
+    pieces: Iterable[str]
     try:
         if fmt == "opml":
-            text = _sources_as_opml(config_path, db_path)
+            pieces = [_sources_as_opml(config_path, db_path)]
         else:
             with open_store(config_path, db_path) as store:
                 if source_id is not None and not list_entries(
                         store, source_id=source_id, limit=1, include_duplicates=True):
                     known_source(store, source_id, config_path, db_path)
-                text = export_entries(store, format="atom" if fmt == "atom" else "json",
-                                      source_id=source_id, since=when, limit=limit,
-                                      include_duplicates=include_duplicates,
-                                      source_titles=_source_titles(config_path, db_path))
+                pieces = iter_export(store, format="atom" if fmt == "atom" else "json",
+                                     source_id=source_id, since=when, limit=limit,
+                                     include_duplicates=include_duplicates,
+                                     source_titles=_source_titles(config_path, db_path))
     except SignalError as exc:
         fail(exc)
-    text = json_without_c1(text) if fmt == "json" else xml_without_c1(text)
+    kind = "json" if fmt == "json" else "xml"
+    clean = json_without_c1 if fmt == "json" else xml_without_c1
     if output == "-":
-        click.echo(fitted(text, kind="json" if fmt == "json" else "xml"), nl=False)
+        for piece in pieces:
+            click.echo(fitted(clean(piece), kind=kind), nl=False)
         return
     try:
-        Path(output).write_text(text, encoding="utf-8")
+        write_whole(Path(output), (clean(piece) for piece in pieces))
     except OSError as exc:
         fail(ConfigError(f"--output {output}: cannot write it: {exc.strerror or exc}"))
+
+
+def write_whole(path: Path, pieces: Iterable[str]) -> None:
+    """Write ``pieces`` to ``path`` as they come, into a new file beside it that then
+    replaces it: a reader (a web server, a static-site build) never finds half an export,
+    and a full disk leaves the last one whole. A path that is not a regular file (a
+    pipe, ``/dev/stdout``) is written to directly."""
+    if path.exists() and not path.is_file():  # /dev/stdout names a pipe through links
+        with path.open("w", encoding="utf-8") as handle:
+            handle.writelines(pieces)
+        return
+    target = path.resolve() if path.is_symlink() else path
+    temporary = target.with_name(f".{target.name}.{secrets.token_hex(4)}.tmp")
+    # Created as open() would create the file (0666 less the umask), not 0600.
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.writelines(pieces)
+        if target.exists():
+            os.chmod(temporary, target.stat().st_mode & 0o7777)
+        os.replace(temporary, target)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
 
 
 @click.command(short_help="Recompute the duplicate markers.")

@@ -22,8 +22,9 @@ import dataclasses
 import datetime as dt
 import json
 import re
+import textwrap
 import xml.etree.ElementTree as ET
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from typing import Literal
 
 from signal_feeds import __version__
@@ -58,6 +59,7 @@ __all__ = [
     "entry_history",
     "entry_urn",
     "export_entries",
+    "iter_export",
     "list_entries",
     "lookup",
     "resolve_key",
@@ -284,22 +286,31 @@ def _believed(view: EntryView, stamp: str, written: str) -> str:
     return min(stamp if stamp <= view.last_seen_at else view.first_seen_at, written)
 
 
-def _atom(views: Iterable[EntryView], *, title: str, feed_id: str,
-          now: dt.datetime, source_titles: Mapping[str, str]) -> str:
-    feed = ET.Element("feed", {"xmlns": ATOM_NS})
-    _sub(feed, "id", feed_id)
-    _sub(feed, "title", title)
-    entries = list(views)
-    stamps = [v.updated or v.published or v.first_seen_at for v in entries]
+def _element_text(element: ET.Element, level: int) -> str:
+    """One element, indented as at ``level`` of the whole document, on lines of its own."""
+    ET.indent(element, level=level)
+    return "  " * level + ET.tostring(element, encoding="unicode") + "\n"
+
+
+def _atom(views: list[EntryView], *, title: str, feed_id: str,
+          now: dt.datetime, source_titles: Mapping[str, str]) -> Iterator[str]:
+    """The Atom document in pieces: the feed's head, then one piece per entry, so that
+    a large export is written as it is made, never held whole."""
+    stamps = [v.updated or v.published or v.first_seen_at for v in views]
     written = format_time(now)
-    _sub(feed, "updated", max(_believed(v, s, written) for v, s in zip(entries, stamps,
+    head = ET.Element("feed")
+    _sub(head, "id", feed_id)
+    _sub(head, "title", title)
+    _sub(head, "updated", max(_believed(v, s, written) for v, s in zip(views, stamps,
                                                                        strict=True))
          if stamps else written)
-    _sub(_sub(feed, "author"), "name", title)
-    _sub(feed, "generator", "Signal", version=__version__,
+    _sub(_sub(head, "author"), "name", title)
+    _sub(head, "generator", "Signal", version=__version__,
          uri="https://github.com/signal-feeds/signal")
-    for view, stamp in zip(entries, stamps, strict=True):
-        entry = _sub(feed, "entry")
+    yield f'<?xml version="1.0" encoding="utf-8"?>\n<feed xmlns="{ATOM_NS}">\n'
+    yield "".join(_element_text(child, 1) for child in head)
+    for view, stamp in zip(views, stamps, strict=True):
+        entry = ET.Element("entry")
         _sub(entry, "id", entry_urn(view.key))
         _sub(entry, "title", view.title, type="text")
         _sub(entry, "updated", stamp)
@@ -320,9 +331,26 @@ def _atom(views: Iterable[EntryView], *, title: str, feed_id: str,
         # atom:source may omit its title: better none than the id posing as one.
         if source_titles.get(view.source_id):
             _sub(source, "title", source_titles[view.source_id], type="text")
-    ET.indent(feed)
-    return ('<?xml version="1.0" encoding="utf-8"?>\n'
-            + ET.tostring(feed, encoding="unicode") + "\n")
+        yield _element_text(entry, 1)
+    yield "</feed>\n"
+
+
+def _json(views: list[EntryView], *, now: dt.datetime,
+          include_duplicates: bool) -> Iterator[str]:
+    """The JSON document in pieces, one per entry (the text ``json.dumps(indent=2)``
+    gives the whole document)."""
+    head = json.dumps({"generator": f"signal-feeds {__version__}",
+                       "exported_at": format_time(now), "collapsed": not include_duplicates,
+                       "channels": list(CHANNELS)}, ensure_ascii=False, indent=2)
+    if not views:
+        yield head[:-2] + ',\n  "entries": []\n}\n'
+        return
+    yield head[:-2] + ',\n  "entries": [\n'
+    for i, view in enumerate(views):
+        # A JSON text holds no raw line break inside a string: each line is indented.
+        text = json.dumps(view.to_dict(), ensure_ascii=False, indent=2)
+        yield ("" if i == 0 else ",\n") + textwrap.indent(text, "    ")
+    yield "\n  ]\n}\n"
 
 
 def export_entries(
@@ -345,6 +373,29 @@ def export_entries(
     config's ``title``), else the feed's own title as last fetched, else left untitled:
     never the source id.
     """
+    return "".join(iter_export(store, format=format, source_id=source_id, since=since,
+                               limit=limit, include_duplicates=include_duplicates,
+                               title=title, feed_id=feed_id, now=now,
+                               source_titles=source_titles))
+
+
+def iter_export(
+    store: FeedStore,
+    *,
+    format: ExportFormat = "json",
+    source_id: str | None = None,
+    since: str | dt.date | dt.datetime | None = None,
+    limit: int | None = None,
+    include_duplicates: bool = False,
+    title: str = DEFAULT_EXPORT_TITLE,
+    feed_id: str = DEFAULT_EXPORT_ID,
+    now: dt.datetime | None = None,
+    source_titles: Mapping[str, str] | None = None,
+) -> Iterator[str]:
+    """:func:`export_entries` in pieces (the document's head, then one piece per entry),
+    to be written as they come: the whole text of a large export is never held."""
+    if format not in ("atom", "json"):
+        raise ValueError(f"unknown export format {format!r}")
     views = list_entries(store, source_id=source_id, since=since, limit=limit,
                          include_duplicates=include_duplicates)
     moment = now or utcnow()
@@ -352,9 +403,4 @@ def export_entries(
         titles = {s.source_id: s.feed_title for s in store.source_states() if s.feed_title}
         titles.update({k: v for k, v in (source_titles or {}).items() if v})
         return _atom(views, title=title, feed_id=feed_id, now=moment, source_titles=titles)
-    if format != "json":
-        raise ValueError(f"unknown export format {format!r}")
-    return json.dumps({"generator": f"signal-feeds {__version__}",
-                       "exported_at": format_time(moment), "collapsed": not include_duplicates,
-                       "channels": list(CHANNELS), "entries": [v.to_dict() for v in views]},
-                      ensure_ascii=False, indent=2) + "\n"
+    return _json(views, now=moment, include_duplicates=include_duplicates)
