@@ -354,6 +354,16 @@ def test_counts_and_store_failures_complete_the_report() -> None:
     ("not_due with a short interval", replace(STORED, next_due_at=at(10)),
      {"min_interval": 60.0}, "not_due", {"next_due": at(10)}),
     ("not_due, forced: go", replace(STORED, next_due_at=at(600)), {"force": True}, None, {}),
+    # min_interval raised from an hour to six since the last poll was scheduled: the
+    # next cron run after the hour polled it anyway, an hour after the last request.
+    ("min_interval raised since the last poll: not_due until it has passed",
+     replace(STORED, last_fetch_at=at(-HOUR), next_due_at=at(-1)),
+     {"min_interval": 6 * HOUR}, "not_due", {"next_due": at(5 * HOUR)}),
+    ("min_interval raised, forced: go",
+     replace(STORED, last_fetch_at=at(-HOUR), next_due_at=at(-1)),
+     {"min_interval": 6 * HOUR, "force": True}, None, {}),
+    ("reset (no next poll stored): go, however recent the last poll",
+     replace(STORED, last_fetch_at=at(-60), next_due_at=None), {}, None, {}),
     ("gone", replace(STORED, gone=True, http_status=410), {"force": True}, "gone",
      {"http_status": 410}),
     ("retry_later pending", replace(STORED, retry_after=at(60), next_due_at=at(60)), {},

@@ -497,3 +497,37 @@ def test_a_304_without_cache_control_keeps_the_max_age_its_200_gave(
     with open_store(database) as store:
         assert store.source_state("cc", server.url("/cc.xml")).cache_headers == (
             ("cache-control", "max-age=10800"),)
+
+
+def test_a_raised_min_interval_holds_from_the_next_run(server: ScenarioServer,
+                                                       database: Path | str) -> None:
+    # A host asked for fewer requests, and min_interval went from an hour to six. The
+    # next poll had been scheduled under the old hour: a cron job every five minutes
+    # polled it again an hour after the last request, and only then every six.
+    server.put("/asked.xml", feed_body(server))
+    url = server.url("/asked.xml")
+    clock = Clock()
+    polled: list[float] = []
+
+    def cron(hours: float, min_interval: float) -> None:
+        config = make_config(database, {"asked": url}, min_interval=min_interval)
+        end = clock.now + dt.timedelta(hours=hours)
+        while clock.now < end:
+            rep = run_fetch(config, clock=clock).get("asked")
+            if rep.status != "not_due":
+                polled.append((clock.now - Clock().now).total_seconds() / 3600)
+            clock.advance(300)
+
+    cron(2.5, 3600.0)  # polled at 0, 1 and 2 hours
+    with open_store(database) as store:
+        assert store.source_state("asked", url).next_due_at == Clock().now + dt.timedelta(
+            hours=3)
+    # `signal sources` says when the next run will poll it, under the new setting.
+    from signal_feeds.run.source_status import source_table
+
+    raised = make_config(database, {"asked": url}, min_interval=6 * 3600.0)
+    (row,) = source_table(raised)
+    assert row["next_due_at"] == "2026-12-02T20:00:00.000000Z"
+    cron(9.5, 6 * 3600.0)  # the last request was at 2 h: next at 8 h, then 14 h
+    assert polled == [0, 1, 2, 8]
+    assert len(server.requests_for("/asked.xml")) == 4

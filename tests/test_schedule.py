@@ -14,6 +14,7 @@ from signal_feeds.decide.schedule import (
     freshness_lifetime,
     next_poll,
     parse_retry_after,
+    scheduled_due,
 )
 
 NOW = dt.datetime(2026, 12, 2, 12, 0, tzinfo=dt.UTC)
@@ -160,3 +161,19 @@ def test_the_wait_counts_from_when_the_request_went_out() -> None:
     assert check_due(now=next_run, gone=False, next_due_at=sent + dt.timedelta(hours=1),
                      retry_after=None, force=False, slack=due_slack(HOUR)).status == "due"
     assert due_slack(HOUR) == 60 and due_slack(60) == 3
+
+
+@pytest.mark.parametrize(("name", "next_due_at", "last_fetch_at", "min_interval", "due"), [
+    ("never polled", None, None, HOUR, None),
+    ("reset: no stored time, due whatever the last poll", None, at(-60), HOUR, None),
+    ("as stored", at(60), at(60 - HOUR), HOUR, at(60)),
+    ("stretched by max-age: as stored", at(HOUR), at(-HOUR), HOUR, at(HOUR)),
+    # Stored under an hour's min_interval, since raised to six hours.
+    ("min_interval raised since", at(60), at(60 - HOUR), 6 * HOUR, at(60 + 5 * HOUR)),
+    ("min_interval lowered since: as stored", at(60), at(60 - 6 * HOUR), HOUR, at(60)),
+], ids=lambda v: v if isinstance(v, str) and " " in v else "")
+def test_scheduled_due(name: str, next_due_at: dt.datetime | None,
+                       last_fetch_at: dt.datetime | None, min_interval: float,
+                       due: dt.datetime | None) -> None:
+    assert scheduled_due(next_due_at=next_due_at, last_fetch_at=last_fetch_at,
+                         min_interval=min_interval) == due

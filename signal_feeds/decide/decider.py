@@ -33,6 +33,7 @@ from signal_feeds.decide.schedule import (
     due_slack,
     next_poll,
     parse_retry_after,
+    scheduled_due,
 )
 from signal_feeds.errors import shown
 from signal_feeds.records import ApplyCounts, FetchRecord, SourceState
@@ -166,7 +167,10 @@ class Decider:
                 source=sid, status="expired",
                 error=f"review date {review_by} has passed{who}; renew the approval to "
                       "fetch it again"))
-        due = check_due(now=self.now, gone=state.gone, next_due_at=state.next_due_at,
+        next_due = scheduled_due(next_due_at=state.next_due_at,
+                                 last_fetch_at=state.last_fetch_at,
+                                 min_interval=self.min_interval)
+        due = check_due(now=self.now, gone=state.gone, next_due_at=next_due,
                         retry_after=state.retry_after, force=self.force,
                         slack=due_slack(self.min_interval))
         if due.status == "gone":

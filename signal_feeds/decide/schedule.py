@@ -26,6 +26,7 @@ __all__ = [
     "next_poll",
     "parse_http_date",
     "parse_retry_after",
+    "scheduled_due",
 ]
 
 #: The longest wait between two tries of a failing source.
@@ -181,6 +182,18 @@ def next_poll(
         wait = max(wait, float(ttl_seconds))
     wait = min(wait, max(max_interval, min_interval))
     return PollDecision(next_due_at=anchor + dt.timedelta(seconds=wait))
+
+
+def scheduled_due(*, next_due_at: dt.datetime | None, last_fetch_at: dt.datetime | None,
+                  min_interval: float) -> dt.datetime | None:
+    """When a source is next due under today's ``min_interval``: the stored next poll,
+    but never sooner than ``min_interval`` after the last request went out. The stored
+    time was worked out under the settings of its day; a ``min_interval`` raised since
+    (a host asked for fewer requests) held only from the poll after next. A source with
+    no stored time (never polled, or reset) stays due at once."""
+    if next_due_at is None or last_fetch_at is None:
+        return next_due_at
+    return max(next_due_at, last_fetch_at + dt.timedelta(seconds=min_interval))
 
 
 DueStatus = Literal["due", "gone", "retry_later", "not_due"]

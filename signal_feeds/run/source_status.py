@@ -7,6 +7,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from signal_feeds.config.source_list import Config
+from signal_feeds.decide.schedule import scheduled_due
 from signal_feeds.dsn import as_database
 from signal_feeds.errors import ConfigError
 from signal_feeds.records import SourceState
@@ -43,16 +44,23 @@ def source_table(config: Config | None, *,
     rows: list[dict[str, Any]] = []
     with open_store(db, busy_timeout=config.settings.busy_timeout if config else None) as store:
         leases = store.leases()
+        # With the config, the next due time is the one a run would go by (a
+        # min_interval raised since the stored one was worked out holds already).
+        listed: list[tuple[SourceState, str, float | None]]
         if config is None:
-            listed = [(st, "") for st in store.source_states()]
+            listed = [(st, "", None) for st in store.source_states()]
         else:
             listed = [(store.source_state(src.id, src.url),
-                       f"expired (review by {src.review_by})" if src.is_expired(today) else "")
+                       f"expired (review by {src.review_by})" if src.is_expired(today) else "",
+                       config.effective(src).min_interval)
                       for src in config.sources]
         # A host's pause (a 429 or 503 with Retry-After to one of its sources) holds its
         # other sources too: said here, or they would look due and never be asked.
-        pauses = HostPauses.from_states([st for st, _ in listed], now)
-        for st, expired in listed:
+        pauses = HostPauses.from_states([st for st, _, _ in listed], now)
+        for st, expired, min_interval in listed:
+            due = st.next_due_at if min_interval is None else scheduled_due(
+                next_due_at=st.next_due_at, last_fetch_at=st.last_fetch_at,
+                min_interval=min_interval)
             host = urlsplit(st.request_url).hostname or ""
             paused = pauses.pause(host, now)
             if paused is not None and paused.source_id == st.source_id:
@@ -65,7 +73,7 @@ def source_table(config: Config | None, *,
                 "id": st.source_id, "url": st.url, "status": st.status,
                 "http_status": st.http_status,
                 "last_fetch_at": format_time(st.last_fetch_at) if st.last_fetch_at else None,
-                "next_due_at": format_time(st.next_due_at) if st.next_due_at else None,
+                "next_due_at": format_time(due) if due else None,
                 "retry_after": format_time(st.retry_after) if st.retry_after else None,
                 "error_count": st.error_count, "moved_to": st.moved_to or None,
                 "gone": st.gone, "expired": bool(expired), "note": note,
