@@ -531,3 +531,16 @@ def test_a_raised_min_interval_holds_from_the_next_run(server: ScenarioServer,
     cron(9.5, 6 * 3600.0)  # the last request was at 2 h: next at 8 h, then 14 h
     assert polled == [0, 1, 2, 8]
     assert len(server.requests_for("/asked.xml")) == 4
+
+
+def test_sources_says_its_times_are_utc(server: ScenarioServer, tmp_path: Path) -> None:
+    # The table cut the "Z" off its UTC times: in New York, "next due 13:00:07" read as
+    # local time was five hours off.
+    config = write_config(tmp_path, {"demo-rss": server.url("/feeds/demo-rss.xml")})
+    runner = CliRunner()
+    runner.invoke(cli, ["fetch", "--config", str(config)])
+    (row,) = json.loads(runner.invoke(cli, ["sources", "--config", str(config),
+                                            "--json"]).output)["sources"]
+    line = runner.invoke(cli, ["sources", "--config", str(config)]).output.splitlines()[1]
+    for column in ("last_fetch_at", "next_due_at"):
+        assert row[column][:19] + "Z" in line.split(), (column, line)

@@ -268,9 +268,13 @@ def sources(ctx: click.Context, config_path: str | None, db_path: str | None,
         return
     headers = ["id", "status", "last fetch", "http", "next due", "errors", "leased by",
                "since", "note"]
-    table = [[str(r["id"]), str(r["status"]), (r["last_fetch_at"] or "-")[:19],
-              str(r["http_status"] or "-"), (r["next_due_at"] or "-")[:19],
-              str(r["error_count"]), r["leased_by"] or "-", (r["leased_at"] or "-")[:19],
+    # To the second, and still saying UTC: without its "Z", a time read as local.
+    def when(text: str | None) -> str:
+        return text[:19] + "Z" if text else "-"
+
+    table = [[str(r["id"]), str(r["status"]), when(r["last_fetch_at"]),
+              str(r["http_status"] or "-"), when(r["next_due_at"]),
+              str(r["error_count"]), r["leased_by"] or "-", when(r["leased_at"]),
               r["note"]] for r in rows]
     widths = [max(len(h), *(len(row[i]) for row in table)) if table else len(h)
               for i, h in enumerate(headers)]

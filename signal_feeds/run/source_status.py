@@ -67,7 +67,7 @@ def source_table(config: Config | None, *,
                 paused = None  # the told source: its own Retry-After says it
             note = expired or (
                 f"waiting: {host} answered {paused.status} to {paused.source_id} with "
-                f"Retry-After until {format_time(paused.until)[:19]}" if paused
+                f"Retry-After until {format_time(paused.until)[:19]}Z" if paused
                 else _state_note(st))
             rows.append({
                 "id": st.source_id, "url": st.url, "status": st.status,
