@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import json
+import re
 import resource
 import sqlite3
 import subprocess
@@ -218,6 +219,8 @@ def test_history_lists_every_version_with_when_it_was_seen(fetch: Fetch,
         ("The big story of the week (corrected)", False)]
     text = invoke("history", key[:10], "--db", str(database)).output.splitlines()
     assert text[1].endswith("(current)") and not text[2].endswith("(current)")
+    # When each version was seen says UTC, as the dates beside it do (it read as local).
+    assert re.match(r"  \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ \.\. \S+Z  ", text[1]), text[1]
 
 
 def test_lookup_of_a_duplicates_link_answers_the_canonical_entry(

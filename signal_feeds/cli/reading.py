@@ -231,7 +231,8 @@ def history(key: str, config_path: str | None, db_path: str | None, as_json: boo
     for i, v in enumerate(found.versions):
         # After a return to an earlier version, the current one is not the last line.
         now = "  (current)" if i == found.current and len(found.versions) > 1 else ""
-        say(f"  {v.first_seen_at[:19]} .. {v.last_seen_at[:19]}  {v.fingerprint[:12]}  "
+        # To the second, still saying UTC (the "Z"), as published= and updated= do.
+        say(f"  {v.first_seen_at[:19]}Z .. {v.last_seen_at[:19]}Z  {v.fingerprint[:12]}  "
             f"{v.title}  {v.url}  published={v.published or '-'} "
             f"updated={v.updated or '-'}{now}")
 
