@@ -665,6 +665,32 @@ def test_a_split_cluster_leaves_no_stale_marker(fetch: Fetch, database: Path | s
         assert store.recompute_duplicates().total_changed == 0
 
 
+# A post and an aggregator's copy of it with two words added: 19 and 21 shingles, Jaccard
+# 19/21 (at or above 0.9, near-identical), but the longer text's three prefix tokens
+# share only one with the shorter's two.
+POST = ("New restore residents shares high profit approved needs analysts review unclear "
+        "analysts mayor river park storm were noise high after mayor.")
+
+
+@pytest.mark.parametrize("first", ["pub", "agg"])
+def test_near_identical_texts_match_whichever_is_fetched_first(
+        fetch: Fetch, database: Path | str, first: str) -> None:
+    # Whether two texts are compared must not depend on which of them asks: the copy
+    # fetched second looks the first one up, and signal dedupe looks rows up in key order.
+    copies = {"pub": rss({"guid": "p", "title": "", "link": "https://pub.example/p",
+                          "description": POST, "date": "Mon, 02 Mar 2026 10:00:00 GMT"}),
+              "agg": rss({"guid": "a", "title": "", "link": "https://agg.example/a",
+                          "description": POST + " Read more",
+                          "date": "Mon, 02 Mar 2026 12:00:00 GMT"})}
+    post, copy = digest(["pub", "p"]), digest(["agg", "a"])
+    assert jaccard(shingles("", POST), shingles("", POST + " Read more")) >= 0.9
+    for source in sorted(copies, key=lambda s: s != first):
+        fetch(source, copies[source])
+    assert markers(database) == {post: ("", "", "", ""), copy: ("", "", post, post)}
+    with open_store(database) as store:
+        assert store.recompute_duplicates().total_changed == 0
+
+
 def test_marking_on_write_always_equals_a_full_recompute(database: Path | str) -> None:
     # Random responses (new stories, copies, edits that join and split clusters) applied
     # through the store; after each one, recomputing everything must change nothing.

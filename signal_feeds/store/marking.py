@@ -6,13 +6,14 @@ writes (:class:`MarkingBackend`) and a cache of the rows a pass reads (:class:`R
 
 from __future__ import annotations
 
+import math
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 from signal_feeds.identity.matching import CHANNELS, MATCHERS, DedupeRow, clusters, markers_for
 
 __all__ = ["MAX_POSTINGS", "TOKEN_SHARE", "CommonKeys", "MarkingBackend", "RowCache",
-           "mark_clusters"]
+           "mark_clusters", "shares_tokens"]
 
 #: A match key shared by more other rows than this is too common to tell stories apart
 #: (a feed's home page as every item's link, "Weekly update", a boilerplate footer's
@@ -21,6 +22,19 @@ MAX_POSTINGS = 50
 #: Share of a row's prefix tokens (as stored in ``entries.text_tokens``) a candidate
 #: found by a posted token must have before its text is compared.
 TOKEN_SHARE = 0.5
+
+
+def shares_tokens(mine: Collection[int], theirs: Collection[int]) -> bool:
+    """Whether two rows' prefix tokens overlap enough for their texts to be compared:
+    :data:`TOKEN_SHARE` of the shorter prefix.
+
+    The same answer whichever row asks. Taking the share of the asking row's own prefix
+    let a text with two words more (an aggregator's "Read more": three prefix tokens to
+    two, one shared) miss the post it copies while the post found it, so whether the two
+    were marked depended on which was fetched first, and `signal dedupe` on their keys.
+    """
+    common = len(set(mine).intersection(theirs))
+    return common >= max(1, math.ceil(min(len(mine), len(theirs)) * TOKEN_SHARE))
 
 
 class CommonKeys:

@@ -10,7 +10,6 @@ parameter (``= ANY(%s)``), never one statement per key.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import replace
 from typing import Any
@@ -25,7 +24,7 @@ from signal_feeds.identity.matching import (
     shingles,
     unpack_tokens,
 )
-from signal_feeds.store.marking import MAX_POSTINGS, TOKEN_SHARE, CommonKeys, mark_clusters
+from signal_feeds.store.marking import MAX_POSTINGS, CommonKeys, mark_clusters, shares_tokens
 from signal_feeds.store.protocol import DedupeReport
 
 __all__ = ["mark_new_entries", "recompute", "refresh_match_keys"]
@@ -128,14 +127,12 @@ def _candidates(conn: Any, row: DedupeRow, common: CommonKeys) -> dict[str, list
         if len(hits.get(label, ())) > MAX_POSTINGS:
             common.add("text", token)
         seqs.update(int(s) for s in posted(label))
-    need = max(1, math.ceil(len(row.tokens) * TOKEN_SHARE))
-    mine = set(row.tokens)
     texts = []
     if seqs:
         for key, stored in conn.execute(
                 "SELECT id, text_tokens FROM entries WHERE seq = ANY(%s) ORDER BY seq",
                 (sorted(seqs),)):
-            if len(mine.intersection(unpack_tokens(bytes(stored) if stored else None))) >= need:
+            if shares_tokens(row.tokens, unpack_tokens(bytes(stored) if stored else None)):
                 texts.append(key)
     found = {"link": posted(_LINK), "title": posted(_TITLE), "text": texts}
     return {channel: list(dict.fromkeys(keys)) for channel, keys in found.items()}
@@ -202,10 +199,8 @@ def _all_candidates(conn: Any, rows: Sequence[DedupeRow],
             stored[int(seq)] = (key, frozenset(unpack_tokens(bytes(blob) if blob else None)))
     result: dict[str, dict[str, list[str]]] = {}
     for i, row in enumerate(rows):
-        need = max(1, math.ceil(len(row.tokens) * TOKEN_SHARE))
-        mine = set(row.tokens)
         texts = [stored[s][0] for s in sorted(wanted[i])
-                 if s in stored and len(mine.intersection(stored[s][1])) >= need]
+                 if s in stored and shares_tokens(row.tokens, stored[s][1])]
         found = {"link": posted(i, _LINK), "title": posted(i, _TITLE), "text": texts}
         result[row.key] = {channel: list(dict.fromkeys(keys))
                            for channel, keys in found.items()}

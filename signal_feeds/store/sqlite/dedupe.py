@@ -16,7 +16,6 @@ the same code, so both converge on the same markers.
 from __future__ import annotations
 
 import functools
-import math
 import sqlite3
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import replace
@@ -34,9 +33,9 @@ from signal_feeds.identity.matching import (
 )
 from signal_feeds.store.marking import (
     MAX_POSTINGS,
-    TOKEN_SHARE,
     CommonKeys,
     mark_clusters,
+    shares_tokens,
 )
 from signal_feeds.store.protocol import DedupeReport
 
@@ -171,15 +170,13 @@ def _candidates(conn: sqlite3.Connection, row: DedupeRow,
     # One chance common shingle is not worth comparing a row: two texts at or above the
     # threshold share most of their prefixes, which the rows carry. Checking that costs
     # the read of a row; comparing texts costs hashing its summary.
-    need = max(1, math.ceil(len(row.tokens) * TOKEN_SHARE))
-    mine = set(row.tokens)
     texts = []
     for chunk in _chunks(sorted(seqs)):
         # (A token row whose entry is gone names no key: it is left out here.)
         for key, stored in conn.execute(
                 f"SELECT id, text_tokens FROM entries WHERE seq IN "
                 f"({','.join('?' * len(chunk))}) ORDER BY seq", chunk):
-            if len(mine.intersection(unpack_tokens(stored))) >= need:
+            if shares_tokens(row.tokens, unpack_tokens(stored)):
                 texts.append(key)
     found = {"link": posted(_LINK), "title": posted(_TITLE), "text": texts}
     return {channel: list(dict.fromkeys(keys)) for channel, keys in found.items()}
