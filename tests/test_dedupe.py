@@ -759,6 +759,47 @@ def test_a_key_that_becomes_too_common_unlinks_what_it_linked(database: Path | s
         assert all(m == ("", "", "", "") for m in markers(database).values())
 
 
+def test_a_key_that_is_no_longer_too_common_links_again(database: Path | str) -> None:
+    # A feed gives its home page as every item's link, and so does an aggregator's copy
+    # of one item: MAX_POSTINGS + 3 rows share the link, too many to link any. The feed
+    # is fixed and two items get their own links: the MAX_POSTINGS + 1 rows left share
+    # it with at most MAX_POSTINGS others, and a full recompute links them: marking on
+    # write must too, in the same store (which remembered the link as too common).
+    import datetime as dt
+
+    from signal_feeds.identity.keys import EntryRow
+    from signal_feeds.store import FetchRecord, SourceState
+    from signal_feeds.store.marking import MAX_POSTINGS
+
+    home = "https://site.example/"
+    now = dt.datetime(2026, 3, 1, tzinfo=dt.UTC)
+
+    def row(source: str, guid: str, link: str) -> EntryRow:
+        return EntryRow(key=digest([source, guid]), source_id=source, remote_id=guid,
+                        url=link, title="", published="", updated="", author="",
+                        summary="", content="", fingerprint=link, content_fingerprint="")
+
+    def apply(store: Store, source: str, rows: list[EntryRow]) -> None:
+        nonlocal now
+        now += dt.timedelta(minutes=1)
+        store.apply_response(SourceState(source_id=source, url=f"https://{source}/"), rows,
+                             FetchRecord(source_id=source, started_at=now, url="u",
+                                         outcome="fetched"), now)
+
+    with open_store(database) as store:
+        apply(store, "feed", [row("feed", str(i), home) for i in range(MAX_POSTINGS + 2)])
+        apply(store, "agg", [row("agg", "a", home + "?utm_source=agg")])
+        assert not any(m[3] for m in markers(database).values())
+        apply(store, "feed", [row("feed", str(i), f"{home}p/{i}") if i < 2 else row(
+            "feed", str(i), home) for i in range(MAX_POSTINGS + 2)])
+        incremental = markers(database)
+        # Undated, first seen together: the smallest key of the feed's rows still sharing it.
+        canonical = min(digest(["feed", str(i)]) for i in range(2, MAX_POSTINGS + 2))
+        assert incremental[digest(["agg", "a"])][0] == canonical
+        assert store.recompute_duplicates().total_changed == 0
+    assert markers(database) == incremental
+
+
 def test_parser_workers_send_the_same_match_keys_the_store_computes() -> None:
     from dataclasses import replace
 

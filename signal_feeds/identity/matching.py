@@ -331,6 +331,9 @@ class DedupeRow:
     seq: int = 0
     #: The source's position in the config (:data:`UNLISTED_RANK` when not listed).
     rank: int = UNLISTED_RANK
+    #: The match URL (``link``) and title (``title``) the row had before this write and
+    #: has no more: the rows still sharing one may be few enough to link again.
+    left: Mapping[str, str] = field(default_factory=dict)
 
 
 def links_match(a: DedupeRow, b: DedupeRow) -> bool:

@@ -13,7 +13,7 @@ from typing import Any, Protocol
 from signal_feeds.identity.matching import CHANNELS, MATCHERS, DedupeRow, clusters, markers_for
 
 __all__ = ["MAX_POSTINGS", "TOKEN_SHARE", "CommonKeys", "MarkingBackend", "RowCache",
-           "mark_clusters", "shares_tokens"]
+           "mark_clusters", "released_rows", "shares_tokens"]
 
 #: A match key shared by more other rows than this is too common to tell stories apart
 #: (a feed's home page as every item's link, "Weekly update", a boilerplate footer's
@@ -58,6 +58,10 @@ class CommonKeys:
 
     def knows(self, channel: str, key: object) -> bool:
         return key in self.known[channel]
+
+    def forget(self, channel: str, key: object) -> None:
+        """``key`` is shared by few enough rows again (rows left it)."""
+        self.known[channel].discard(key)
 
     def add(self, channel: str, key: object) -> None:
         known = self.known[channel]
@@ -112,12 +116,40 @@ class MarkingBackend(Protocol):
         """Set ``column`` to each (marker, key)."""
         ...
 
+    def sharing(self, channel: str, value: str) -> list[str]:
+        """Rows whose ``channel`` match key is ``value``, at most ``MAX_POSTINGS + 2``."""
+        ...
+
+
+def released_rows(backend: MarkingBackend, rows: RowCache, keys: Sequence[str],
+                  common: CommonKeys) -> dict[str, list[str]]:
+    """Rows still sharing a link or title that one of the updated rows ``keys`` left,
+    by channel, where few enough rows share it now (``MAX_POSTINGS + 1`` or fewer) for
+    it to link them again; such a key is no longer known as too common.
+
+    Rows change their links and titles (a feed that gave its home page as every item's
+    link is fixed), so a key can fall back under the cap, and a full recompute links
+    the rows that still share it; their clusters are computed again here too.
+    """
+    found: dict[str, list[str]] = {channel: [] for channel in CHANNELS}
+    for key in keys:
+        if not rows.exists(key):
+            continue
+        for channel, value in rows.get(key).left.items():
+            sharing = backend.sharing(channel, value)
+            if len(sharing) <= MAX_POSTINGS + 1:
+                common.forget(channel, value)
+                found[channel] += sharing
+    return found
+
 
 def mark_clusters(backend: MarkingBackend, rows: RowCache, keys: Sequence[str], *,
                   created: Collection[str], everything: bool,
-                  common: CommonKeys) -> tuple[dict[str, int], set[str]]:
+                  common: CommonKeys, released: Mapping[str, Sequence[str]] | None = None
+                  ) -> tuple[dict[str, int], set[str]]:
     """Cluster the rows ``keys`` (and, unless ``everything``, the old clusters of the
-    ones not ``created`` now) in every channel and write the markers that changed.
+    ones not ``created`` now and the :func:`released_rows`, found here unless given) in
+    every channel and write the markers that changed.
 
     Returns the changed markers per channel and the keys of the rows changed.
     """
@@ -125,6 +157,8 @@ def mark_clusters(backend: MarkingBackend, rows: RowCache, keys: Sequence[str], 
     changed = dict.fromkeys(CHANNELS, 0)
     touched: set[str] = set()
     done: dict[str, set[str]] = {channel: set() for channel in CHANNELS}
+    if released is None and not everything:
+        released = released_rows(backend, rows, [k for k in keys if k not in created], common)
 
     def recluster(channel: str, seeds: Sequence[str]) -> None:
         column, match = CHANNELS[channel], MATCHERS[channel]
@@ -170,6 +204,7 @@ def mark_clusters(backend: MarkingBackend, rows: RowCache, keys: Sequence[str], 
             for key in keys:
                 if key not in created and rows.exists(key):
                     seeds.extend(backend.old_cluster(column, rows.get(key), channel))
+            seeds.extend((released or {}).get(channel, ()))
         seeds = list(dict.fromkeys(seeds))
         rows.load(seeds)
         recluster(channel, [k for k in seeds if k in rows.cache])

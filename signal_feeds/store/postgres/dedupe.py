@@ -24,7 +24,13 @@ from signal_feeds.identity.matching import (
     shingles,
     unpack_tokens,
 )
-from signal_feeds.store.marking import MAX_POSTINGS, CommonKeys, mark_clusters, shares_tokens
+from signal_feeds.store.marking import (
+    MAX_POSTINGS,
+    CommonKeys,
+    mark_clusters,
+    released_rows,
+    shares_tokens,
+)
 from signal_feeds.store.protocol import DedupeReport
 
 __all__ = ["mark_new_entries", "recompute", "refresh_match_keys"]
@@ -216,6 +222,9 @@ _STALE_SQL = {
 }
 
 
+_KEY_COLUMNS = {"link": "match_url", "title": "norm_title"}
+
+
 class _Backend:
     """:class:`~signal_feeds.store.marking.MarkingBackend` on one PostgreSQL connection;
     the rows just written have their lookups made in one go, before the pass."""
@@ -238,6 +247,11 @@ class _Backend:
     def stale_rows(self, channel: str, keys: Collection[Any]) -> list[str]:
         return sorted(r[0] for r in self.conn.execute(_STALE_SQL[channel], (sorted(keys),)))
 
+    def sharing(self, channel: str, value: str) -> list[str]:
+        column = _KEY_COLUMNS[channel]
+        return [r[0] for r in self.conn.execute(
+            f"SELECT id FROM entries WHERE {column} = %s LIMIT %s", (value, MAX_POSTINGS + 2))]
+
     def write_markers(self, column: str, updates: Sequence[tuple[str, str]]) -> None:
         with self.conn.cursor() as cur:
             cur.executemany(f"UPDATE entries SET {column} = %s WHERE id = %s", updates)
@@ -246,11 +260,14 @@ class _Backend:
 def _mark(conn: Any, rows: _Rows, keys: Sequence[str], *, created: Collection[str],
           everything: bool, common: CommonKeys | None = None) -> DedupeReport:
     known = CommonKeys() if common is None else common
-    found: dict[str, dict[str, list[str]]] = {}
-    if not everything:  # the rows just written: their lookups in one go
-        found = _all_candidates(conn, [rows.get(k) for k in keys], known)
-    changed, touched = mark_clusters(_Backend(conn, rows, known, found), rows, keys,
-                                     created=created, everything=everything, common=known)
+    backend = _Backend(conn, rows, known, {})
+    released = None
+    if not everything:  # the rows just written: their lookups in one go, after the keys
+        # they left are known again where rare (see marking.released_rows)
+        released = released_rows(backend, rows, [k for k in keys if k not in created], known)
+        backend.found.update(_all_candidates(conn, [rows.get(k) for k in keys], known))
+    changed, touched = mark_clusters(backend, rows, keys, created=created,
+                                     everything=everything, common=known, released=released)
     _derive_duplicate_of(conn, sorted(touched))
     duplicates = None
     if everything:

@@ -13,7 +13,7 @@ import datetime as dt
 import json
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from signal_feeds.identity.keys import EntryRow, Outcome, classify_change
@@ -52,6 +52,8 @@ class _Stored:
     tokens: bytes | None
     seq: int
     url: str = ""
+    #: The stored match keys (``link``: match URL, ``title``: normalized title).
+    keys: dict[str, str] = field(default_factory=dict)
 
 
 _ENTRY_COLUMNS = (("id", "text"), ("source_id", "text"), ("remote_id", "text"),
@@ -122,14 +124,24 @@ def _columns(rows: Sequence[Sequence[Any]], width: int) -> list[list[Any]]:
     return [[row[i] for row in rows] for i in range(width)]
 
 
+def _left(before: _Stored | None, keys: MatchKeys) -> dict[str, str]:
+    """The link and title keys an updated row no longer has (see DedupeRow.left)."""
+    if before is None:
+        return {}
+    now = {"link": keys.match_url, "title": keys.norm_title}
+    return {channel: old for channel, old in before.keys.items() if old and old != now[channel]}
+
+
 def _stored(conn: Any, keys: Sequence[str]) -> dict[str, _Stored]:
     found: dict[str, _Stored] = {}
     for r in conn.execute(
             "SELECT id, fingerprint, content_fingerprint, first_seen_at, dup_link, url, "
-            "dup_title, dup_text, text_tokens, seq FROM entries WHERE id = ANY(%s)",
+            "dup_title, dup_text, text_tokens, seq, match_url, norm_title "
+            "FROM entries WHERE id = ANY(%s)",
             (list(keys),)):
         found[r[0]] = _Stored((r[1], r[2]), r[3], {"link": r[4], "title": r[6], "text": r[7]},
-                              bytes(r[8]) if r[8] is not None else None, int(r[9]), r[5] or "")
+                              bytes(r[8]) if r[8] is not None else None, int(r[9]), r[5] or "",
+                              {"link": r[10] or "", "title": r[11] or ""})
     return found
 
 
@@ -200,7 +212,8 @@ def _write_entries(conn: Any, rows: Sequence[EntryRow], stamp: str, seen: str,
             key=row.key, seq=seq, source_id=row.source_id, first_seen_at=first_seen,
             moment=row.published or row.updated or first_seen, rank=rank,
             match_url=keys.match_url, norm_title=keys.norm_title, shingles=keys.shingles,
-            markers=before.markers if before else {}, tokens=keys.tokens))
+            markers=before.markers if before else {}, tokens=keys.tokens,
+            left=_left(before, keys)))
     version_ids: dict[tuple[int, str, str], int] = {}
     if upserts:
         conn.execute(_UPSERT_ENTRIES, _columns(upserts, len(_ENTRY_COLUMNS)))

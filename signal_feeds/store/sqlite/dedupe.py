@@ -193,6 +193,9 @@ _STALE_SQL = {
 }
 
 
+_KEY_COLUMNS = {"link": "match_url", "title": "norm_title"}
+
+
 class _Backend:
     """:class:`~signal_feeds.store.marking.MarkingBackend` on one SQLite connection."""
 
@@ -214,6 +217,11 @@ class _Backend:
 
     def write_markers(self, column: str, updates: Sequence[tuple[str, str]]) -> None:
         self.conn.executemany(f"UPDATE entries SET {column} = ? WHERE id = ?", updates)
+
+    def sharing(self, channel: str, value: str) -> list[str]:
+        column = _KEY_COLUMNS[channel]
+        return [r[0] for r in self.conn.execute(
+            f"SELECT id FROM entries WHERE {column} = ? LIMIT ?", (value, MAX_POSTINGS + 2))]
 
 
 def _mark(conn: sqlite3.Connection, rows: _Rows, keys: Sequence[str], *,

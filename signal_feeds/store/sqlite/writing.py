@@ -14,7 +14,7 @@ import json
 import logging
 import sqlite3
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from signal_feeds.identity.keys import EntryRow, Outcome, classify_change
@@ -53,6 +53,8 @@ class _Stored:
     tokens: bytes | None
     seq: int | None
     url: str = ""
+    #: The stored match keys (``link``: match URL, ``title``: normalized title).
+    keys: dict[str, str] = field(default_factory=dict)
 
 
 _ENTRY_COLUMNS = ("id", "source_id", "remote_id", "url", "title", "published", "updated",
@@ -142,6 +144,14 @@ def _mark_duplicates(conn: sqlite3.Connection, counts: ApplyCounts,
     conn.execute("RELEASE signal_dedupe")
     return changed
 
+def _left(before: _Stored | None, keys: MatchKeys) -> dict[str, str]:
+    """The link and title keys an updated row no longer has (see DedupeRow.left)."""
+    if before is None:
+        return {}
+    now = {"link": keys.match_url, "title": keys.norm_title}
+    return {channel: old for channel, old in before.keys.items() if old and old != now[channel]}
+
+
 def _stored(conn: sqlite3.Connection, keys: Sequence[str]) -> dict[str, _Stored]:
     found: dict[str, _Stored] = {}
     for start in range(0, len(keys), _KEY_CHUNK):
@@ -149,11 +159,13 @@ def _stored(conn: sqlite3.Connection, keys: Sequence[str]) -> dict[str, _Stored]
         marks = ",".join("?" * len(chunk))
         for r in conn.execute(
             "SELECT id, fingerprint, content_fingerprint, first_seen_at, dup_link, url, "
-            f"dup_title, dup_text, text_tokens, seq FROM entries WHERE id IN ({marks})",
+            f"dup_title, dup_text, text_tokens, seq, match_url, norm_title "
+            f"FROM entries WHERE id IN ({marks})",
             chunk,
         ):
             found[r[0]] = _Stored((r[1], r[2]), r[3], {"link": r[4], "title": r[6],
-                                                        "text": r[7]}, r[8], r[9], r[5] or "")
+                                                        "text": r[7]}, r[8], r[9], r[5] or "",
+                                    {"link": r[10] or "", "title": r[11] or ""})
     return found
 
 def _write_entries(conn: sqlite3.Connection, rows: Sequence[EntryRow], stamp: str,
@@ -229,7 +241,8 @@ def _write_entries(conn: sqlite3.Connection, rows: Sequence[EntryRow], stamp: st
             key=row.key, seq=seq, source_id=row.source_id, first_seen_at=first_seen,
             moment=row.published or row.updated or first_seen, rank=rank,
             match_url=keys.match_url, norm_title=keys.norm_title, shingles=keys.shingles,
-            markers=before.markers if before else {}, tokens=keys.tokens))
+            markers=before.markers if before else {}, tokens=keys.tokens,
+            left=_left(before, keys)))
     conn.executemany(_UPSERT_ENTRY, upserts)
     conn.executemany(_UPSERT_VERSION, versions)
     conn.executemany(_TOUCH_ENTRY, touches)
