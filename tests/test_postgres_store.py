@@ -593,7 +593,8 @@ def test_fts5_queries_translate_to_tsquery(query: str, tsquery: str | None) -> N
 def test_a_snippet_shows_a_hit_whose_word_folds_into_several() -> None:
     # Decomposed, a kana's voicing mark is a character of its own (で is て and U+3099),
     # so です is indexed as て and す; the hit was found but had no snippet.
-    from signal_feeds.store.postgres.search import snippet, to_tsquery
+    from signal_feeds.store.postgres.search import to_tsquery
+    from signal_feeds.store.postgres.snippets import snippet
 
     terms = to_tsquery("駅前のカフェです").terms
     assert snippet(["東京", "駅前のカフェです。Coffee"], terms) == "[駅前のカフェです]。Coffee"

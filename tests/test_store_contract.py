@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from contextlib import closing
 from pathlib import Path
 from typing import Any
+from xml.sax.saxutils import escape
 
 import pytest
 from _hostile import write_config
@@ -348,3 +349,59 @@ def test_commands_give_up_on_a_locked_database_with_one_line(
     assert str(db) in lines[0] and "locked" in lines[0], lines
     # Not a speed claim: the checks' own waits added ten seconds; start-up takes one.
     assert took < 1 + 7, took
+
+
+# -- the same hits, shown alike, on both backends ------------------------------------------
+
+def _store_items(database: Path | str, items: list[tuple[str, str]],
+                 source_id: str = "demo") -> list[str]:
+    """Store one response of RSS items (title, description); their keys, in order."""
+    body = "".join(f"<item><guid>{n}</guid><title>{escape(title)}</title>"
+                   f"<link>https://example.org/{n}</link>"
+                   f"<description>{escape(text)}</description></item>"
+                   for n, (title, text) in enumerate(items))
+    feed = (f"<?xml version='1.0' encoding='utf-8'?><rss version='2.0'><channel><title>t"
+            f"</title><link>https://example.org/</link>{body}</channel></rss>").encode()
+    rows = identify(source_id, parse_feed(feed).entries).rows
+    state = SourceState(source_id=source_id, url=f"https://example.org/{source_id}")
+    with open_store(database) as store:
+        store.apply_response(state, rows, FetchRecord(source_id=source_id, started_at=NOW,
+                                                      url=state.url, outcome="fetched"), NOW)
+    return [row.key for row in rows]
+
+
+def _snippets(database: Path | str, query: str) -> dict[str, str]:
+    with open_store(database) as store:
+        return {hit.entry.key: hit.snippet for hit in store.search(query)}
+
+
+def test_a_snippet_shows_the_words_fts5_shows(database: Path | str) -> None:
+    # PostgreSQL cut its own window, from the first words with the most matches: past
+    # the first words of a summary it showed other words than SQLite's snippet() for
+    # one hit in two.
+    story = " ".join(f"Paragraph {n}: the harvest market grew crowded while late buses "
+                     "brought every family to the festival fair." for n in range(3))
+    filler = "while the late buses brought every family from the hills to the valley for the day"
+    spread = f"{filler} harvest. {filler} harvest again."
+    keys = _store_items(database, [("Notes from the valley", story),
+                                   ("Harvest notes", spread)])
+    assert _snippets(database, "harvest") == {
+        # The window starts where the match's sentence does ("0: the"), as in FTS5.
+        keys[0]: "…the [harvest] market grew crowded while late buses brought every "
+                 "family to the festival fair. Paragraph…",
+        # One match in the title wins over two in the summary that no window holds
+        # together (PostgreSQL counted the matches of each field: two won).
+        keys[1]: "[Harvest] notes",
+    }
+    assert _snippets(database, "bus* fair") == {
+        keys[0]: "…the harvest market grew crowded while late [buses] brought every "
+                 "family to the festival [fair]. Paragraph…"}
+
+
+def test_a_snippet_quotes_the_text_as_stored(database: Path | str) -> None:
+    # PostgreSQL showed decomposed text (e and U+0301, as some tools write "é") composed:
+    # the snippet was not a piece of the stored title any more.
+    title = "Un e\u0301te\u0301 au marche\u0301"
+    (key,) = _store_items(database, [(title, "")])
+    assert _snippets(database, "ete") == {key: "Un [e\u0301te\u0301] au marche\u0301"}
+    assert _snippets(database, "marche") == {key: "Un e\u0301te\u0301 au [marche\u0301]"}

@@ -17,7 +17,8 @@ from signal_feeds.records import (
 )
 from signal_feeds.store.fulltext import searchable_text
 from signal_feeds.store.postgres.schema import ENTRY_ORDER_EXPR
-from signal_feeds.store.postgres.search import RANK_WEIGHTS, snippet, to_tsquery
+from signal_feeds.store.postgres.search import RANK_WEIGHTS, to_tsquery
+from signal_feeds.store.postgres.snippets import snippet
 from signal_feeds.store.protocol import TABLES, DuplicateLink, Table
 from signal_feeds.store.views import VIEW_FIELDS, EntryView, SearchHit
 

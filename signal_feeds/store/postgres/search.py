@@ -19,24 +19,20 @@ a superset of FTS5's hits), ``^word`` (here: the word anywhere, since a vector k
 column starts) and column filters ``title:``, ``{title summary}:``, ``-title:``;
 a word with punctuation in it (``covid-19``) is a phrase, as on SQLite (see
 :func:`signal_feeds.store.fulltext.quote_punctuated_words`).
-Snippets are cut from the stored text in Python, as FTS5's ``snippet()`` shows them.
+Snippets are cut from the stored text in Python, where FTS5's ``snippet()`` cuts them
+(see :mod:`signal_feeds.store.postgres.snippets`).
 """
 
 from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import NoReturn
 
 from signal_feeds.errors import QueryError
 from signal_feeds.store.fulltext import (
     END_OF_QUERY,
-    SNIPPET_CLOSE,
-    SNIPPET_ELLIPSIS,
-    SNIPPET_OPEN,
-    SNIPPET_TOKENS,
     SearchText,
     check_query_text,
     column_hint,
@@ -45,8 +41,8 @@ from signal_feeds.store.fulltext import (
     visible_query,
 )
 
-__all__ = ["COLUMNS", "RANK_WEIGHTS", "TITLE_WEIGHT", "Query", "search_vector", "snippet",
-           "to_tsquery", "words"]
+__all__ = ["COLUMNS", "RANK_WEIGHTS", "TITLE_WEIGHT", "Query", "search_vector", "to_tsquery",
+           "words"]
 
 #: ts_rank weight of the title relative to summary and content (as SQLite's bm25 weights).
 TITLE_WEIGHT = 4.0
@@ -366,52 +362,3 @@ def to_tsquery(text: str) -> Query:
     parser = _Parser(text)
     tsquery = parser.parse()
     return Query(tsquery=tsquery, terms=tuple(dict.fromkeys(parser.terms)))
-
-
-# -- snippets --------------------------------------------------------------------------
-
-def _matches(word: str, terms: Sequence[str], weight: str) -> bool:
-    """True when ``word``, in the column of ``weight``, is one of ``terms``."""
-    for term in terms:
-        term, restricted, weights = term.partition(":")
-        if restricted and weight not in weights:
-            continue
-        if word.startswith(term[:-1]) if term.endswith("*") else word == term:
-            return True
-    return False
-
-
-def snippet(fields: Iterable[str], terms: Sequence[str]) -> str:
-    """Up to SNIPPET_TOKENS words of the field with the most matched terms, every match
-    between SNIPPET_OPEN and SNIPPET_CLOSE, SNIPPET_ELLIPSIS where the text is cut.
-    ``fields`` come in the order of :data:`COLUMNS` (title, summary, content)."""
-    best: tuple[int, str, list[re.Match[str]], list[bool]] | None = None
-    for weight, text in zip(COLUMNS.values(), fields, strict=False):
-        text = unicodedata.normalize("NFC", text)
-        spans = list(_WORD.finditer(text))
-        # A word as shown may fold into several indexed ones: a kana's voicing mark is
-        # a separate character once decomposed (で is て and U+3099), so です was
-        # indexed as て and す and its hit had no snippet.
-        hit = [any(_matches(part, terms, weight) for part in _WORD.findall(_fold(m.group())))
-               for m in spans]
-        score = sum(hit)
-        if score and (best is None or score > best[0]):
-            best = (score, text, spans, hit)
-    if best is None:
-        return ""
-    _score, text, spans, hit = best
-    size = min(SNIPPET_TOKENS, len(spans))
-    start = max(range(len(spans) - size + 1), key=lambda s: (sum(hit[s:s + size]), -s))
-    end = start + size
-    out = [] if start == 0 else [SNIPPET_ELLIPSIS]
-    cursor = 0 if start == 0 else spans[start].start()
-    for i in range(start, end):
-        m = spans[i]
-        out.append(text[cursor:m.start()])
-        out.append(f"{SNIPPET_OPEN}{m.group()}{SNIPPET_CLOSE}" if hit[i] else m.group())
-        cursor = m.end()
-    if end == len(spans):
-        out.append(text[cursor:])
-    else:
-        out.append(SNIPPET_ELLIPSIS)
-    return "".join(out)
