@@ -405,3 +405,24 @@ def test_a_snippet_quotes_the_text_as_stored(database: Path | str) -> None:
     (key,) = _store_items(database, [(title, "")])
     assert _snippets(database, "ete") == {key: "Un [e\u0301te\u0301] au marche\u0301"}
     assert _snippets(database, "marche") == {key: "Un e\u0301te\u0301 au [marche\u0301]"}
+
+
+def test_a_column_filter_finds_a_word_an_earlier_field_repeats_often(
+        database: Path | str) -> None:
+    # A tsvector keeps 256 positions of a word: PostgreSQL kept the first 256, all in
+    # the summary, so "content:harvest" missed a long post whose content (feedparser
+    # copies a lone <content:encoded> into the summary) says "harvest" 300 times.
+    text = " ".join(f"Day {n}: the harvest went on." for n in range(300))
+    feed = ("<?xml version='1.0' encoding='utf-8'?><rss version='2.0' xmlns:content="
+            "'http://purl.org/rss/1.0/modules/content/'><channel><title>t</title><link>"
+            "https://example.org/</link><item><guid>long</guid><title>Diary</title><link>"
+            f"https://example.org/long</link><content:encoded>{escape(text)}"
+            "</content:encoded></item></channel></rss>").encode()
+    (row,) = identify("demo", parse_feed(feed).entries).rows
+    assert row.summary.count("harvest") == row.content.count("harvest") == 300
+    with open_store(database) as store:
+        store.apply_response(STATE, [row], RECORD, NOW)
+        for query in ("harvest", "summary:harvest", "content:harvest",
+                      "{title content}:harvest", "-summary:harvest", "content:day"):
+            assert [h.entry.key for h in store.search(query)] == [row.key], query
+        assert store.search("title:harvest") == []

@@ -25,6 +25,7 @@ Snippets are cut from the stored text in Python, where FTS5's ``snippet()`` cuts
 
 from __future__ import annotations
 
+import itertools
 import re
 import unicodedata
 from dataclasses import dataclass
@@ -105,19 +106,37 @@ def search_vector(title: str | None, summary: str | None, content: str | None, *
     positions: dict[str, list[str]] = {}
     at = 1
     for weight, field in (("A", title or ""), ("B", found.summary), ("C", found.content)):
+        here: dict[str, int] = {}  # positions of each word in this field
         for word in words(field):
             spot = f"{at if at < _MAX_POSITION else _MAX_POSITION}{weight}"
-            spots = positions.get(word)
-            if spots is None:
+            count = here.get(word, 0)
+            if count == 0 and word not in positions:
                 positions[word] = [spot]
-            elif len(spots) < _MAX_POSITIONS_PER_WORD:
-                spots.append(spot)
+            elif count < _MAX_POSITIONS_PER_WORD:
+                positions[word].append(spot)
+            here[word] = count + 1
             at += 1
         at += _FIELD_GAP
     clamped = at > _MAX_POSITION  # the same last position may repeat: once is enough
     # Words hold only letters and digits: nothing to escape inside the quotes.
-    return " ".join(f"'{w}':{','.join(dict.fromkeys(p) if clamped else p)}"
-                    for w, p in positions.items())
+    return " ".join(f"'{w}':{','.join(_kept(p, clamped))}" for w, p in positions.items())
+
+
+def _kept(spots: list[str], clamped: bool) -> list[str] | dict[str, None]:
+    """The positions of a word that its vector keeps: PostgreSQL keeps at most 256, and
+    the first 256 of a word a summary repeats would leave the content's out, so that
+    ``content:word`` missed it; each field the word is in keeps one at least."""
+    kept = dict.fromkeys(spots) if clamped else spots
+    if len(kept) <= _MAX_POSITIONS_PER_WORD:
+        return kept
+    fields = [list(group) for _, group in itertools.groupby(kept, key=lambda s: s[-1])]
+    out: list[str] = []
+    room = _MAX_POSITIONS_PER_WORD
+    for i, field in enumerate(fields):
+        take = min(len(field), room - (len(fields) - 1 - i))
+        out.extend(field[:take])
+        room -= take
+    return out
 
 
 # -- the query -------------------------------------------------------------------------
