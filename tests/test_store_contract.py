@@ -426,3 +426,13 @@ def test_a_column_filter_finds_a_word_an_earlier_field_repeats_often(
                       "{title content}:harvest", "-summary:harvest", "content:day"):
             assert [h.entry.key for h in store.search(query)] == [row.key], query
         assert store.search("title:harvest") == []
+
+
+def test_a_group_of_signs_alone_is_left_out_beside_words(database: Path | str) -> None:
+    # A sign on its own is left out (README, "Searching"): PostgreSQL left a group of
+    # nothing else out too, while SQLite joined it with AND and found nothing at all.
+    keys = _store_items(database, [("Release notes for the harbour app", "")])
+    for query in ("release (&)", "release ( - )", "(&) release", "release ((&)) notes",
+                  "release (&) (notes OR nothing)"):
+        assert list(_snippets(database, query)) == keys, query
+    assert _snippets(database, "release AND (&)") == {}  # AND says it must match

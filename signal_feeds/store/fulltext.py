@@ -171,11 +171,28 @@ _WORD_CHARACTER = re.compile(r"[^\W_]")
 _GROUP_PART = re.compile(r'"(?:[^"]|"")*"?|[()]|[^\s"()]+')
 
 
+# A group of nothing but signs once quoted ("(&)", "( - )"), not a NEAR's or a column
+# filter's: side by side with words, it is a sign on its own, and left out as one (it
+# becomes an empty phrase, which FTS5 leaves out among phrases side by side).
+_WORDLESS_GROUP = re.compile(r'(?<![:\w])(?<!NEAR )\((?:\s*"(?:[^"]|"")*")+\s*\)')
+
+
+def _without_wordless_groups(expression: str) -> str:
+    while True:
+        dropped = _WORDLESS_GROUP.sub(
+            lambda m: m.group() if _WORD_CHARACTER.search(m.group()) else ' "" ', expression)
+        if dropped == expression:
+            return expression
+        expression = dropped
+
+
 def and_beside_groups(expression: str) -> str:
     """``expression`` with ``AND`` written between a parenthesized group and what stands
     beside it (``harvest (fair OR market)``): FTS5 joins phrases written side by side,
     but refuses a group beside anything. Not the group of a column filter
-    (``title:(a)``) or a ``NEAR``; a sign on its own (``"&"``) is left out."""
+    (``title:(a)``) or a ``NEAR``; a sign on its own (``"&"``), or a group of nothing
+    else (``("&")``), is left out."""
+    expression = _without_wordless_groups(expression)
     out: list[str] = []
     pos = 0
     operand = closed = False  # the last part ended an operand; it was a ")"
