@@ -47,6 +47,7 @@ __all__ = [
     "CHANNELS",
     "DEFAULT_MIN_TEXT_WORDS",
     "DEFAULT_MIN_TITLE_CHARS",
+    "DEFAULT_MIN_TWO_WORD_TITLE_CHARS",
     "DEFAULT_SHINGLE_SIZE",
     "DEFAULT_TEXT_THRESHOLD",
     "DEFAULT_TITLE_WINDOW",
@@ -80,6 +81,10 @@ CHANNELS: Mapping[str, str] = {"link": "dup_link", "title": "dup_title", "text":
 DEFAULT_TITLE_WINDOW = dt.timedelta(hours=48)
 #: Shorter normalized titles ("News", "Update 3") are too generic to match on.
 DEFAULT_MIN_TITLE_CHARS = 12
+#: A title of only two words of letters names a recurring post more often than a story
+#: ("Weekly update", "Release notes", "Open thread": two blogs' posts of one week are
+#: two stories), unless it is this long ("Bundesverfassungsgericht kippt").
+DEFAULT_MIN_TWO_WORD_TITLE_CHARS = 16
 DEFAULT_SHINGLE_SIZE = 3
 #: Texts with fewer words have too few shingles for the overlap to mean anything.
 DEFAULT_MIN_TEXT_WORDS = 8
@@ -180,17 +185,21 @@ def normalize_title(title: str, *, min_chars: int = DEFAULT_MIN_TITLE_CHARS) -> 
     """Case-folded words of a title joined by single spaces; ``""`` when too generic to
     identify a story (punctuation, case and spacing never distinguish two titles).
 
-    Too generic: shorter than ``min_chars``, or fewer than two words of letters alone.
+    Too generic: shorter than ``min_chars``, or fewer than two words of letters alone,
+    or only two and shorter than :data:`DEFAULT_MIN_TWO_WORD_TITLE_CHARS`.
     ``Release 1.0.0``, ``Episode 100`` or ``v2.3.1 (2026-12-05)`` name a release or an
     episode of whichever project or show the feed is about: two feeds' equal such titles
-    are two stories (two repositories' releases), not one.
+    are two stories (two repositories' releases), not one; so do ``Weekly update`` and
+    ``Release notes``, a series' title.
     """
     return _title_key(_words(html.unescape(title)), min_chars)
 
 
 def _title_key(words: list[str], min_chars: int = DEFAULT_MIN_TITLE_CHARS) -> str:
     norm = " ".join(words)
-    if len(norm) < min_chars or sum(word.isalpha() for word in words) < 2:
+    lettered = sum(word.isalpha() for word in words)
+    if len(norm) < min_chars or lettered < 2 or (
+            lettered == 2 and len(norm) < DEFAULT_MIN_TWO_WORD_TITLE_CHARS):
         return ""
     if len(norm) > _MAX_TITLE_KEY_BYTES // 4 and len(norm.encode()) > _MAX_TITLE_KEY_BYTES:
         # The key is indexed, and PostgreSQL refuses an index entry past about 2,700
