@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 from click.testing import CliRunner
@@ -179,3 +182,20 @@ def test_skips_on_a_line_not_printed_are_pointed_to_in_the_summary(
     assert "says why" not in lines[1]
     code, lines = fetch(config, "-q")
     assert lines == []
+
+
+def test_a_run_with_its_output_streams_closed_still_fetches(server: ScenarioServer,
+                                                             tmp_path: Path) -> None:
+    # A daemon or supervisor may start the job with stdout or stderr closed
+    # (`signal fetch 2>&-`): Python then has no sys.stderr at all, and the check for a
+    # progress line failed before anything was fetched (exit 1, and no word of why).
+    server.put("/plain.xml", (FIXTURES / "demo-rss.xml").read_bytes())
+    config = write_config(tmp_path, {"plain": server.url("/plain.xml")})
+    for closed in (1, 2):
+        proc = subprocess.run([sys.executable, "-m", "signal_feeds", "fetch", "--force",
+                               "--config", str(config)], stdin=subprocess.DEVNULL,
+                              preexec_fn=lambda fd=closed: os.close(fd),  # noqa: PLW1509
+                              capture_output=False, timeout=120, check=False)
+        assert proc.returncode == 0, closed
+    with Store(tmp_path / "signal.db") as store:
+        assert len(store.entries(limit=10)) == 3  # demo-rss.xml holds three

@@ -123,7 +123,9 @@ def fetch(config_path: str | None, db_path: str | None, source_ids: tuple[str, .
     if verbose and quiet:
         raise click.UsageError("-v and -q exclude each other")
 
-    progress = _ProgressLine() if not as_json and sys.stderr.isatty() else None
+    # No sys.stderr at all when the job was started with it closed (`2>&-`).
+    shown = not as_json and sys.stderr is not None and sys.stderr.isatty()
+    progress = _ProgressLine() if shown else None
     try:
         config = load(config_path)
         database = database_path(config, db_path)
