@@ -327,3 +327,31 @@ def test_a_file_with_only_sqlites_own_tables_is_an_empty_one(tmp_path: Path) -> 
         assert conn.execute("SELECT name FROM sqlite_master").fetchall() == [("sqlite_stat1",)]
     with Store(path) as store:
         assert store.source_states() == []
+
+
+@pytest.mark.parametrize("command", [["fetch"], ["entries"], ["sources"]])
+def test_a_database_path_that_is_no_file_is_refused_at_once(
+        tmp_path: Path, command: list[str]) -> None:
+    # A named pipe hung the command for ever (reading its first bytes waits for a
+    # writer), and /dev/null said "disk I/O error" with exit 1 and left a file
+    # /dev/null-journal behind in /dev.
+    import subprocess
+    import sys
+
+    (tmp_path / "signal.toml").write_text('[[sources]]\nid = "a"\nurl = "http://127.0.0.1:9/"\n')
+    pipe = tmp_path / "pipe.db"
+    os.mkfifo(pipe)
+    (tmp_path / "link.db").symlink_to(pipe)
+    journal = Path("/dev/null-journal")
+    journal_before = journal.exists()
+    for name, kind in [(str(pipe), "a named pipe (FIFO)"), ("link.db", "a named pipe (FIFO)"),
+                       ("/dev/null", "a device")]:
+        proc = subprocess.run([sys.executable, "-m", "signal_feeds", *command, "--db", name],
+                              cwd=tmp_path, capture_output=True, text=True, timeout=30,
+                              check=False)
+        assert proc.returncode == 2, proc.stderr
+        assert proc.stderr == (f"signal: error: --db {name}: {name} is {kind}, not a "
+                               "database file; name a regular file (a new one is made)\n")
+    assert journal.exists() == journal_before
+    with pytest.raises(StoreError, match="is a named pipe \\(FIFO\\), not a database file"):
+        Store(pipe)  # the library refuses it too, rather than wait on it

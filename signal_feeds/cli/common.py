@@ -199,8 +199,12 @@ def checked_file(path: Path, origin: str, config_file: str | None = None) -> Pat
     if path.is_dir():
         raise ConfigError(f"{origin}: {path} is a folder, not a database file; name a "
                           f"file in it (e.g. {path / 'signal.db'})", path=config_file)
+    from signal_feeds.store.sqlite.connection import not_a_file
     from signal_feeds.store.sqlite.schema import not_signals
 
+    if kind := not_a_file(path):
+        raise ConfigError(f"{origin}: {path} is {kind}, not a database file; name a regular "
+                          "file (a new one is made)", path=config_file)
     if reason := not_signals(path):
         raise ConfigError(f"{origin}: {path} is {reason}; it is left as it is",
                           path=config_file)

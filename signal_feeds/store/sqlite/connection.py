@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import os
 import sqlite3
+import stat
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -25,7 +26,7 @@ from signal_feeds.errors import DatabaseUnavailableError, StoreError
 from signal_feeds.store.sqlite.maintenance import WAL_LIMIT_BYTES, Checkpointer
 
 __all__ = ["CACHE_KIB", "DEFAULT_BUSY_TIMEOUT", "Connection", "foreign_reason",
-           "foreign_tables", "user_tables"]
+           "foreign_tables", "not_a_file", "user_tables"]
 
 log = logging.getLogger("signal_feeds")
 
@@ -59,6 +60,24 @@ def foreign_reason(tables: list[str]) -> str:
     shown = ", ".join(tables[:5]) + (", …" if len(tables) > 5 else "")
     return (f"another program's SQLite database (its tables: {shown}); Signal makes its "
             "tables only in a new file or its own database")
+
+
+def not_a_file(path: Path) -> str:
+    """What the thing at ``path`` is when it is there and neither a regular file nor a
+    folder (a named pipe, a device, a socket), else ``""``. SQLite would wait for ever on
+    a named pipe, and on ``/dev/null`` say "disk I/O error" after leaving a
+    ``/dev/null-journal`` beside it."""
+    try:
+        mode = os.stat(path).st_mode  # through a symbolic link, as SQLite opens it
+    except (OSError, ValueError):
+        return ""
+    if stat.S_ISFIFO(mode):
+        return "a named pipe (FIFO)"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return ""
 
 
 def _is_busy(exc: sqlite3.Error) -> bool:
@@ -127,6 +146,9 @@ class Connection:
         #: Work to run at the end of the open transaction, before it commits (see
         #: :meth:`before_commit`).
         self._deferred: list[Callable[[sqlite3.Connection], None]] = []
+        if kind := not_a_file(path):
+            raise DatabaseUnavailableError(f"cannot open database {path}: it is {kind}, "
+                                           "not a database file")
         with self.errors("cannot open database"):
             self.conn = sqlite3.connect(path, timeout=busy_timeout, isolation_level=None,
                                         check_same_thread=False)

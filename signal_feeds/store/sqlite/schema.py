@@ -12,7 +12,12 @@ import sqlite3
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from signal_feeds.store.sqlite.connection import foreign_reason, foreign_tables, user_tables
+from signal_feeds.store.sqlite.connection import (
+    foreign_reason,
+    foreign_tables,
+    not_a_file,
+    user_tables,
+)
 from signal_feeds.store.sqlite.dedupe import refresh_match_keys, remark
 from signal_feeds.store.sqlite.search import create_search_index
 
@@ -40,6 +45,8 @@ def not_signals(path: Path, *, empty_ok: bool = True) -> str:
     database without tables; ``empty_ok=False`` refuses that too, for a read). Opening a
     store would write Signal's tables into another program's database. Reads the file
     and changes nothing."""
+    if not_a_file(path):
+        return ""  # a named pipe would wait for a writer here; opening it says why
     try:
         with open(path, "rb") as file:
             head = file.read(len(_SQLITE_HEADER))
