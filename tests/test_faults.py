@@ -335,6 +335,37 @@ def test_a_disk_that_fills_during_a_run_stops_it_with_one_line(
     assert dump(db)["entries"] == before["entries"]
 
 
+def test_a_file_size_limit_reached_stops_the_run_with_one_line_that_names_it(
+        server: ScenarioServer, tmp_path: Path) -> None:
+    """A job run under ``ulimit -f`` (a limits.conf ``fsize``, a container's): writes past
+    it fail with EFBIG (Python ignores SIGXFSZ), which SQLite calls "disk I/O error".
+    Every source failed on its own line with that (exit 1), and nothing said which limit
+    to raise. It is a setup error like a full disk: one line that names it, exit 2."""
+    import resource
+
+    db = tmp_path / "signal.db"
+    server.put("/big.xml", rss("".join(item(f"e{i}", "t" * 1000) for i in range(300))))
+    big = {f"big-{n}": server.url(f"/big.xml?{n}") for n in range(6)}
+    config = write_config(tmp_path / "signal.toml", db, big)
+    limit = 400 * 1024
+
+    def limited() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    run = subprocess.run([sys.executable, "-m", "signal_feeds", "fetch", "-q", "--config",
+                          str(config)], capture_output=True, text=True, timeout=120,
+                         check=False, preexec_fn=limited)  # noqa: PLW1509
+    assert (run.returncode, run.stdout) == (2, ""), (run.stdout, run.stderr)
+    assert run.stderr.splitlines() == [run.stderr.strip()], run.stderr
+    assert run.stderr.startswith("signal: error: "), run.stderr
+    assert (f"file size limit of {limit} bytes: raise 'ulimit -f' for this job"
+            in run.stderr), run.stderr
+    assert rows(db, "PRAGMA integrity_check") == [("ok",)]
+    again = _cli("fetch", "-q", "--config", str(config))  # no limit: the rest is stored
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert rows(db, "SELECT count(DISTINCT source_id) FROM entries") == [(6,)]
+
+
 # -- parsing isolated in worker processes ----------------------------------------------------
 
 def _worker_pids() -> set[int]:

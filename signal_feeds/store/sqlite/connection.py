@@ -107,7 +107,31 @@ def _setup_hint(exc: sqlite3.Error, path: Path) -> str:
         # SQLite says "disk I/O error" when it cannot grow -shm on a full disk: an
         # operator would look at the hardware. No later write fits either.
         return f"the disk that holds {path.parent} is full"
+    if code == _SQLITE_IOERR and (limit := _file_size_limit(path)):
+        # A write past RLIMIT_FSIZE fails with EFBIG (Python ignores SIGXFSZ), which
+        # SQLite reports as a plain I/O error. No later write fits either.
+        return (f"a file of the database reached this process's file size limit of "
+                f"{limit} bytes: raise 'ulimit -f' for this job")
     return ""
+
+
+def _file_size_limit(path: Path) -> int:
+    """The process's file size limit when the database or its WAL is within a page or
+    so of it (a write there fails), else 0."""
+    try:
+        import resource
+    except ImportError:  # not on this platform
+        return 0
+    limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    if limit == resource.RLIM_INFINITY:
+        return 0
+    for name in (path.name, f"{path.name}-wal", f"{path.name}-shm"):
+        try:
+            if os.stat(path.with_name(name)).st_size + _NEARLY_FULL >= limit:
+                return int(limit)
+        except OSError:
+            continue
+    return 0
 
 
 def _free_space(folder: Path) -> int:
