@@ -22,6 +22,7 @@ __all__ = [
     "FetchError",
     "ParseError",
     "QueryError",
+    "ResourceLimitError",
     "SignalError",
     "StoreError",
     "did_you_mean",
@@ -159,6 +160,13 @@ class DatabaseUnavailableError(StoreError):
     a SQLite file that cannot be opened or written (a read-only file or folder); or a
     database a newer Signal made. A problem of the setup rather than of one source (the
     command exits 2). The message names the database without its password."""
+
+
+class ResourceLimitError(SignalError):
+    """The system refused the run a process, a thread or a file descriptor it needs to
+    start (a limit on processes, ``ulimit -u`` or a container's pids limit, or on open
+    files, ``ulimit -n``). A problem of the setup rather than of one source (the command
+    exits 2)."""
 
 
 def log_level_of(exc: BaseException) -> int:

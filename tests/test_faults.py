@@ -366,6 +366,27 @@ def test_a_file_size_limit_reached_stops_the_run_with_one_line_that_names_it(
     assert rows(db, "SELECT count(DISTINCT source_id) FROM entries") == [(6,)]
 
 
+@pytest.mark.parametrize("files", [16, 20])
+def test_too_few_file_descriptors_to_start_the_parsers_is_one_line_not_a_hang(
+        server: ScenarioServer, tmp_path: Path, files: int) -> None:
+    """Under a low ``ulimit -n`` (or ``-u``) the parser pool could not be made: a
+    traceback (exit 1), or, once some workers were forked, a hang at exit, the program
+    waiting for workers that waited for jobs. Now one line that names the limit, exit 2."""
+    import resource
+
+    config = write_config(tmp_path / "signal.toml", tmp_path / "signal.db",
+                          {"demo": server.url("/feeds/demo-rss.xml")})
+
+    def limited() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (files, files))
+
+    run = subprocess.run([sys.executable, "-m", "signal_feeds", "fetch", "--config",
+                          str(config)], capture_output=True, text=True, timeout=60,
+                         check=False, preexec_fn=limited)  # noqa: PLW1509
+    _assert_clean_error(run, 2, "cannot start the parser processes and threads a run "
+                        "needs: [Errno 24] Too many open files", "ulimit -n")
+
+
 # -- parsing isolated in worker processes ----------------------------------------------------
 
 def _worker_pids() -> set[int]:

@@ -14,7 +14,12 @@ import click
 
 from signal_feeds.config.source_list import DEFAULT_CONFIG_PATH, load_config
 from signal_feeds.dsn import Database, is_postgres_url
-from signal_feeds.errors import ConfigError, DatabaseUnavailableError, SignalError
+from signal_feeds.errors import (
+    ConfigError,
+    DatabaseUnavailableError,
+    ResourceLimitError,
+    SignalError,
+)
 from signal_feeds.store.views import MOST_ROWS
 
 if TYPE_CHECKING:
@@ -152,7 +157,7 @@ def say_json(text: str) -> None:
 def fail(exc: SignalError) -> NoReturn:
     """Print a library error (every line of it) and exit with its code."""
     say(f"signal: error: {exc}", err=True, lines=True)
-    usage = isinstance(exc, ConfigError | DatabaseUnavailableError)
+    usage = isinstance(exc, ConfigError | DatabaseUnavailableError | ResourceLimitError)
     raise SystemExit(EXIT_USAGE if usage else EXIT_FAILED)
 
 

@@ -279,6 +279,12 @@ def _remove_folder(folder: str, owner: int) -> None:
 _SILENCING = threading.Lock()
 
 
+def _forked_since(before: set[int | None]) -> set[int]:
+    """The process ids of this process's children not in ``before``."""
+    return {p.pid for p in multiprocessing.active_children()
+            if p.pid is not None and p.pid not in before}
+
+
 class _Executor:
     """One ``ProcessPoolExecutor``, with its workers' process ids (to kill them when a
     document overruns inside C code) and their shared stderr file."""
@@ -304,26 +310,33 @@ class _Executor:
             # does not have, and its first import of the module hangs until the time
             # limit kills it. Imported here first, the modules a worker needs are there.
             _import_parser()
-        self.executor = ProcessPoolExecutor(
-            max_workers=workers, mp_context=context, initializer=_start_worker,
-            initargs=(memory, self.stderr.fileno(), self._pids_queue))
-        with _SILENCING, warnings.catch_warnings():
-            # Python 3.12+ warns that forking a process with threads may deadlock the
-            # child. The workers are forked here, before a run starts its threads, and
-            # again only to replace a dead worker; the child takes none of the locks
-            # another thread could hold (logging's locks are reset on fork, and what it
-            # imports was imported above when other threads run).
-            warnings.filterwarnings("ignore", message=r".*multi-threaded.*fork",
-                                    category=DeprecationWarning)
-            self.executor.submit(_ready)  # a forking executor starts every worker now
+        before = {p.pid for p in multiprocessing.active_children()}
+        try:
+            self.executor = ProcessPoolExecutor(
+                max_workers=workers, mp_context=context, initializer=_start_worker,
+                initargs=(memory, self.stderr.fileno(), self._pids_queue))
+            with _SILENCING, warnings.catch_warnings():
+                # Python 3.12+ warns that forking a process with threads may deadlock the
+                # child. The workers are forked here, before a run starts its threads, and
+                # again only to replace a dead worker; the child takes none of the locks
+                # another thread could hold (logging's locks are reset on fork, and what it
+                # imports was imported above when other threads run).
+                warnings.filterwarnings("ignore", message=r".*multi-threaded.*fork",
+                                        category=DeprecationWarning)
+                self.executor.submit(_ready)  # a forking executor starts every worker now
+        except BaseException:  # a thread or a descriptor refused (ulimit -u, -n):
+            self.kill(_forked_since(before))  # the program's exit would wait for them
+            raise
+        self._pids |= _forked_since(before)  # known now, not only once each has started
 
     def submit(self, job: ParseJob, timeout: float) -> Future[str]:
         return self.executor.submit(_parse_in_worker, job, timeout, self.tuned,
                                     self.handover)
 
-    def kill(self) -> None:
+    def kill(self, forked: set[int] | None = None) -> None:
         """Kill every worker (the executor then reports itself broken)."""
         self.broken = True
+        self._pids |= forked or set()
         while not self._pids_queue.empty():
             self._pids.add(self._pids_queue.get())
         for pid in self._pids:
@@ -472,6 +485,11 @@ class ParserPool:
         if outcome.traceback:
             log.error("parser failed on source %s:\n%s", job.source_id, outcome.traceback)
         return outcome
+
+    def kill(self) -> None:
+        """Kill the workers at once (the next parse starts new ones)."""
+        if (shared := self._shared) is not None:
+            shared.kill()
 
     def close(self) -> None:
         """Stop the workers."""

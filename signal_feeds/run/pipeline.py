@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import errno
 import functools
 import logging
 import threading
@@ -23,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from signal_feeds.config.source_list import DEFAULT_MAX_BODY_BYTES, Config, Source
 from signal_feeds.decide.report import Progress, RunReport
 from signal_feeds.dsn import as_database, display_database
-from signal_feeds.errors import ConfigError, FetchError, did_you_mean
+from signal_feeds.errors import ConfigError, FetchError, ResourceLimitError, did_you_mean
 from signal_feeds.http.clients import Clients, DirectTransport, SharedClient, TransportPool
 from signal_feeds.http.decoding import body_too_large, gunzipped_again
 from signal_feeds.http.fetch import Resolver
@@ -175,7 +176,12 @@ async def fetch_sources(
     clients = _clients(config, client=client, transport=transport, resolver=resolver,
                        ssl_context=ssl_context)
     own_parser = parser is None
-    pool = parser or ParserPool()
+    try:
+        pool = parser or ParserPool()
+    except (OSError, RuntimeError) as exc:
+        if (refused := _refused(exc)) is None:
+            raise
+        raise refused from exc
     try:
         # The write lock is taken once on opening, off the event loop: a database another
         # program holds fails here, after the busy timeout, before any source is fetched.
@@ -190,6 +196,13 @@ async def fetch_sources(
                 reports = await run.execute()
             finally:
                 await clients.aclose()
+    except (OSError, RuntimeError) as exc:
+        if (refused := _refused(exc)) is None:
+            raise
+        # Workers waiting for jobs that will never come would keep the program from
+        # ending (it joins them at exit): stopped, not shut down.
+        pool.kill()
+        raise refused from exc
     finally:
         if own_parser:
             pool.close()
@@ -198,6 +211,24 @@ async def fetch_sources(
                        database=display_database(db_path))
     log.info("run finished at %s: %s", format_time(clock()), dict(report.totals))
     return report
+
+
+_NO_RESOURCE = {errno.EAGAIN, errno.EMFILE, errno.ENFILE, errno.ENOMEM}
+
+
+def _refused(exc: BaseException) -> ResourceLimitError | None:
+    """The error to report when ``exc`` is the system refusing a thread, a process or a
+    file descriptor (a traceback, or a hang at exit, before), else ``None``."""
+    if isinstance(exc, OSError) and exc.errno in _NO_RESOURCE:
+        what = "open files" if exc.errno in (errno.EMFILE, errno.ENFILE) else "processes"
+    elif isinstance(exc, RuntimeError) and "can't start new thread" in str(exc):
+        what = "processes"
+    else:
+        return None
+    limit = "ulimit -n" if what == "open files" else "ulimit -u, or a container's pids limit"
+    return ResourceLimitError(f"cannot start the parser processes and threads a run needs: "
+                              f"{exc} (the limit on {what}, {limit}, is too low for "
+                              "this job: raise it)")
 
 
 #: Clients a :func:`run_fetch` call has used (see its docstring).
