@@ -42,8 +42,8 @@ from signal_feeds.store.fulltext import (
     visible_query,
 )
 
-__all__ = ["COLUMNS", "RANK_WEIGHTS", "TITLE_WEIGHT", "Query", "search_vector", "to_tsquery",
-           "words"]
+__all__ = ["COLUMNS", "RANK_WEIGHTS", "TITLE_WEIGHT", "WORD", "Query", "fold", "search_vector",
+           "to_tsquery", "words"]
 
 #: ts_rank weight of the title relative to summary and content (as SQLite's bm25 weights).
 TITLE_WEIGHT = 4.0
@@ -54,7 +54,8 @@ COLUMNS = {"title": "A", "summary": "B", "content": "C"}
 _FIELD_GAP = 64
 _MAX_POSITION = 16383  # PostgreSQL's largest position
 _MAX_POSITIONS_PER_WORD = 256  # PostgreSQL keeps at most this many per lexeme
-_WORD = re.compile(r"[^\W_]+")
+#: A word as the index counts them: letters and digits.
+WORD = re.compile(r"[^\W_]+")
 
 
 # The combining diacritical-mark blocks (what "without diacritics" means for Latin,
@@ -64,7 +65,7 @@ _DIACRITICS = re.compile("[\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff"
                          "\ufe20-\ufe2f]")
 
 
-def _fold(text: str) -> str:
+def fold(text: str) -> str:
     """Lower case, compatibility-decomposed, without combining marks (diacritics)."""
     text = text.lower()
     if text.isascii():
@@ -87,8 +88,8 @@ def words(text: str) -> list[str]:
 
     The whole text is folded, then split, in C: word by word in Python this cost 3 ms
     for an entry of 1-2 KB, more than the rest of writing it."""
-    folded = _fold(text)
-    found = _WORD.findall(folded)
+    folded = fold(text)
+    found = WORD.findall(folded)
     if _LONG_WORD.search(folded) is None:
         return found
     return [word for word in found if len(word.encode()) <= _MAX_LEXEME_BYTES]

@@ -24,7 +24,7 @@ from signal_feeds.store.fulltext import (
     SNIPPET_OPEN,
     SNIPPET_TOKENS,
 )
-from signal_feeds.store.postgres.search import _WORD, COLUMNS, _fold
+from signal_feeds.store.postgres.search import COLUMNS, WORD, fold
 
 __all__ = ["snippet"]
 
@@ -43,7 +43,7 @@ def _term(word: str, terms: Sequence[str], weight: str) -> int:
     # A word as shown may fold into several indexed ones: a kana's voicing mark is a
     # separate character once decomposed (で is て and U+3099), so です was indexed as て
     # and す and its hit had no snippet.
-    for part in _WORD.findall(_fold(word)):
+    for part in WORD.findall(fold(word)):
         for i, term in enumerate(terms):
             term, restricted, weights = term.partition(":")
             if restricted and weight not in weights:
