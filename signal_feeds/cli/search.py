@@ -46,10 +46,12 @@ class _SearchCommand(click.Command):
             # "-links" is reported as "-l": name the argument as typed.
             word = next((a for a in given if a.startswith(exc.option_name)),
                         exc.option_name)
+            # Leaving the word out is what a search box's minus means; after '--' the
+            # query reaches FTS5, which refuses a "-" before a word just the same.
             raise click.UsageError(
-                f"{exc.message} (a query word that starts with '-' goes after '--': "
-                f"signal search -- {word!r}; to leave a word out, write NOT and the word)",
-                ctx=exc.ctx) from exc
+                f"{exc.message} (to leave a word out, write NOT before it: "
+                f"NOT {word[1:] or word}; a word that itself starts with '-' goes in "
+                "double quotes after '--')", ctx=exc.ctx) from exc
 
 
 @click.command(cls=_SearchCommand, short_help="Search the entries by their words.")
