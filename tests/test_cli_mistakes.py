@@ -355,3 +355,20 @@ def test_a_database_path_that_is_no_file_is_refused_at_once(
     assert journal.exists() == journal_before
     with pytest.raises(StoreError, match="is a named pipe \\(FIFO\\), not a database file"):
         Store(pipe)  # the library refuses it too, rather than wait on it
+
+
+@pytest.mark.parametrize("command", [["entries"], ["search", "harvest"], ["sources"],
+                                     ["export", "--format", "opml"]])
+def test_a_config_warning_is_given_once_per_command(
+        tmp_path: Path, command: list[str], caplog: pytest.LogCaptureFixture,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # Reading commands read the config several times (for the database, the source
+    # titles, the known ids), and each time it said "allow_http_links is deprecated".
+    _database_with(tmp_path / "signal.db", "configured")
+    (tmp_path / "signal.toml").write_text("[settings]\nallow_http_links = true\n" + CONFIG)
+    monkeypatch.chdir(tmp_path)
+    with caplog.at_level(logging.WARNING, logger="signal_feeds"):
+        result = CliRunner().invoke(cli, command)
+    assert result.exit_code in (0, 1), result.output
+    said = [r.getMessage() for r in caplog.records if "deprecated" in r.getMessage()]
+    assert len(said) == 1, said

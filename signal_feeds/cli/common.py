@@ -162,8 +162,17 @@ def fail(exc: SignalError) -> NoReturn:
 
 
 def load(config_path: str | None) -> Config:
-    """The source list at ``--config``, or ``signal.toml`` in the current folder."""
-    return load_config(config_path or DEFAULT_CONFIG_PATH)
+    """The source list at ``--config``, or ``signal.toml`` in the current folder, read
+    once per command: a reading command asks for it in several places (the database,
+    the source titles, the known ids), and each reading logged its warnings again."""
+    path = config_path or DEFAULT_CONFIG_PATH
+    ctx = click.get_current_context(silent=True)
+    if ctx is None:
+        return load_config(path)
+    read: dict[str, Config] = ctx.meta.setdefault("signal_feeds.configs", {})
+    if path not in read:
+        read[path] = load_config(path)
+    return read[path]
 
 
 def database_path(config: Config | None, db_path: str | None) -> Database:
