@@ -192,6 +192,20 @@ def test_a_host_name_dns_cannot_carry_is_a_config_problem(host: str, reason: str
         parse_config(f'[[sources]]\nid = "a"\nurl = "https://{fine}/feed.xml"\n')
 
 
+def test_a_retry_after_line_says_when_the_next_poll_is_when_later() -> None:
+    # A 429 saying "120 s" under an hour's backoff: the line said only "retry after
+    # 12:02", while the source is next asked at 13:00 (--json had it as next_due).
+    now = dt.datetime(2026, 12, 7, 12, 0, tzinfo=dt.UTC)
+    told, polled = now + dt.timedelta(seconds=120), now + dt.timedelta(hours=1)
+    line = RunReport(sources=(SourceReport("s", "retry_later", 429, retry_after=told,
+                                           next_due=polled),), started_at=now).lines()[0]
+    assert ("(retry after 2026-12-07T12:02:00.000000Z; "
+            "next poll 2026-12-07T13:00:00.000000Z)") in line
+    same = RunReport(sources=(SourceReport("s", "retry_later", 429, retry_after=told,
+                                           next_due=told),), started_at=now).lines()[0]
+    assert "(retry after 2026-12-07T12:02:00.000000Z)" in same
+
+
 def test_the_summary_line_reads_right_for_none_and_one() -> None:
     now = dt.datetime.now(dt.UTC)
     # It was "0 sources: 0 created, 0 updated, 0 unchanged, 0 skipped; " and "1 sources".

@@ -138,7 +138,11 @@ class RunReport:
             if r.moved_to:
                 extra += f" -> {r.moved_to}"
             if r.retry_after is not None:
-                extra += f" (retry after {format_time(r.retry_after)})"
+                # The server's word is the earliest; the backoff may poll later still.
+                later = r.next_due is not None and r.next_due > r.retry_after
+                extra += (f" (retry after {format_time(r.retry_after)}"
+                          + (f"; next poll {format_time(r.next_due)}" if later else "")
+                          + ")")
             elif r.status == "not_due" and r.next_due is not None:
                 extra += f" (due {format_time(r.next_due)})"
             if r.error:
