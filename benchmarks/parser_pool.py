@@ -62,7 +62,7 @@ def _start_worker(memory: int) -> None:
     )
     from signal_feeds.parse._speedups import tune_feedparser, why_not_tuned
 
-    processes._limit_self(memory)  # noqa: SLF001  # the same limits as the pool's
+    processes.limit_self(memory)   # the same limits as the pool's
     if not why_not_tuned():
         tune_feedparser()
 

@@ -290,7 +290,7 @@ def test_an_outcome_crosses_the_executors_pipe_as_a_file_name() -> None:
     # process SIGKILLed mid-run; 1 in 38 rounds of a stress script, none in 150 after).
     # The pipe now carries only the name of the file holding the outcome: one short
     # write, which a kill cannot cut.
-    from signal_feeds.parse.processes import _Executor, _taken
+    from signal_feeds.parse.processes import _Executor, taken
 
     items = "".join(f"<item><guid>g{i}</guid><description>{'words ' * 200}</description>"
                     "</item>" for i in range(300))
@@ -302,7 +302,7 @@ def test_an_outcome_crosses_the_executors_pipe_as_a_file_name() -> None:
         assert isinstance(path, str) and len(path.encode()) < 512
         assert os.path.dirname(path) == executor.handover
         assert os.path.getsize(path) > 100_000  # the rows themselves
-        outcome = _taken(path)
+        outcome = taken(path)
         assert outcome.message == "" and outcome.entries == 300
         assert not os.path.exists(path)
     finally:

@@ -20,41 +20,43 @@ unexpected error reaches the parent's log with its traceback; a worker that dies
 crash, the kernel's OOM killer) breaks the executor: the documents it held are parsed
 again one by one in executors of their own, so that only the culprit fails, and its
 stderr (where :mod:`faulthandler` writes) is logged. Outcomes come back through files,
-not the executor's pipe (see :func:`_parse_in_worker`).
+not the executor's pipe (see :func:`parse_in_worker`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import faulthandler
-import gc
 import logging
 import multiprocessing
 import os
-import pickle
 import shutil
 import signal
-import sys
 import tempfile
 import threading
-import time
-import traceback
 import warnings
 import weakref
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import replace
-from types import FrameType
 from typing import Any
 
 from signal_feeds.offload import in_thread
 from signal_feeds.parse.jobs import ParseJob, ParseOutcome, parse_job
+from signal_feeds.parse.worker import (
+    WORKER_GC_YOUNG_THRESHOLD,
+    import_parser,
+    limit_self,
+    overrun_outcome,
+    parse_in_worker,
+    ready,
+    start_worker,
+    taken,
+)
 
 log = logging.getLogger("signal_feeds.parse")
 
-__all__ = ["DEFAULT_PARSE_MEMORY", "DEFAULT_PARSE_TIMEOUT", "ParseJob", "ParseOutcome",
-           "ParserPool", "parse_job"]
+__all__ = ["DEFAULT_PARSE_MEMORY", "DEFAULT_PARSE_TIMEOUT", "WORKER_GC_YOUNG_THRESHOLD",
+           "ParseJob", "ParseOutcome", "ParserPool", "limit_self", "parse_job"]
 
 #: Address space one parser process may use (bytes).
 DEFAULT_PARSE_MEMORY = 1024 * 1024 * 1024
@@ -72,189 +74,6 @@ def default_workers() -> int:
 KILL_GRACE_SECONDS = 5.0
 #: How often a job still queued behind other documents is checked for having started.
 _QUEUED_CHECK_SECONDS = 0.5
-#: How often a worker checks that the process that started it still lives.
-PARENT_CHECK_SECONDS = 1.0
-#: How much lower a parser process's CPU priority is than the fetching process's.
-PARSER_NICENESS = 5
-
-
-# -- in the worker ---------------------------------------------------------------------------
-
-class _Overrun(BaseException):
-    """Raised into the parsing code by the time limit's alarm (a BaseException, so that
-    feedparser's ``except Exception`` clauses cannot swallow it)."""
-
-
-#: Set with the worker's first document.
-_stock_reason = ""
-_overran = False
-
-
-def _on_alarm(signum: int, frame: FrameType | None) -> None:
-    global _overran
-    _overran = True
-    raise _Overrun
-
-
-def _address_space() -> int:
-    """This process's address space in bytes (0 where /proc does not say)."""
-    try:
-        with open("/proc/self/statm", encoding="ascii") as statm:
-            return int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        return 0
-
-
-def _limit_self(memory: int) -> None:
-    """In a worker: cap the address space, lower the priority, and die with the parent
-    process (a run that is killed must not leave parser processes behind)."""
-    try:
-        import resource
-
-        # A forked worker starts with its parent's address space mapped (thread stacks,
-        # allocator arenas), most of it shared and untouched: the cap is on what it adds.
-        limit = _address_space() + memory
-        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-    except (ImportError, ValueError, OSError):  # not on this platform: run unlimited
-        pass
-    parent = os.getppid()
-    # The executor's pipes stay open in the worker (a forked child holds both ends), so
-    # a dead parent is not noticed through them: a thread checks once a second.
-    threading.Thread(target=_watch_parent, args=(parent,), daemon=True,
-                     name="signal-parent-watch").start()
-    if os.getppid() != parent:  # the parent died before the watch began
-        os._exit(1)
-    # Parsing is throughput work; the parent's event loop is latency work (a response
-    # read late holds a connection slot, and the next request waits for it). On a busy
-    # machine the scheduler should favour the loop.
-    with contextlib.suppress(OSError, AttributeError):
-        os.nice(PARSER_NICENESS)
-
-
-#: Allocations between two young-generation collections in a parser process (the
-#: ``signal`` command sets the same in its own process: ``cli.commands.GC_YOUNG_THRESHOLD``).
-WORKER_GC_YOUNG_THRESHOLD = 10_000
-
-
-def _watch_parent(parent: int) -> None:
-    while os.getppid() == parent:
-        time.sleep(PARENT_CHECK_SECONDS)
-    os._exit(1)
-
-
-def _start_worker(memory: int, stderr_fd: int, pids: Any) -> None:
-    """The executor's initializer, run once in each new parser process."""
-    # stderr goes to the pool's file (a crash's faulthandler trace lands there, read
-    # when the worker dies); Ctrl-C is the parent's to handle: it shuts the pool down.
-    os.dup2(stderr_fd, 2)
-    sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace",  # noqa: SIM115
-                      buffering=1, closefd=False)
-    faulthandler.enable()
-    # The signal handlers and the wakeup descriptor of the program that embeds Signal
-    # are its own: forked, a worker would run the host's SIGTERM handler (the executor
-    # sends SIGTERM to end its workers), and write each signal into the host's event
-    # loop, which then shut down as if the host had been told to.
-    with contextlib.suppress(ValueError):
-        signal.set_wakeup_fd(-1)
-    for signum in signal.valid_signals():
-        with contextlib.suppress(OSError, ValueError):
-            if callable(signal.getsignal(signum)):
-                signal.signal(signum, signal.SIG_DFL)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGALRM, _on_alarm)
-    # What the worker inherited from the parent stays as it is: the collector leaves it
-    # out, so collections neither walk it nor copy the pages it lies in.
-    gc.freeze()
-    # A document's parse makes tens of thousands of short-lived containers: at Python's
-    # default (700) the young generation was collected every few entries. The worker is
-    # Signal's own process, whatever the embedding program's setting.
-    gc.set_threshold(WORKER_GC_YOUNG_THRESHOLD, *gc.get_threshold()[1:])
-    _limit_self(memory)
-    pids.put(os.getpid())
-
-
-def _import_parser() -> None:
-    """Import what a worker parses with (feedparser, nh3, Signal's parse modules)."""
-    from signal_feeds.parse import feed  # noqa: F401
-    from signal_feeds.parse._speedups import why_not_tuned  # noqa: F401
-
-
-def _ready() -> None:
-    """The first job: it makes the executor start its workers."""
-
-
-_prepared = False
-
-
-def _prepare(tuned: bool) -> None:
-    """Import (and tune) feedparser with the worker's first document, before its time
-    limit starts: a run where nothing needs parsing never pays for it, and a document's
-    limit is never spent importing (seconds on a busy machine)."""
-    global _prepared, _stock_reason
-    if _prepared:
-        return
-    _import_parser()
-    from signal_feeds.parse._speedups import tune_feedparser, why_not_tuned
-
-    _stock_reason = why_not_tuned() if tuned else ""
-    if tuned and not _stock_reason:
-        tune_feedparser()
-    _prepared = True
-
-
-def _parse_in_worker(job: ParseJob, timeout: float, tuned: bool, handover: str) -> str:
-    """One document, under the time limit (in a worker): the file in ``handover`` that
-    holds its pickled outcome.
-
-    The outcome (rows of a whole feed, often hundreds of kilobytes) does not travel
-    through the executor's result pipe: a worker killed while writing to it (the OOM
-    killer, a kill after an overrun) leaves half a message there, which the executor's
-    manager thread then waits for without end, and the run hangs. Only the file's name
-    goes through the pipe, in one write too short to be cut.
-    """
-    data = pickle.dumps(_outcome_in_worker(job, timeout, tuned),
-                        protocol=pickle.HIGHEST_PROTOCOL)
-    fd, path = tempfile.mkstemp(dir=handover)
-    with os.fdopen(fd, "wb") as out:
-        out.write(data)
-    return path
-
-
-def _taken(path: str) -> ParseOutcome:
-    """The outcome a worker left in ``path`` (in the parent), the file removed."""
-    try:
-        with open(path, "rb") as handed:
-            outcome = pickle.load(handed)
-    finally:
-        with contextlib.suppress(OSError):
-            os.unlink(path)
-    if not isinstance(outcome, ParseOutcome):
-        raise TypeError(f"a parser process handed over {type(outcome).__name__}")
-    return outcome
-
-
-def _outcome_in_worker(job: ParseJob, timeout: float, tuned: bool) -> ParseOutcome:
-    global _overran
-    _prepare(tuned)
-    _overran = False
-    try:
-        try:
-            signal.setitimer(signal.ITIMER_REAL, timeout)
-            outcome = parse_job(job)
-        finally:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-    except _Overrun:
-        outcome = _overrun_outcome(timeout)
-    except Exception as exc:  # a bug, not a bad document: the parent logs the trace
-        outcome = ParseOutcome(error=f"parser failed: {type(exc).__name__}: {exc}",
-                               kind="parse", traceback=traceback.format_exc())
-    if _overran:  # the alarm rang, and something in the parser swallowed it
-        outcome = _overrun_outcome(timeout)
-    return replace(outcome, stock_reason=_stock_reason) if _stock_reason else outcome
-
-
-def _overrun_outcome(timeout: float) -> ParseOutcome:
-    return ParseOutcome(error=f"parsing took longer than {timeout:g} s", kind="parse")
 
 
 # -- in the parent ---------------------------------------------------------------------------
@@ -296,7 +115,7 @@ class _Executor:
         #: server's worker) inherits the object but not its threads, and must not use it.
         self.pid = os.getpid()
         self.stderr = tempfile.TemporaryFile()  # noqa: SIM115  # closed by close()
-        #: Where workers leave their outcomes (see :func:`_parse_in_worker`); removed
+        #: Where workers leave their outcomes (see :func:`parse_in_worker`); removed
         #: by :meth:`close`, or when the executor is collected or the program ends.
         self.handover = tempfile.mkdtemp(prefix="signal-parse-")
         self._remove_handover = weakref.finalize(self, _remove_folder, self.handover,
@@ -309,11 +128,11 @@ class _Executor:
             # the fork: the child inherits that module's import lock held by a thread it
             # does not have, and its first import of the module hangs until the time
             # limit kills it. Imported here first, the modules a worker needs are there.
-            _import_parser()
+            import_parser()
         before = {p.pid for p in multiprocessing.active_children()}
         try:
             self.executor = ProcessPoolExecutor(
-                max_workers=workers, mp_context=context, initializer=_start_worker,
+                max_workers=workers, mp_context=context, initializer=start_worker,
                 initargs=(memory, self.stderr.fileno(), self._pids_queue))
             with _SILENCING, warnings.catch_warnings():
                 # Python 3.12+ warns that forking a process with threads may deadlock the
@@ -323,14 +142,14 @@ class _Executor:
                 # imports was imported above when other threads run).
                 warnings.filterwarnings("ignore", message=r".*multi-threaded.*fork",
                                         category=DeprecationWarning)
-                self.executor.submit(_ready)  # a forking executor starts every worker now
+                self.executor.submit(ready)  # a forking executor starts every worker now
         except BaseException:  # a thread or a descriptor refused (ulimit -u, -n):
             self.kill(_forked_since(before))  # the program's exit would wait for them
             raise
         self._pids |= _forked_since(before)  # known now, not only once each has started
 
     def submit(self, job: ParseJob, timeout: float) -> Future[str]:
-        return self.executor.submit(_parse_in_worker, job, timeout, self.tuned,
+        return self.executor.submit(parse_in_worker, job, timeout, self.tuned,
                                     self.handover)
 
     def kill(self, forked: set[int] | None = None) -> None:
@@ -463,7 +282,7 @@ class ParserPool:
                 raise
             if done:
                 try:
-                    return await in_thread(_taken, waiting.result())
+                    return await in_thread(taken, waiting.result())
                 except FileNotFoundError as exc:
                     # The executor was closed meanwhile (another document's worker died,
                     # or the pool closed) and its folder went: parsed again alone.
@@ -477,7 +296,7 @@ class ParserPool:
             executor.kill()
             with contextlib.suppress(BrokenProcessPool):
                 await waiting
-            return _overrun_outcome(self.timeout)
+            return overrun_outcome(self.timeout)
 
     @staticmethod
     def _received(job: ParseJob, outcome: ParseOutcome) -> ParseOutcome:
