@@ -3,6 +3,7 @@ its memory costs one source, and a broken database or config gives one clean lin
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import os
@@ -385,6 +386,116 @@ def test_too_few_file_descriptors_to_start_the_parsers_is_one_line_not_a_hang(
                          check=False, preexec_fn=limited)  # noqa: PLW1509
     _assert_clean_error(run, 2, "cannot start the parser processes and threads a run "
                         "needs: [Errno 24] Too many open files", "ulimit -n")
+
+
+def _fetch_limited(config: Path, **limits: int) -> subprocess.CompletedProcess[str]:
+    import resource
+
+    def limited() -> None:
+        for name, value in limits.items():
+            resource.setrlimit(getattr(resource, name), (value, value))
+
+    return subprocess.run([sys.executable, "-m", "signal_feeds", "fetch", "-q", "--config",
+                           str(config)], capture_output=True, text=True, timeout=120,
+                          check=False, preexec_fn=limited)  # noqa: PLW1509
+
+
+@pytest.mark.parametrize("files", [22, 24, 26, 28, 40])
+def test_a_few_file_descriptors_too_few_is_one_line_or_a_smaller_run(
+        server: ScenarioServer, tmp_path: Path, files: int) -> None:
+    """Under ulimit -n 22 the run said SQLite needed to create -wal and -shm (it needed
+    descriptors), and at 24 to 28 sources failed with "unexpected error" tracebacks
+    ending in EMFILE. Now: one line naming 'ulimit -n' (exit 2), or, where a few
+    connections fit, a run with fewer at once that stores every source."""
+    sources = {f"s{i}": server.url(f"/feeds/demo-rss.xml?{i}") for i in range(30)}
+    config = write_config(tmp_path / "signal.toml", tmp_path / "signal.db", sources)
+    run = _fetch_limited(config, RLIMIT_NOFILE=files)
+    assert "Traceback" not in run.stderr and "unexpected error" not in run.stderr, run.stderr
+    if run.returncode == 2:
+        _assert_clean_error(run, 2, "ulimit -n")
+        return
+    assert run.returncode == 0, run.stderr
+    assert "concurrency lowered from 20" in run.stderr and "'ulimit -n'" in run.stderr
+    assert rows(tmp_path / "signal.db", "SELECT count(DISTINCT source_id) FROM entries") \
+        == [(30,)]
+
+
+def test_a_database_not_opened_for_want_of_descriptors_names_ulimit_n(
+        tmp_path: Path) -> None:
+    """SQLite reports EMFILE as "unable to open database file", which the hint read as
+    a folder where -wal and -shm cannot be made (ulimit -n 22). It names the limit."""
+    code = f"""
+import os, resource
+from signal_feeds import Store
+from signal_feeds.errors import DatabaseUnavailableError
+resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
+held = []
+try:
+    while True:
+        held.append(os.open(os.devnull, os.O_RDONLY))
+except OSError:
+    os.close(held.pop())
+try:
+    Store({str(tmp_path / "signal.db")!r})
+except DatabaseUnavailableError as exc:
+    print(exc)
+"""
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60, check=False)
+    assert "raise 'ulimit -n' for this job" in run.stdout, run.stdout + run.stderr
+    assert "-wal" not in run.stdout, run.stdout
+
+
+def test_concurrency_over_the_open_file_limit_is_lowered_with_a_warning(
+        server: ScenarioServer, tmp_path: Path) -> None:
+    """concurrency = 200 under ulimit -n 64: most sources failed with "cannot connect:
+    [Errno 24] Too many open files" and nothing said to lower concurrency or raise the
+    limit. The run now makes as many requests at once as its descriptors allow, and
+    says so once."""
+    sources = {f"s{i}": server.url(f"/feeds/demo-rss.xml?{i}") for i in range(150)}
+    config = write_config(tmp_path / "signal.toml", tmp_path / "signal.db", sources,
+                          concurrency=200)
+    run = _fetch_limited(config, RLIMIT_NOFILE=64)
+    assert run.returncode == 0, run.stderr
+    lines = run.stderr.splitlines()
+    assert len(lines) == 1 and "concurrency lowered from 200 to" in lines[0], run.stderr
+    assert "raise 'ulimit -n' to at least" in lines[0] and "set concurrency =" in lines[0]
+    assert rows(tmp_path / "signal.db", "SELECT count(DISTINCT source_id) FROM entries") \
+        == [(150,)]
+
+
+def test_a_parser_process_that_cannot_be_forked_again_stops_the_run_with_one_error(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under ulimit -u 9 a worker replaced midway could not be forked (BlockingIOError)
+    and the run never ended. Root is exempt from RLIMIT_NPROC, so the refusal is made
+    here by the start method Signal's executors get (this test process only): the
+    parse raises ResourceLimitError naming the limit, promptly."""
+    import errno
+    import multiprocessing
+
+    import signal_feeds.parse.processes as processes
+    from signal_feeds.errors import ResourceLimitError
+    from signal_feeds.parse.settings import ParseSettings
+
+    fork = multiprocessing.get_context("fork")
+
+    class Refused(fork.Process):  # type: ignore[name-defined,misc]
+        def start(self) -> None:
+            raise BlockingIOError(errno.EAGAIN, "Resource temporarily unavailable")
+
+    class NoFork(type(fork)):  # type: ignore[misc]
+        Process = Refused
+
+    pool = ParserPool(workers=1)
+    try:
+        pool.kill()  # the worker dies: the next parse needs a new one
+        monkeypatch.setattr(processes, "_context", NoFork)
+        job = ParseJob(source_id="s", body=(FIXTURES / "demo-rss.xml").read_bytes(),
+                       url="", content_type="", settings=ParseSettings())
+        with pytest.raises(ResourceLimitError, match="ulimit -u"):
+            asyncio.run(asyncio.wait_for(pool.parse(job), 30))
+    finally:
+        pool.close()
 
 
 # -- parsing isolated in worker processes ----------------------------------------------------

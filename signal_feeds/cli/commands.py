@@ -8,6 +8,7 @@ import gc
 import json
 import signal
 import sys
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +26,7 @@ from signal_feeds.cli.common import (
     fitted,
     json_option,
     load,
+    quiet_refused_threads,
     say,
     say_json,
 )
@@ -296,6 +298,7 @@ GC_YOUNG_THRESHOLD = 10_000
 def main() -> None:
     """Console-script entry point."""
     signal.signal(signal.SIGTERM, _stop_as_on_ctrl_c)
+    threading.excepthook = quiet_refused_threads
     gc.set_threshold(GC_YOUNG_THRESHOLD, *gc.get_threshold()[1:])
     cli(prog_name="signal")
 

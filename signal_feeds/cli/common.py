@@ -4,8 +4,10 @@ finding the database (checked here, at the command line, before any store opens 
 from __future__ import annotations
 
 import codecs
+import logging
 import re
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -20,6 +22,7 @@ from signal_feeds.errors import (
     ResourceLimitError,
     SignalError,
 )
+from signal_feeds.limits import refused
 from signal_feeds.store.views import MOST_ROWS
 
 if TYPE_CHECKING:
@@ -236,3 +239,16 @@ def reading_database(config_path: str | None, db_path: str | None) -> Database:
             "(a Signal database, e.g. the one 'signal demo' wrote) or --config PATH "
             "(a source list; its [settings] database is read)")
     return database_path(load(config_path), None)
+
+
+def quiet_refused_threads(args: threading.ExceptHookArgs) -> None:
+    """``threading.excepthook`` of the ``signal`` command: a thread of the standard
+    library that ends because the system refused it a thread (the parser executor's
+    manager, under ``ulimit -u``) printed its own traceback before the command's one
+    line; the run notices that thread's end and stops with that line, which names the
+    limit. Any other thread's error is printed as Python prints it."""
+    if args.exc_value is not None and refused(args.exc_value) is not None:
+        logging.getLogger("signal_feeds.cli").debug(
+            "thread %s ended: %s", getattr(args.thread, "name", "?"), args.exc_value)
+        return
+    threading.__excepthook__(args)

@@ -40,6 +40,7 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
+from signal_feeds.limits import refused
 from signal_feeds.offload import in_thread
 from signal_feeds.parse.jobs import ParseJob, ParseOutcome, parse_job
 from signal_feeds.parse.worker import (
@@ -68,6 +69,10 @@ def default_workers() -> int:
     """How many parser processes a pool has unless asked: ``min(2, cores)``."""
     return max(1, min(2, os.cpu_count() or 1))
 
+
+#: What a refused thread, process or descriptor stops (a :class:`ResourceLimitError`'s
+#: message starts so).
+STARTING = "cannot start the parser processes and threads a run needs"
 
 #: Seconds past the time limit after which a worker that did not stop itself is
 #: killed (its alarm cannot interrupt a long call inside C code).
@@ -142,11 +147,39 @@ class _Executor:
                 # imports was imported above when other threads run).
                 warnings.filterwarnings("ignore", message=r".*multi-threaded.*fork",
                                         category=DeprecationWarning)
-                self.executor.submit(ready)  # a forking executor starts every worker now
-        except BaseException:  # a thread or a descriptor refused (ulimit -u, -n):
+                started = self.executor.submit(ready)  # a forking executor starts
+            self._pids |= _forked_since(before)        # every worker now
+            self._wait_for(started)
+        except BaseException as exc:  # a thread or a descriptor refused (ulimit -u, -n):
             self.kill(_forked_since(before))  # the program's exit would wait for them
+            self.stderr.close()
+            self._remove_handover()
+            if isinstance(exc, OSError | RuntimeError) and (
+                    refusal := refused(exc, STARTING)) is not None:
+                raise refusal from exc
             raise
-        self._pids |= _forked_since(before)  # known now, not only once each has started
+
+    def _wait_for(self, started: Future[None]) -> None:
+        """Wait until a worker has run the first job. The executor's manager thread
+        starts its queue's feeder thread then: refused one (ulimit -u, ulimit -v), the
+        manager thread ends, and every document given to the executor waited for ever."""
+        while True:
+            try:
+                started.result(timeout=_QUEUED_CHECK_SECONDS / 10)
+                return
+            except BrokenProcessPool:  # a worker died: the next parse starts others
+                self.broken = True
+                return
+            except TimeoutError:
+                if not self.manager_alive():
+                    raise RuntimeError("can't start new thread (the parser executor's "
+                                       "manager thread ended)") from None
+
+    def manager_alive(self) -> bool:
+        """Whether the executor's manager thread still runs (only it hands documents
+        to the workers; CPython keeps it in a private attribute, else assumed alive)."""
+        manager = getattr(self.executor, "_executor_manager_thread", None)
+        return manager is None or bool(manager.is_alive())
 
     def submit(self, job: ParseJob, timeout: float) -> Future[str]:
         return self.executor.submit(parse_in_worker, job, timeout, self.tuned,
@@ -287,6 +320,8 @@ class ParserPool:
                     # The executor was closed meanwhile (another document's worker died,
                     # or the pool closed) and its folder went: parsed again alone.
                     raise BrokenProcessPool("the outcome's file is gone") from exc
+            if not future.running() and not executor.manager_alive():
+                raise BrokenProcessPool("the executor's manager thread ended")
             if deadline is None:
                 # The limit counts from when a worker takes the job, not while it waits
                 # behind other documents (several runs may share the pool).

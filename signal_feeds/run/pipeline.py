@@ -10,8 +10,8 @@ failure is reported for its source and the run goes on.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime as dt
-import errno
 import functools
 import logging
 import threading
@@ -29,7 +29,8 @@ from signal_feeds.http.clients import Clients, DirectTransport, SharedClient, Tr
 from signal_feeds.http.decoding import body_too_large, gunzipped_again
 from signal_feeds.http.fetch import Resolver
 from signal_feeds.identity.keys import Identified
-from signal_feeds.parse.processes import ParseJob, ParserPool
+from signal_feeds.limits import bounded_concurrency, refused
+from signal_feeds.parse.processes import STARTING, ParseJob, ParserPool
 from signal_feeds.parse.settings import ParseSettings
 from signal_feeds.run.blocking import run_blocking
 from signal_feeds.run.stages import Run
@@ -173,15 +174,26 @@ async def fetch_sources(
     clock = _in_utc(clock)
     started_at = clock()
     t0 = time.monotonic()
-    clients = _clients(config, client=client, transport=transport, resolver=resolver,
-                       ssl_context=ssl_context)
     own_parser = parser is None
     try:
         pool = parser or ParserPool()
     except (OSError, RuntimeError) as exc:
-        if (refused := _refused(exc)) is None:
+        if (refusal := refused(exc, STARTING)) is None:
             raise
-        raise refused from exc
+        raise refusal from exc
+    try:
+        # Each request in flight holds a socket: fewer at once than the open-file limit
+        # leaves room for (a warning says so), not most of them failing.
+        concurrency = bounded_concurrency(config.settings.concurrency)
+    except ResourceLimitError:
+        if own_parser:
+            pool.close()
+        raise
+    if concurrency != config.settings.concurrency:
+        config = dataclasses.replace(config, settings=dataclasses.replace(
+            config.settings, concurrency=concurrency))
+    clients = _clients(config, client=client, transport=transport, resolver=resolver,
+                       ssl_context=ssl_context)
     try:
         # The write lock is taken once on opening, off the event loop: a database another
         # program holds fails here, after the busy timeout, before any source is fetched.
@@ -196,13 +208,16 @@ async def fetch_sources(
                 reports = await run.execute()
             finally:
                 await clients.aclose()
+    except ResourceLimitError:  # refused a thread or a descriptor midway (see below)
+        pool.kill()
+        raise
     except (OSError, RuntimeError) as exc:
-        if (refused := _refused(exc)) is None:
+        if (refusal := refused(exc, STARTING)) is None:
             raise
         # Workers waiting for jobs that will never come would keep the program from
         # ending (it joins them at exit): stopped, not shut down.
         pool.kill()
-        raise refused from exc
+        raise refusal from exc
     finally:
         if own_parser:
             pool.close()
@@ -211,24 +226,6 @@ async def fetch_sources(
                        database=display_database(db_path))
     log.info("run finished at %s: %s", format_time(clock()), dict(report.totals))
     return report
-
-
-_NO_RESOURCE = {errno.EAGAIN, errno.EMFILE, errno.ENFILE, errno.ENOMEM}
-
-
-def _refused(exc: BaseException) -> ResourceLimitError | None:
-    """The error to report when ``exc`` is the system refusing a thread, a process or a
-    file descriptor (a traceback, or a hang at exit, before), else ``None``."""
-    if isinstance(exc, OSError) and exc.errno in _NO_RESOURCE:
-        what = "open files" if exc.errno in (errno.EMFILE, errno.ENFILE) else "processes"
-    elif isinstance(exc, RuntimeError) and "can't start new thread" in str(exc):
-        what = "processes"
-    else:
-        return None
-    limit = "ulimit -n" if what == "open files" else "ulimit -u, or a container's pids limit"
-    return ResourceLimitError(f"cannot start the parser processes and threads a run needs: "
-                              f"{exc} (the limit on {what}, {limit}, is too low for "
-                              "this job: raise it)")
 
 
 #: Clients a :func:`run_fetch` call has used (see its docstring).

@@ -36,6 +36,7 @@ from signal_feeds.errors import (
     ConfigError,
     DatabaseUnavailableError,
     FetchError,
+    ResourceLimitError,
     SignalError,
     StoreError,
     shown,
@@ -44,6 +45,7 @@ from signal_feeds.http.clients import Clients
 from signal_feeds.http.fetch import FetchLimits, FetchResponse, fetch
 from signal_feeds.http.slots import HostSlots, HostSlotsHeld
 from signal_feeds.identity.keys import EntryRow, Identified
+from signal_feeds.limits import stop_if_refused
 from signal_feeds.offload import in_thread
 from signal_feeds.parse.processes import ParseJob, ParseOutcome, ParserPool
 from signal_feeds.parse.rows import NORMALIZER_VERSION
@@ -176,6 +178,9 @@ class Run:
             if not reports.done():
                 broken = next(t for t in (writing, *parsing) if t.done())
                 reports.cancel()
+                if not broken.cancelled() and isinstance(
+                        stopped := broken.exception(), ResourceLimitError):
+                    raise stopped  # a limit too low: the run's one line names it
                 raise RuntimeError("a stage of the run ended early") from (
                     None if broken.cancelled() else broken.exception())
             return list(reports.result())
@@ -221,15 +226,15 @@ class Run:
         t0 = time.monotonic()
         try:
             rep = await self._fetch_stage(src, state)
-        except (DatabaseUnavailableError, ConfigError):
-            # The database went away (or may not be written), or the machine's setup is
-            # wrong (CA certificates that cannot be loaded): not this source's failure,
-            # and every source after it would fail the same. The run stops with it; what
-            # was committed stays.
+        except (DatabaseUnavailableError, ConfigError, ResourceLimitError):
+            # The database went away (or may not be written), or the setup is wrong (CA
+            # certificates that cannot be loaded, a limit too low): not this source's
+            # failure; every later one would fail the same. The run stops with it.
             raise
         except SignalError as exc:  # a store failure outside apply_response
             rep = SourceReport(source=src.id, status="failed", error=exc.message)
-        except Exception as exc:  # never let one source end the run
+        except Exception as exc:  # never let one source end the run; but a thread or a
+            stop_if_refused(exc)  # descriptor refused (ulimit -u, -n) fails every one
             log.exception("unexpected error for source %s", src.id)
             rep = SourceReport(source=src.id, status="failed", error=_internal_error(exc))
         # The source's own time, from its request going out to its outcome written (as
@@ -374,6 +379,7 @@ class Run:
             try:
                 decision, rows, derived, size = await self._parse(item, cost)
             except Exception as exc:  # never leave a source without its report
+                stop_if_refused(exc)  # but the run stops (see _source)
                 decision, rows, derived, size = self._crashed(
                     item.source, item.state, item.response.url, item.started, exc), (), None, 0
             # The source's task waits for its write; this task parses on. The rows are

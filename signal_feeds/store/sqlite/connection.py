@@ -23,6 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from signal_feeds.errors import DatabaseUnavailableError, StoreError
+from signal_feeds.limits import descriptors
 from signal_feeds.store.sqlite.maintenance import WAL_LIMIT_BYTES, Checkpointer
 
 __all__ = ["CACHE_KIB", "DEFAULT_BUSY_TIMEOUT", "Connection", "foreign_reason",
@@ -100,6 +101,10 @@ def _setup_hint(exc: sqlite3.Error, path: Path) -> str:
             return f"the folder {path.parent} does not exist"
         if path.is_dir():
             return "that is a folder, not a database file"
+        if (known := descriptors()) is not None and known[0] + 3 >= known[1]:
+            # SQLite's EMFILE is CANTOPEN too: the folder was not the problem.
+            return (f"this process has {known[0]} of its {known[1]} open files in use: "
+                    "raise 'ulimit -n' for this job")
         return (f"SQLite needs to read and write the file and to create {path.name}-wal "
                 "and -shm beside it in its folder")
     if code == _SQLITE_FULL or (code == _SQLITE_IOERR
