@@ -38,6 +38,8 @@ def _what(exc: BaseException, *, direct: bool) -> str:
         return "open files" if exc.errno in _NO_DESCRIPTOR else "processes"
     if isinstance(exc, RuntimeError) and "can't start new thread" in str(exc):
         return "processes"
+    if isinstance(exc, MemoryError) and _address_space_limit():
+        return "memory"  # under ulimit -v, not a feed's size (a worker's own cap)
     return ""
 
 
@@ -56,8 +58,25 @@ def refused(exc: BaseException, doing: str = "the run could not go on"
     if not what or seen is None:
         return None
     limit = "ulimit -n" if what == "open files" else "ulimit -u, or a container's pids limit"
-    return ResourceLimitError(f"{doing}: {seen} (the limit on {what}, {limit}, is too "
+    if what == "memory":
+        limit = f"ulimit -v, now {_address_space_limit()} KB"
+    elif what == "processes" and (memory := _address_space_limit()):
+        # A thread's stack, or a forked copy, that does not fit says the same.
+        what, limit = "processes or on memory", f"ulimit -u, or ulimit -v, now {memory} KB"
+    shown = str(seen) or type(seen).__name__  # a MemoryError has no message
+    return ResourceLimitError(f"{doing}: {shown} (the limit on {what}, {limit}, is too "
                               "low for this job: raise it)")
+
+
+def _address_space_limit() -> int:
+    """This process's address space limit in KB (``ulimit -v``), or 0 when unlimited."""
+    try:
+        import resource
+
+        limit = resource.getrlimit(resource.RLIMIT_AS)[0]
+    except (ImportError, OSError, ValueError):
+        return 0
+    return 0 if limit == resource.RLIM_INFINITY else int(limit) // 1024
 
 
 def descriptors() -> tuple[int, int] | None:

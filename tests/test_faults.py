@@ -464,6 +464,17 @@ def test_concurrency_over_the_open_file_limit_is_lowered_with_a_warning(
         == [(150,)]
 
 
+@pytest.mark.parametrize("megabytes", [100])
+def test_too_little_address_space_is_one_line_naming_ulimit_v(
+        server: ScenarioServer, tmp_path: Path, megabytes: int) -> None:
+    """ulimit -v 100000: MemoryErrors, then a hang (a dead executor thread waited on).
+    Now the run ends with one line that names the limit."""
+    sources = {f"s{i}": server.url(f"/feeds/demo-rss.xml?{i}") for i in range(30)}
+    config = write_config(tmp_path / "signal.toml", tmp_path / "signal.db", sources)
+    run = _fetch_limited(config, RLIMIT_AS=megabytes * 1000 * 1024)
+    _assert_clean_error(run, 2, "ulimit -v")
+
+
 def test_a_parser_process_that_cannot_be_forked_again_stops_the_run_with_one_error(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """Under ulimit -u 9 a worker replaced midway could not be forked (BlockingIOError)

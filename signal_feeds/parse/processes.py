@@ -154,7 +154,7 @@ class _Executor:
             self.kill(_forked_since(before))  # the program's exit would wait for them
             self.stderr.close()
             self._remove_handover()
-            if isinstance(exc, OSError | RuntimeError) and (
+            if isinstance(exc, OSError | RuntimeError | MemoryError) and (
                     refusal := refused(exc, STARTING)) is not None:
                 raise refusal from exc
             raise

@@ -177,7 +177,7 @@ async def fetch_sources(
     own_parser = parser is None
     try:
         pool = parser or ParserPool()
-    except (OSError, RuntimeError) as exc:
+    except (OSError, RuntimeError, MemoryError) as exc:
         if (refusal := refused(exc, STARTING)) is None:
             raise
         raise refusal from exc
@@ -211,7 +211,7 @@ async def fetch_sources(
     except ResourceLimitError:  # refused a thread or a descriptor midway (see below)
         pool.kill()
         raise
-    except (OSError, RuntimeError) as exc:
+    except (OSError, RuntimeError, MemoryError) as exc:
         if (refusal := refused(exc, STARTING)) is None:
             raise
         # Workers waiting for jobs that will never come would keep the program from
