@@ -139,10 +139,9 @@ class RunReport:
                 extra += f" -> {r.moved_to}"
             if r.retry_after is not None:
                 # The server's word is the earliest; the backoff may poll later still.
-                later = r.next_due is not None and r.next_due > r.retry_after
+                poll = r.next_due if r.next_due and r.next_due > r.retry_after else None
                 extra += (f" (retry after {format_time(r.retry_after)}"
-                          + (f"; next poll {format_time(r.next_due)}" if later else "")
-                          + ")")
+                          + (f"; next poll {format_time(poll)}" if poll else "") + ")")
             elif r.status == "not_due" and r.next_due is not None:
                 extra += f" (due {format_time(r.next_due)})"
             if r.error:
