@@ -38,6 +38,7 @@ from signal_feeds.identity.matching import (
     posted_tokens,
     prefix_tokens,
     shingles,
+    sizes_may_match,
     titles_match,
     unpack_tokens,
 )
@@ -155,6 +156,23 @@ def test_normalized_titles_ignore_case_punctuation_and_spacing() -> None:
     assert normalize_title("Rust 1.80 released") == "rust 1 80 released"
     assert normalize_title("Bundesverfassungsgericht kippt") == "bundesverfassungsgericht kippt"
     assert normalize_title("Заметки о выпуске") == "заметки о выпуске"
+
+
+def test_the_size_filter_never_loses_a_pair_that_could_match() -> None:
+    # Two texts whose prefix lengths say their sizes are too far apart are not compared
+    # (a post against a text three times its length: most candidates in a database of
+    # a million entries). Lossless: every pair of sizes Jaccard 0.9 allows passes.
+    def keep(count: int) -> int:
+        return len(prefix_tokens(frozenset(range(count))))
+
+    sizes = list(range(1, 400)) + list(range(990, 1200))
+    prefix = {n: keep(n) for n in sizes}
+    for a in sizes:
+        for b in sizes:
+            if min(a, b) >= 0.9 * max(a, b):
+                assert sizes_may_match(prefix[a], prefix[b]), (a, b)
+    assert not sizes_may_match(keep(45), keep(150))  # ~300 bytes against ~1 KB
+    assert not sizes_may_match(keep(5), keep(25))
 
 
 def test_shingle_overlap_finds_near_identical_text_only() -> None:

@@ -10,7 +10,14 @@ import math
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
-from signal_feeds.identity.matching import CHANNELS, MATCHERS, DedupeRow, clusters, markers_for
+from signal_feeds.identity.matching import (
+    CHANNELS,
+    MATCHERS,
+    DedupeRow,
+    clusters,
+    markers_for,
+    sizes_may_match,
+)
 
 __all__ = ["MAX_POSTINGS", "TOKEN_SHARE", "CommonKeys", "MarkingBackend", "RowCache",
            "mark_clusters", "released_rows", "shares_tokens"]
@@ -33,6 +40,8 @@ def shares_tokens(mine: Collection[int], theirs: Collection[int]) -> bool:
     two, one shared) miss the post it copies while the post found it, so whether the two
     were marked depended on which was fetched first, and `signal dedupe` on their keys.
     """
+    if not sizes_may_match(len(mine), len(theirs)):
+        return False  # too different in length to be near-identical, whoever asks
     common = len(set(mine).intersection(theirs))
     return common >= max(1, math.ceil(min(len(mine), len(theirs)) * TOKEN_SHARE))
 
