@@ -201,6 +201,18 @@ def test_feed_text_cannot_drive_the_terminal(httpserver: HTTPServer, tmp_path: P
     assert entries["a"]["summary"] == "alpha ]0;pwned body"
 
 
+def _listed_names(httpserver: HTTPServer, tmp_path: Path, rss: bytes) -> list[str]:
+    """How ``signal entries`` names each entry of ``rss`` (source "ana"), sorted."""
+    httpserver.expect_request("/rss").respond_with_data(rss, content_type="application/rss+xml")
+    config = tmp_path / "signal.toml"
+    config.write_text(f'[settings]\ndatabase = "s.db"\nmin_interval = 0\n\n'
+                      f'[[sources]]\nid = "ana"\nurl = "{httpserver.url_for("/rss")}"\n')
+    runner = CliRunner()
+    assert runner.invoke(cli, ["fetch", "--config", str(config)]).exit_code == 0
+    result = runner.invoke(cli, ["entries", "--config", str(config)])
+    return sorted(line.split("  ana  ", 1)[1] for line in result.output.splitlines())
+
+
 def test_an_untitled_entry_is_listed_by_the_start_of_its_text(httpserver: HTTPServer,
                                                               tmp_path: Path) -> None:
     # Mastodon and micro-blog posts have no title: their link alone says nothing.
@@ -213,14 +225,7 @@ def test_an_untitled_entry_is_listed_by_the_start_of_its_text(httpserver: HTTPSe
            f"<item><guid>https://social.example/@ana/2</guid><description>{long}"
            "</description></item>"
            "<item><guid>https://social.example/@ana/3</guid></item></channel></rss>").encode()
-    httpserver.expect_request("/rss").respond_with_data(rss, content_type="application/rss+xml")
-    config = tmp_path / "signal.toml"
-    config.write_text(f'[settings]\ndatabase = "s.db"\nmin_interval = 0\n\n'
-                      f'[[sources]]\nid = "ana"\nurl = "{httpserver.url_for("/rss")}"\n')
-    runner = CliRunner()
-    assert runner.invoke(cli, ["fetch", "--config", str(config)]).exit_code == 0
-    result = runner.invoke(cli, ["entries", "--config", str(config)])
-    names = sorted(line.split("  ana  ", 1)[1] for line in result.output.splitlines())
+    names = _listed_names(httpserver, tmp_path, rss)
     assert names == ["https://social.example/@ana/3",
                      "“Hello #rss & friends”",
                      "“" + ("word " * 16).strip() + "…”"]
@@ -238,14 +243,7 @@ def test_an_untitled_entrys_excerpt_never_splits_a_character_as_drawn(
     items = "".join(f"<item><guid>{name}</guid><description>{lead}{text} and more words"
                     "</description></item>" for name, text in posts.items())
     rss = f"<rss version='2.0'><channel><title>t</title>{items}</channel></rss>".encode()
-    httpserver.expect_request("/rss").respond_with_data(rss, content_type="application/rss+xml")
-    config = tmp_path / "signal.toml"
-    config.write_text(f'[settings]\ndatabase = "s.db"\nmin_interval = 0\n\n'
-                      f'[[sources]]\nid = "ana"\nurl = "{httpserver.url_for("/rss")}"\n')
-    runner = CliRunner()
-    assert runner.invoke(cli, ["fetch", "--config", str(config)]).exit_code == 0
-    result = runner.invoke(cli, ["entries", "--config", str(config)])
-    names = sorted(line.split("  ana  ", 1)[1] for line in result.output.splitlines())
+    names = _listed_names(httpserver, tmp_path, rss)
     assert names == [f"“{lead}…”"] * 4
 
 
