@@ -465,14 +465,38 @@ def test_concurrency_over_the_open_file_limit_is_lowered_with_a_warning(
 
 
 @pytest.mark.parametrize("megabytes", [100])
-def test_too_little_address_space_is_one_line_naming_ulimit_v(
+def test_too_little_address_space_never_hangs_or_prints_a_traceback(
         server: ScenarioServer, tmp_path: Path, megabytes: int) -> None:
     """ulimit -v 100000: MemoryErrors, then a hang (a dead executor thread waited on).
-    Now the run ends with one line that names the limit."""
+    Where memory runs out depends on the machine and its load: starting the parsers or
+    opening the store, the run ends with one line naming the limit (exit 2); later,
+    duplicate marking is given up for a source (its entries stored unmarked, as the
+    warning says, which is not a reason to lose them). Never a hang or a traceback, and
+    the database stays whole."""
     sources = {f"s{i}": server.url(f"/feeds/demo-rss.xml?{i}") for i in range(30)}
     config = write_config(tmp_path / "signal.toml", tmp_path / "signal.db", sources)
     run = _fetch_limited(config, RLIMIT_AS=megabytes * 1000 * 1024)
-    _assert_clean_error(run, 2, "ulimit -v")
+    assert "Traceback" not in run.stderr and "unexpected error" not in run.stderr, run.stderr
+    if run.returncode == 2:
+        _assert_clean_error(run, 2, "ulimit -v")
+    else:
+        assert run.returncode in (0, 1), run.stderr
+    if (tmp_path / "signal.db").exists():
+        assert rows(tmp_path / "signal.db", "PRAGMA integrity_check") == [("ok",)]
+
+
+def test_a_memory_error_under_an_address_space_limit_names_ulimit_v() -> None:
+    # Where it is met is up to the machine; what it is called is not.
+    code = ("import resource\n"
+            "from signal_feeds.limits import refused\n"
+            "assert refused(MemoryError()) is None\n"
+            "soft, hard = resource.getrlimit(resource.RLIMIT_AS)\n"
+            "resource.setrlimit(resource.RLIMIT_AS, (8 * 1024**3, hard))\n"
+            "print(refused(MemoryError(), 'the run could not go on'))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, timeout=60).stdout
+    assert out.startswith("the run could not go on: MemoryError (the limit on memory, "
+                          "ulimit -v, now 8388608 KB, is too low"), out
 
 
 def test_a_parser_process_that_cannot_be_forked_again_stops_the_run_with_one_error(
