@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import difflib
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from signal_feeds.graphemes import cut_text
@@ -25,10 +25,23 @@ __all__ = [
     "ResourceLimitError",
     "SignalError",
     "StoreError",
+    "causes",
     "did_you_mean",
     "log_level_of",
     "shown",
 ]
+
+
+def causes(exc: BaseException, *, most: int | None = None) -> Iterator[BaseException]:
+    """``exc``, then what it was raised from (``__cause__``, else ``__context__``), and
+    so on: at most ``most`` of them, each once (a chain may loop)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen and (
+            most is None or len(seen) < most):
+        seen.add(id(current))
+        yield current
+        current = current.__cause__ or current.__context__
 
 
 def did_you_mean(word: str, known: Iterable[str]) -> str:

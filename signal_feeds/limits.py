@@ -13,7 +13,7 @@ import errno
 import logging
 import os
 
-from signal_feeds.errors import ResourceLimitError
+from signal_feeds.errors import ResourceLimitError, causes
 
 log = logging.getLogger("signal_feeds.run")
 
@@ -48,15 +48,11 @@ def refused(exc: BaseException, doing: str = "the run could not go on"
     """The error to report when ``exc`` (or what caused it: an httpx error wraps the
     socket's EMFILE) is the system refusing a thread, a process or a descriptor, else
     ``None``. ``doing`` says what was refused, as the message's start."""
-    seen: BaseException | None = exc
-    what, depth = "", 0
-    while seen is not None and depth < 8 and not what:
-        what = _what(seen, direct=depth == 0)
-        if not what:
-            seen = seen.__cause__ or seen.__context__
-            depth += 1
-    if not what or seen is None:
+    found = next(((seen, what) for depth, seen in enumerate(causes(exc, most=8))
+                  if (what := _what(seen, direct=depth == 0))), None)
+    if found is None:
         return None
+    seen, what = found
     limit = "ulimit -n" if what == "open files" else "ulimit -u, or a container's pids limit"
     if what == "memory":
         limit = f"ulimit -v, now {_address_space_limit()} KB"

@@ -7,7 +7,7 @@ import os
 import re
 import ssl
 
-from signal_feeds.errors import ConfigError
+from signal_feeds.errors import ConfigError, causes
 
 __all__ = ["PLAIN_PORT", "TlsContext", "certificate_problem", "default_tls_context",
            "handshake_problem"]
@@ -74,16 +74,12 @@ _CERTIFICATE_HINTS = {
 def certificate_problem(exc: BaseException) -> str:
     """``"TLS certificate refused: <OpenSSL's reason> (<what to do>)"`` when ``exc`` or
     an exception it was raised from is a certificate verification failure, else ``""``."""
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
+    for current in causes(exc):
         if isinstance(current, ssl.SSLCertVerificationError):
             reason = (current.verify_message or current.reason or "verification failed"
                       ).rstrip(".")
             hint = _CERTIFICATE_HINTS.get(current.verify_code or 0)
             return f"TLS certificate refused: {reason}" + (f" ({hint})" if hint else "")
-        current = current.__cause__ or current.__context__
     return ""
 
 
@@ -117,15 +113,11 @@ def handshake_problem(exc: BaseException) -> str:
     """``"TLS handshake failed: <OpenSSL's reason> (<what it means>)"`` when ``exc`` or
     an exception it was raised from is a TLS error other than a refused certificate
     (see :func:`certificate_problem`), else ``""``."""
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
+    for current in causes(exc):
         if isinstance(current, ssl.SSLError) and not isinstance(
                 current, ssl.SSLCertVerificationError):
             words = _OPENSSL_NOISE.sub("", str(current)).strip() or (
                 current.reason or "").replace("_", " ").lower() or "the handshake failed"
             hint = _HANDSHAKE_HINTS.get(current.reason or "")
             return f"TLS handshake failed: {words}" + (f" ({hint})" if hint else "")
-        current = current.__cause__ or current.__context__
     return ""
