@@ -78,6 +78,11 @@ def _unquoted(exc: ValueError) -> str:
     return words or "unreadable host or port"
 
 
+#: Why a URL with port 0 is refused: no server listens there, and a client connects to
+#: the scheme's default port instead.
+_PORT_ZERO = "port 0 is no port to connect to"
+
+
 class UrlRejected(ValueError):
     """A URL that the policy refuses; the message says why."""
 
@@ -100,7 +105,7 @@ def _canonical(url: str, *, allowed_schemes: frozenset[str],
         # Not the error's own words: they quote the text it could not read.
         raise UrlRejected(f"malformed URL ({_unquoted(exc)})") from exc
     if port == 0:  # no server listens there; a client connects to the default instead
-        raise UrlRejected("port 0 is no port to connect to")
+        raise UrlRejected(_PORT_ZERO)
     scheme = parts.scheme.lower()
     if scheme not in allowed_schemes:
         allowed = " or ".join(sorted(allowed_schemes))
@@ -275,7 +280,7 @@ def proxy_url_problem(url: str) -> str:
     if not host:
         return "no host"
     if port == 0:
-        return "port 0 is no port to connect to"
+        return _PORT_ZERO
     if _NOT_IN_HOST.search(unquote(host)) and ":" not in host:
         return f"host {host!r} is not a host name"
     return ""
