@@ -42,7 +42,9 @@ def shares_tokens(mine: Collection[int], theirs: Collection[int]) -> bool:
     """
     if not sizes_may_match(len(mine), len(theirs)):
         return False  # too different in length to be near-identical, whoever asks
-    common = len(set(mine).intersection(theirs))
+    # (Callers asking about many candidates pass their own tokens as a set, made once.)
+    own = mine if isinstance(mine, set | frozenset) else set(mine)
+    common = len(own.intersection(theirs))
     return common >= max(1, math.ceil(min(len(mine), len(theirs)) * TOKEN_SHARE))
 
 

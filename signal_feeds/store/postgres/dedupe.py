@@ -135,10 +135,11 @@ def _candidates(conn: Any, row: DedupeRow, common: CommonKeys) -> dict[str, list
         seqs.update(int(s) for s in posted(label))
     texts = []
     if seqs:
+        mine = frozenset(row.tokens)
         for key, stored in conn.execute(
                 "SELECT id, text_tokens FROM entries WHERE seq = ANY(%s) ORDER BY seq",
                 (sorted(seqs),)):
-            if shares_tokens(row.tokens, unpack_tokens(bytes(stored) if stored else None)):
+            if shares_tokens(mine, unpack_tokens(bytes(stored) if stored else None)):
                 texts.append(key)
     found = {"link": posted(_LINK), "title": posted(_TITLE), "text": texts}
     return {channel: list(dict.fromkeys(keys)) for channel, keys in found.items()}
@@ -205,8 +206,9 @@ def _all_candidates(conn: Any, rows: Sequence[DedupeRow],
             stored[int(seq)] = (key, frozenset(unpack_tokens(bytes(blob) if blob else None)))
     result: dict[str, dict[str, list[str]]] = {}
     for i, row in enumerate(rows):
+        mine = frozenset(row.tokens)
         texts = [stored[s][0] for s in sorted(wanted[i])
-                 if s in stored and shares_tokens(row.tokens, stored[s][1])]
+                 if s in stored and shares_tokens(mine, stored[s][1])]
         found = {"link": posted(i, _LINK), "title": posted(i, _TITLE), "text": texts}
         result[row.key] = {channel: list(dict.fromkeys(keys))
                            for channel, keys in found.items()}

@@ -171,12 +171,13 @@ def _candidates(conn: sqlite3.Connection, row: DedupeRow,
     # threshold share most of their prefixes, which the rows carry. Checking that costs
     # the read of a row; comparing texts costs hashing its summary.
     texts = []
+    mine = frozenset(row.tokens)
     for chunk in _chunks(sorted(seqs)):
         # (A token row whose entry is gone names no key: it is left out here.)
         for key, stored in conn.execute(
                 f"SELECT id, text_tokens FROM entries WHERE seq IN "
                 f"({','.join('?' * len(chunk))}) ORDER BY seq", chunk):
-            if shares_tokens(row.tokens, unpack_tokens(stored)):
+            if shares_tokens(mine, unpack_tokens(stored)):
                 texts.append(key)
     found = {"link": posted(_LINK), "title": posted(_TITLE), "text": texts}
     return {channel: list(dict.fromkeys(keys)) for channel, keys in found.items()}
