@@ -229,7 +229,7 @@ def _is_utf8(label: str) -> bool:
 
 
 _WIDE = ("utf-16", "utf16", "utf-32", "utf32", "ucs-2", "ucs-4", "iso-10646-ucs")
-_WIDE_BOMS = (b"\xff\xfe", b"\xfe\xff", b"\x00\x00\xfe\xff")
+_WIDE_BOMS = tuple(mark for mark, name in _BOMS if name != "utf-8")
 
 
 def _single_byte(body: bytes) -> bool:
