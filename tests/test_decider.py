@@ -333,6 +333,26 @@ def test_a_refresh_asks_unconditionally_so_a_304_is_a_failure() -> None:
         assert decider().after_fetch(state, resp(304)).report.status == "not_modified"
 
 
+def test_a_200_that_repeats_the_etag_asked_about_keeps_only_the_date() -> None:
+    # Apache's mod_deflate: the tag sent back is ignored, the whole feed comes again.
+    apache = {"etag": '"old"', "last-modified": "Tue, 2 Jan 2024"}
+    for body, parsed in (("d1", None), ("d2", PARSED)):
+        decision = decider().after_fetch(STORED, resp(200, apache, body_digest=body), parsed)
+        assert (decision.state.etag, decision.state.last_modified) == ("", "Tue, 2 Jan 2024")
+        assert any("If-Modified-Since alone" in w for w in decision.report.warnings)
+    # Compared weakly, as If-None-Match is.
+    weak = decider().after_fetch(STORED, resp(200, {**apache, "etag": 'W/"old"'},
+                                              body_digest="d1"))
+    assert weak.state.etag == ""
+    # Kept: a new tag; no date to ask by; a --refresh, which sent no tag at all.
+    kept = [decider().after_fetch(STORED, resp(200, FRESH, body_digest="d1")),
+            decider().after_fetch(STORED, resp(200, {"etag": '"old"'}, body_digest="d1")),
+            decider(refresh=True).after_fetch(STORED, resp(200, apache, body_digest="d2"),
+                                              PARSED)]
+    assert [d.state.etag for d in kept] == ['"new"', '"old"', '"old"']
+    assert not any(d.report.warnings for d in kept[:2])
+
+
 def test_counts_and_store_failures_complete_the_report() -> None:
     decision = decider().after_fetch(STORED, resp(200, body_digest="d2"), PARSED)
     done = decision.with_counts(ApplyCounts(created=3, updated=1, unchanged=1))

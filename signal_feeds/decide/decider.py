@@ -35,6 +35,7 @@ from signal_feeds.decide.schedule import (
     parse_retry_after,
     scheduled_due,
 )
+from signal_feeds.decide.validators import ignored_etag_warning, kept_etag
 from signal_feeds.errors import shown
 from signal_feeds.records import ApplyCounts, FetchRecord, SourceState
 
@@ -293,11 +294,18 @@ class Decider:
         # runs go to the new address and report what they did (``moved_to`` still says
         # where the source lives, and ``signal sources`` shows it as moved).
         outcome: SourceStatus = "moved" if _moves(state, response) else "fetched"
+        # A server that sends back the very ETag it was asked about ignores it: asked by
+        # date alone next time (see signal_feeds.decide.validators).
+        etag = kept_etag("" if self.refresh else state.etag, response.etag,
+                         response.last_modified)
+        if etag != response.etag:
+            response = replace(response, warnings=(*response.warnings,
+                                                   ignored_etag_warning(response.etag)))
         if self._same_body(state, response):
             state = moved
             # Byte-identical to the stored body: nothing to parse, but keep the validators.
             new = replace(self._succeeded(state, response, state.ttl_seconds),
-                          etag=response.etag, last_modified=response.last_modified,
+                          etag=etag, last_modified=response.last_modified,
                           cache_headers=_stored_cache_headers(response.headers))
             # Its skipped entries are still in it: reported as the parse reported them.
             return self._save(new, outcome, response, http_status=response.status,
@@ -310,7 +318,7 @@ class Decider:
             return self._failed(state, response, response.url, parsed.error, "rejected")
         state = moved
         new = replace(self._succeeded(state, response, parsed.ttl_seconds),
-                      etag=response.etag, last_modified=response.last_modified,
+                      etag=etag, last_modified=response.last_modified,
                       body_digest=response.body_digest,
                       body_normalizer_version=self.normalizer_version,
                       body_entries=parsed.entries, body_skipped=parsed.skipped,
