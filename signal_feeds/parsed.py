@@ -115,7 +115,9 @@ __all__ = ["NORMALIZER_VERSION", "ParsedEntry", "ParsedFeed"]
 #: as "CrÃ¨me it’s"), and a few stray bytes in a document whose byte-order mark says
 #: UTF-8 are read as Windows-1252, not the whole document; and a document of valid UTF-8
 #: behind another legacy charset than a Latin default (``windows-1251``) is read as UTF-8.
-NORMALIZER_VERSION = 23
+#: 24: an image one pixel square (a web bug: FeedBurner's, Medium's) is left out of a
+#: summary or content (FeedBurner renaming it stored the post as edited).
+NORMALIZER_VERSION = 24
 
 
 @dataclass(frozen=True, slots=True)

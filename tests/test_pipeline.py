@@ -289,3 +289,38 @@ def test_a_failing_source_does_not_stop_the_others(server: ScenarioServer,
     assert report.get("missing").status == "failed"
     assert "404" in report.get("missing").error
     assert not report.ok
+
+
+def _feedburner_feed(token: str) -> bytes:
+    # FeedBurner's shape: the item links to its tracking redirect, gives the post's own
+    # address as origLink, and ends the text with a one-pixel image named by a token.
+    return ('<rss version="2.0" xmlns:feedburner="http://rssnamespace.org/feedburner/ext/1.0">'
+            "<channel><title>Old blog</title><link>https://old.example/</link><item>"
+            "<title>Post A</title><guid isPermaLink=\"false\">tag:old.example,2026:a</guid>"
+            f"<link>http://feedproxy.google.com/~r/Old/~3/{token}/a.html</link>"
+            "<description>Text of A.&lt;img src=\"https://old.example/a.jpg\" width=\"640\" "
+            f"height=\"480\"&gt;&lt;img src=\"http://feeds.feedburner.com/~r/Old/~4/{token}\""
+            ' height="1" width="1" alt=""/&gt;</description>'
+            "<feedburner:origLink>https://old.example/a.html</feedburner:origLink>"
+            "</item></channel></rss>").encode()
+
+
+def test_a_renamed_web_bug_makes_no_new_version(server: ScenarioServer,
+                                                database: Path | str) -> None:
+    # FeedBurner names a new tracking image (and redirect) for the same post now and
+    # then; each rename was stored as an edit, a new version and a change.
+    config = make_config(database, {"old": server.url("/old.xml")})
+    server.put("/old.xml", _feedburner_feed("AbCdEf"))
+    assert run_fetch(config, force=True).get("old").created == 1
+    server.put("/old.xml", _feedburner_feed("XyZ123"))
+    report = run_fetch(config, force=True).get("old")
+    assert (report.created, report.updated, report.unchanged) == (0, 0, 1)
+    key = digest(["old", "tag:old.example,2026:a"])
+    with open_store(database) as store:
+        entry = store.entry(key)
+        assert len(store.versions(key)) == 1
+    assert entry is not None and entry.url == "https://old.example/a.html"
+    # The picture with a size of its own stays; the pixel, which reports each reading
+    # of the stored copy to a counter, is not stored.
+    assert entry.summary == ('Text of A.<img src="https://old.example/a.jpg" width="640" '
+                             'height="480">')

@@ -310,3 +310,20 @@ def test_a_podcast_episode_keeps_its_full_show_notes(order: tuple[str, ...]) -> 
     (entry,) = parse_feed(body.encode()).entries
     assert entry.content == ('<p>Worms, with a guest. Show notes: <a href="https://pod.example/'
                              'notes/12" rel="noopener noreferrer">notes</a></p>')
+
+
+@pytest.mark.parametrize(("html", "stored"), [
+    # Medium's view counter, Jetpack's, FeedBurner's: one pixel square, or none.
+    ('<p>It was fast.</p><img src="https://medium.com/_/stat?event=post.clientViewed" '
+     'width="1" height="1" alt="">', "<p>It was fast.</p>"),
+    ("<IMG SRC=https://pixel.wp.com/b.gif?post=1 HEIGHT=1 WIDTH=1 style=display:none>end",
+     "end"),
+    ('<img src="/t.gif" width="1px" height="0"/>', ""),
+    # A picture with a size of its own, one thin side only, or no size at all stays.
+    ('<img src="/rule.png" width="600" height="1">',
+     '<img src="https://blog.example/rule.png" width="600" height="1">'),
+    ('<img src="/a.png" alt="width=1 height=1">',
+     '<img src="https://blog.example/a.png" alt="width=1 height=1">'),
+])
+def test_a_one_pixel_image_is_not_stored(html: str, stored: str) -> None:
+    assert _summary(html) == stored

@@ -160,6 +160,41 @@ def _lazy_images_loaded(value: str) -> tuple[str, bool]:
     return "".join(pieces), True
 
 
+# A web bug: an image one pixel square (or none), which shows nothing and is there to
+# tell a counter that the post was opened (FeedBurner's ``~4/`` image, Medium's
+# ``_/stat``, Jetpack's ``pixel.wp.com``). The stored copy is read elsewhere and later,
+# where it would still report each reading, and FeedBurner names a new one for the same
+# post now and then: every such rename was stored as an edit of the post. Such an image
+# is left out; an image with a size of its own (or none written) is kept.
+_PIXEL_HINT = re.compile(r"""(?:width|height)\s*=\s*["']?\s*[01](?:px)?\s*(?:["'\s/>]|$)""")
+_PIXEL_SIZES = frozenset({"0", "1", "0px", "1px"})
+
+
+def _is_pixel(tag: str) -> bool:
+    values = {name.lower(): value.strip("\"' \t\n").lower()
+              for name, value in _ATTRIBUTE.findall(tag, 4, len(tag) - 1)}
+    return (values.get("width") in _PIXEL_SIZES) and (values.get("height") in _PIXEL_SIZES)
+
+
+def _pixels_removed(value: str) -> str:
+    """``value`` without its one-pixel images (read as :func:`_lazy_images_loaded` reads
+    image tags: each stretch of the value once)."""
+    pieces: list[str] = []
+    done = searched = 0
+    while (start := _IMAGE_START.search(value, searched)) is not None:
+        end = _TAG_REST.match(value, start.end())
+        if end is None:  # the rest of the value is inside this tag
+            break
+        searched = end.end()
+        if _is_pixel(value[start.start():searched]):
+            pieces.append(value[done:start.start()])
+            done = searched
+    if not pieces:
+        return value
+    pieces.append(value[done:])
+    return "".join(pieces)
+
+
 # A lazy-loading script that also writes a <noscript> copy of each image would show
 # every image twice: once loaded here, once from the copy, which then goes. Only such a
 # copy: a <noscript> with anything besides images in it (a link to the episode's MP3)
@@ -225,6 +260,9 @@ def sanitize(value: str, *, body: bool = False, **options: Any) -> str:
     # (WordPress writes other data- attributes, data-id on gallery images, everywhere.)
     if body and any(name in lowered for name in _LAZY_ATTRIBUTES):
         value, lazy = _lazy_images_loaded(value)
+        lowered = value.lower()
+    if body and "<img" in lowered and _PIXEL_HINT.search(lowered) is not None:
+        value = _pixels_removed(value)
         lowered = value.lower()
     if _SPECIAL_TAG.search(lowered) is not None:
         if lazy:
