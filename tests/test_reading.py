@@ -223,6 +223,26 @@ def test_history_lists_every_version_with_when_it_was_seen(fetch: Fetch,
     assert re.match(r"  \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ \.\. \S+Z  ", text[1]), text[1]
 
 
+
+def test_history_says_when_only_the_text_of_an_untitled_post_changed(
+        fetch: Fetch, database: Path | str) -> None:
+    # A Mastodon post has no title, and an edit changes neither its link nor its date:
+    # the two versions of an edited post were printed as the same line twice.
+    post = {"guid": "https://social.example/@ana/1", "link": "https://social.example/@ana/1",
+            "date": "Thu, 03 Dec 2026 20:15:31 +0000",
+            "description": "<p>Just shipped 3.14 support, thanks @bob!</p>"}
+    fetch("social", rss(post))
+    fetch("social", rss({**post, "description": "<p>Just shipped 3.14 support, thanks @bob! "
+                                                "(edited: typo)</p>"}))
+    key = digest(["social", "https://social.example/@ana/1"])
+    text = invoke("history", key[:10], "--db", str(database)).output.splitlines()
+    assert text[0].endswith("“Just shipped 3.14 support, thanks @bob! (edited: typo)”")
+    first, second = text[1:]
+    assert "  -  https://social.example/@ana/1  published=" in first  # no title: "-"
+    assert first.endswith("updated=-")
+    assert second.endswith("updated=-  (text changed)  (current)")
+
+
 def test_lookup_of_a_duplicates_link_answers_the_canonical_entry(
         aggregate: dict[str, str], database: Path | str) -> None:
     # The planet's own link matches only the planet's row, a marked duplicate.

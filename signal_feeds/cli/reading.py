@@ -40,6 +40,7 @@ from signal_feeds.identity.search_text import searchable_text
 from signal_feeds.timeutil import parse_since as since_bound
 
 if TYPE_CHECKING:  # the store (and through it the parser) loads only when a command runs
+    from signal_feeds.records import StoredVersion
     from signal_feeds.store import FeedStore
 
 __all__ = ["dedupe", "entries", "entry_line", "existing_database", "export", "history",
@@ -233,8 +234,22 @@ def history(key: str, config_path: str | None, db_path: str | None, as_json: boo
         now = "  (current)" if i == found.current and len(found.versions) > 1 else ""
         # To the second, still saying UTC (the "Z"), as published= and updated= do.
         say(f"  {v.first_seen_at[:19]}Z .. {v.last_seen_at[:19]}Z  {v.fingerprint[:12]}  "
-            f"{v.title}  {v.url}  published={v.published or '-'} "
-            f"updated={v.updated or '-'}{now}")
+            f"{v.title or '-'}  {v.url or '-'}  published={v.published or '-'} "
+            f"updated={v.updated or '-'}"
+            f"{_body_change(found.versions[i - 1], v) if i else ''}{now}")
+
+
+def _body_change(before: StoredVersion, after: StoredVersion) -> str:
+    """What a version line adds when the text (author, summary, content) differs from
+    the line above: a post without a title or a date (a Mastodon post edited) has no
+    other field that shows it, and its lines read as the same version twice."""
+    if not (before.content_fingerprint and after.content_fingerprint) or (
+            before.content_fingerprint == after.content_fingerprint):
+        return ""  # (a database from before content fingerprints has none to compare)
+    if before.normalizer_version != after.normalizer_version:
+        return (f"  (text changed; normalizer {before.normalizer_version}"
+                f" -> {after.normalizer_version})")
+    return "  (text changed)"
 
 
 @click.command(short_help="Do we know this link?")
