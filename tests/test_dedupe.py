@@ -375,6 +375,40 @@ def test_two_projects_releases_with_one_title_are_two_stories(
     assert set(markers(database).values()) == {("", "", "", "")}
 
 
+
+def _github_releases(repo: str) -> bytes:
+    # GitHub's release feed; the notes GitHub writes for a release without pull requests
+    # are one line, its compare link shown as the two tags.
+    entries = "".join(
+        f"<entry><id>tag:github.com,2008:Repository/{len(repo)}/{tag}</id>"
+        f"<updated>{day}T10:00:00Z</updated>"
+        f'<link rel="alternate" type="text/html" href="https://github.com/{repo}/releases/tag/{tag}"/>'
+        f"<title>{tag}</title><content type=\"html\">&lt;p&gt;&lt;strong&gt;Full Changelog"
+        f"&lt;/strong&gt;: &lt;a class=&quot;commit-link&quot; href=&quot;https://github.com/"
+        f"{repo}/compare/{before}...{tag}&quot;&gt;&lt;tt&gt;{before}...{tag}&lt;/tt&gt;"
+        f"&lt;/a&gt;&lt;/p&gt;</content><author><name>octocat</name></author></entry>"
+        for tag, before, day in (("v1.2.3", "v1.2.2", "2026-12-01"),
+                                 ("v1.2.2", "v1.2.1", "2026-11-01")))
+    return ('<?xml version="1.0" encoding="UTF-8"?><feed xmlns="http://www.w3.org/2005/Atom">'
+            f"<id>tag:github.com,2008:https://github.com/{repo}/releases</id>"
+            f"<title>Release notes from {repo}</title><updated>2026-12-01T10:00:00Z</updated>"
+            f"{entries}</feed>").encode()
+
+
+def test_two_projects_released_in_step_are_two_stories(fetch: Fetch,
+                                                        database: Path | str) -> None:
+    # Two repositories released together, each "v1.2.3" with GitHub's one-line notes:
+    # the same eleven words, of which only five hold a letter, and the second project's
+    # releases were marked duplicates of the first's and hidden from `signal entries`.
+    fetch("alpha", _github_releases("org/alpha"))
+    fetch("beta", _github_releases("org/beta"))
+    assert len(markers(database)) == 4
+    assert set(markers(database).values()) == {("", "", "", "")}
+    # Text with words to compare still matches across sources (see above).
+    assert shingles("v1.2.3", "Full Changelog: v1.2.2...v1.2.3") == frozenset()
+    assert shingles("v1.2.3", "Fixes the crash when the queue is empty on start") != frozenset()
+
+
 def test_two_runs_in_opposite_orders_choose_the_same_canonical_rows(
         server: ScenarioServer, tmp_path: Path, parser: ParserPool) -> None:
     # Three sources carry the same story; "later" dates it a day after the other two,

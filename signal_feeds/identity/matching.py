@@ -88,7 +88,8 @@ DEFAULT_MIN_TITLE_CHARS = 12
 #: two stories), unless it is this long ("Bundesverfassungsgericht kippt").
 DEFAULT_MIN_TWO_WORD_TITLE_CHARS = 16
 DEFAULT_SHINGLE_SIZE = 3
-#: Texts with fewer words have too few shingles for the overlap to mean anything.
+#: Texts with fewer words (words that are more than digits) have too few shingles for
+#: the overlap to mean anything.
 DEFAULT_MIN_TEXT_WORDS = 8
 DEFAULT_TEXT_THRESHOLD = 0.9
 #: The rank of a source the config no longer lists: after every listed one.
@@ -241,9 +242,22 @@ def shingles(title: str, summary: str, *, size: int = DEFAULT_SHINGLE_SIZE,
                         min_words)
 
 
+def _enough_words_of_letters(words: list[str], needed: int) -> bool:
+    """Whether ``needed`` of ``words`` are more than digits (``v1`` is, ``2`` is not)."""
+    for word in words:
+        if not word.isdigit():
+            needed -= 1
+            if needed <= 0:
+                return True
+    return needed <= 0
+
+
 def _shingles_of(words: list[str], size: int = DEFAULT_SHINGLE_SIZE,
                  min_words: int = DEFAULT_MIN_TEXT_WORDS) -> frozenset[int]:
-    if len(words) < max(min_words, size):
+    # The words must say something besides numbers: GitHub's release notes of a release
+    # without pull requests are "v1.2.3 Full Changelog: v1.2.2...v1.2.3", eleven words
+    # of which five hold a letter, and two projects released in step wrote the same.
+    if len(words) < max(min_words, size) or not _enough_words_of_letters(words, min_words):
         return frozenset()
     # CRC-32 of every word, repeats included: hashing a word again is cheaper than
     # looking it up in a table of the text's distinct words.
