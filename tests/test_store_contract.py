@@ -311,6 +311,26 @@ def test_a_database_from_a_newer_signal_is_refused_and_left_alone(filled: Path) 
     assert filled.read_bytes() == before
 
 
+def test_a_newer_database_in_rollback_journal_mode_is_not_switched_to_wal(
+        filled: Path) -> None:
+    # Opening switched the file to WAL before its version was looked at, so a refused
+    # database (a newer Signal's that does not use WAL, or one a backup tool rewrote in
+    # rollback-journal mode) still had its header changed: "left alone" it was not.
+    with closing(sqlite3.connect(filled, isolation_level=None)) as conn:
+        conn.execute("PRAGMA journal_mode = DELETE")
+        conn.execute("PRAGMA user_version = 99")
+    before = filled.read_bytes()
+    with pytest.raises(StoreError, match=r"newer Signal made it \(schema version 99;"):
+        Store(filled)
+    result = _signal("entries", "--db", str(filled))
+    assert result.returncode == 2 and result.stdout == "", result
+    assert "newer Signal made it" in result.stderr
+    assert filled.read_bytes() == before
+    assert sorted(p.name for p in filled.parent.iterdir()) == [filled.name]
+    with closing(sqlite3.connect(filled)) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+
+
 def test_busy_timeout_is_a_setting() -> None:
     assert parse_config("[settings]\nbusy_timeout = 2.5\n").settings.busy_timeout == 2.5
     assert parse_config("").settings.busy_timeout == CONFIG_BUSY_TIMEOUT

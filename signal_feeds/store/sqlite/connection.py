@@ -27,7 +27,7 @@ from signal_feeds.limits import descriptors
 from signal_feeds.store.sqlite.maintenance import WAL_LIMIT_BYTES, Checkpointer
 
 __all__ = ["CACHE_KIB", "DEFAULT_BUSY_TIMEOUT", "Connection", "foreign_reason",
-           "foreign_tables", "not_a_file", "user_tables"]
+           "foreign_tables", "newer_schema_error", "not_a_file", "user_tables"]
 
 log = logging.getLogger("signal_feeds")
 
@@ -61,6 +61,14 @@ def foreign_reason(tables: list[str]) -> str:
     shown = ", ".join(tables[:5]) + (", …" if len(tables) > 5 else "")
     return (f"another program's SQLite database (its tables: {shown}); Signal makes its "
             "tables only in a new file or its own database")
+
+
+def newer_schema_error(path: Path, found: int, newest: int) -> DatabaseUnavailableError:
+    """The refusal of a file a newer Signal made (schema version ``found``, past the
+    ``newest`` this code knows): it keeps tables this one would leave silently stale."""
+    return DatabaseUnavailableError(
+        f"cannot use database {path}: a newer Signal made it (schema version {found}; "
+        f"this one knows up to {newest}); upgrade signal-feeds to use it")
 
 
 def not_a_file(path: Path) -> str:
@@ -156,11 +164,17 @@ def write_probe(conn: sqlite3.Connection) -> None:
 
 
 class Connection:
-    """The store's connection to one SQLite file (autocommit; transactions explicit)."""
+    """The store's connection to one SQLite file (autocommit; transactions explicit).
 
-    def __init__(self, path: Path, *, busy_timeout: float) -> None:
+    A file whose schema version is past ``newest_schema`` is refused before anything
+    in it is changed (see :func:`newer_schema_error`).
+    """
+
+    def __init__(self, path: Path, *, busy_timeout: float,
+                 newest_schema: int | None = None) -> None:
         self.path = path
         self.busy_timeout = busy_timeout
+        self.newest_schema = newest_schema
         #: Set once a wait for the write lock has run out (see the module docstring).
         self.gave_up: str = ""
         self._batch_depth = 0
@@ -222,6 +236,10 @@ class Connection:
                 if tables := foreign_tables(user_tables(self.conn)):
                     raise StoreError(f"cannot use database {self.path}: it is "
                                      f"{foreign_reason(tables)}; it is left as it is")
+                # Nor a newer Signal's: switching its journal mode rewrites its header.
+                if self.newest_schema is not None and (found := int(self.conn.execute(
+                        "PRAGMA user_version").fetchone()[0])) > self.newest_schema:
+                    raise newer_schema_error(self.path, found, self.newest_schema)
                 if self.conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
                     self.conn.execute("PRAGMA journal_mode = WAL")
                 return

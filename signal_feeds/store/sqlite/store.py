@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from signal_feeds.dsn import display_database, is_postgres_url
-from signal_feeds.errors import ConfigError, DatabaseUnavailableError, StoreError
+from signal_feeds.errors import ConfigError, StoreError
 from signal_feeds.records import (
     ApplyCounts,
     Change,
@@ -33,7 +33,12 @@ from signal_feeds.store.protocol import TABLES, DedupeReport, DuplicateLink, Tab
 from signal_feeds.store.sqlite import change_log, dedupe, queries, search, writing
 from signal_feeds.store.sqlite import leases as lease_rows
 from signal_feeds.store.sqlite.bulk import SqliteBulk
-from signal_feeds.store.sqlite.connection import DEFAULT_BUSY_TIMEOUT, Connection, write_probe
+from signal_feeds.store.sqlite.connection import (
+    DEFAULT_BUSY_TIMEOUT,
+    Connection,
+    newer_schema_error,
+    write_probe,
+)
 from signal_feeds.store.sqlite.host_locks import FileHostGate
 from signal_feeds.store.sqlite.schema import SCHEMA_VERSION, create_schema, schema_version
 from signal_feeds.store.views import searched, stored_since
@@ -71,20 +76,20 @@ class Store:
         self.path = Path(path)
         self.busy_timeout = busy_timeout
         self._common_keys = CommonKeys()
-        self._db = Connection(self.path, busy_timeout=busy_timeout)
+        # A newer Signal keeps tables this one does not know (the change log was one):
+        # writing would leave them silently stale. The connection refuses such a file
+        # before it changes anything in it (its journal mode, say).
+        self._db = Connection(self.path, busy_timeout=busy_timeout,
+                              newest_schema=SCHEMA_VERSION)
         try:
             with self._db.errors("cannot use database"):
                 found = schema_version(self._db.conn)
-                if found > SCHEMA_VERSION:
-                    # A newer Signal keeps tables this one does not know (the change
-                    # log was one): writing would leave them silently stale.
-                    raise DatabaseUnavailableError(
-                        f"cannot use database {self.path}: a newer Signal made it (schema "
-                        f"version {found}; this one knows up to {SCHEMA_VERSION}); "
-                        "upgrade signal-feeds to use it")
                 if check_writable or found < SCHEMA_VERSION:
                     with self._db.transaction() as conn:
-                        if schema_version(conn) < SCHEMA_VERSION:
+                        if (found := schema_version(conn)) > SCHEMA_VERSION:
+                            # Upgraded by a newer Signal since the connection looked.
+                            raise newer_schema_error(self.path, found, SCHEMA_VERSION)
+                        if found < SCHEMA_VERSION:
                             create_schema(conn)
                         if check_writable:
                             write_probe(conn)
