@@ -84,15 +84,20 @@ class Store:
         try:
             with self._db.errors("cannot use database"):
                 found = schema_version(self._db.conn)
-                if check_writable or found < SCHEMA_VERSION:
-                    with self._db.transaction() as conn:
-                        if (found := schema_version(conn)) > SCHEMA_VERSION:
-                            # Upgraded by a newer Signal since the connection looked.
-                            raise newer_schema_error(self.path, found, SCHEMA_VERSION)
-                        if found < SCHEMA_VERSION:
-                            create_schema(conn)
-                        if check_writable:
-                            write_probe(conn)
+            # An older Signal's file is upgraded even to be read: an error says so ("cannot
+            # use" did not tell why a reading command had to write, or wait for a lock).
+            what = (f"cannot upgrade the database from schema version {found} to "
+                    f"{SCHEMA_VERSION}" if 0 < found < SCHEMA_VERSION else
+                    "cannot use database")
+            if check_writable or found < SCHEMA_VERSION:
+                with self._db.errors(what), self._db.transaction() as conn:
+                    if (found := schema_version(conn)) > SCHEMA_VERSION:
+                        # Upgraded by a newer Signal since the connection looked.
+                        raise newer_schema_error(self.path, found, SCHEMA_VERSION)
+                    if found < SCHEMA_VERSION:
+                        create_schema(conn)
+                    if check_writable:
+                        write_probe(conn)
         except BaseException:
             self._db.close()
             raise
