@@ -101,3 +101,64 @@ def test_an_old_database_another_program_holds_says_the_upgrade_waited(
         assert store.source_state("pub", "https://pub.example/feed.xml").etag == '"e1"'
     version, columns, rows = _dump(db)
     assert version == SCHEMA_VERSION and "cache_headers" in columns and rows == before[2]
+
+
+#: The tables the first Signal made (schema version 1, as sqlite-utils wrote them),
+#: without the columns this test leaves empty.
+_VERSION_1 = """
+CREATE TABLE sources (id TEXT PRIMARY KEY, url TEXT NOT NULL, fetch_url TEXT, etag TEXT,
+    last_modified TEXT, body_digest TEXT, body_normalizer_version INTEGER,
+    body_entries INTEGER, status TEXT DEFAULT 'new', http_status INTEGER,
+    last_fetch_at TEXT, last_success_at TEXT, next_due_at TEXT, retry_after TEXT,
+    error_count INTEGER DEFAULT 0, last_error TEXT, moved_to TEXT, gone INTEGER DEFAULT 0);
+CREATE TABLE entries (id TEXT PRIMARY KEY, source_id TEXT NOT NULL, remote_id TEXT,
+    url TEXT, title TEXT, published TEXT, updated TEXT, author TEXT, summary TEXT,
+    content TEXT, fingerprint TEXT NOT NULL, content_fingerprint TEXT,
+    first_seen_at TEXT NOT NULL, last_seen_at TEXT NOT NULL, normalizer_version INTEGER);
+CREATE TABLE entry_versions (id INTEGER PRIMARY KEY, entry_id TEXT NOT NULL,
+    fingerprint TEXT NOT NULL, content_fingerprint TEXT, title TEXT, url TEXT,
+    published TEXT, updated TEXT, first_seen_at TEXT, last_seen_at TEXT,
+    normalizer_version INTEGER);
+CREATE TABLE fetches (id INTEGER PRIMARY KEY, source_id TEXT, started_at TEXT, url TEXT,
+    outcome TEXT, http_status INTEGER, created INTEGER, updated INTEGER,
+    unchanged INTEGER, skipped INTEGER, error TEXT, duration_ms REAL, bytes INTEGER);
+CREATE UNIQUE INDEX entry_versions_entry_fp
+    ON entry_versions (entry_id, fingerprint, content_fingerprint);
+CREATE INDEX entries_source_published ON entries (source_id, published);
+CREATE INDEX entries_first_seen ON entries (first_seen_at);
+CREATE INDEX entries_url ON entries (url);
+CREATE INDEX fetches_source_started ON fetches (source_id, started_at);
+PRAGMA user_version = 1;
+"""
+
+
+def test_a_version_1_database_has_its_duplicates_marked_when_upgraded(
+        tmp_path: Path) -> None:
+    # Versions 2 to 5 are re-marked on upgrade; version 1 was left out ("it had no match
+    # keys", though the version-4 step computes them), so the two copies of a story an
+    # aggregator and its publisher gave were listed apart, and the change log the
+    # upgrade starts called the report an original, until someone ran `signal dedupe`.
+    db = tmp_path / "v1.db"
+    story = {"title": "Harvest festival draws record crowds to the harbour",
+             "summary": "Thousands of visitors came to the harbour for the annual harvest "
+                        "festival, with boat races, a fish market and music until midnight."}
+    rows = [  # the aggregator's copy was stored first, a day after the post
+        ("agg", "a-1", "https://www.news.example/harvest/", "2026-11-30T12:00:00Z",
+         "2026-12-01T08:00:00Z"),
+        ("news", "n-1", "https://news.example/harvest", "2026-11-30T08:00:00Z",
+         "2026-12-01T09:00:00Z")]
+    with closing(sqlite3.connect(db)) as conn, conn:
+        conn.executescript(_VERSION_1)
+        for number, (source, remote_id, url, published, seen) in enumerate(rows, 1):
+            key = f"{source}-key"
+            conn.execute("INSERT INTO entries VALUES (?, ?, ?, ?, ?, ?, '', '', ?, '', ?, ?, "
+                         "?, ?, 1)", (key, source, remote_id, url, story["title"], published,
+                                      story["summary"], f"fp{number}", f"cfp{number}", seen,
+                                      seen))
+            conn.execute("INSERT INTO entry_versions VALUES (?, ?, ?, ?, ?, ?, ?, '', ?, ?, 1)",
+                         (number, key, f"fp{number}", f"cfp{number}", story["title"], url,
+                          published, seen, seen))
+    with Store(db) as store:
+        assert [e.key for e in store.entries()] == ["news-key"]
+        assert [c.duplicate_of for c in store.changes(limit=10)] == ["news-key", ""]
+        assert store.recompute_duplicates().total_changed == 0

@@ -124,11 +124,12 @@ def create_schema(conn: sqlite3.Connection) -> None:
     _upgrade_to_v4(conn)
     _upgrade_to_v5(conn)
     _upgrade_to_v6(conn)
-    if 1 < before < 6:
+    if 0 < before < 6:
         # Up to version 5 a story's canonical copy was the one stored first, so a later
         # report could stand for the original post; stored stories follow today's rule
         # (earliest by its own date, see identity.matching.canonical_order) at once, not
-        # after a `signal dedupe` nobody knew to run. (Version 1 had no match keys.)
+        # after a `signal dedupe` nobody knew to run. Version 1 had no markers at all:
+        # the version-4 step has just computed its match keys, so it is marked here too.
         # Before the change log is started (version 7), which records the markers.
         remark(conn)
     _upgrade_to_v7(conn)
