@@ -12,6 +12,7 @@ import sqlite3
 import subprocess
 import sys
 from contextlib import closing
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +22,10 @@ from click.testing import CliRunner
 import signal_feeds.store.sqlite.connection
 from signal_feeds.cli.commands import cli
 from signal_feeds.errors import StoreError
-from signal_feeds.records import FetchRecord, SourceState
-from signal_feeds.store import Store
+from signal_feeds.identity.keys import EntryRow, digest, identify, link_key_candidates
+from signal_feeds.parse.feed import parse_feed
+from signal_feeds.records import ApplyCounts, FetchRecord, SourceState
+from signal_feeds.store import Store, open_store
 from signal_feeds.store.sqlite.schema import SCHEMA_VERSION
 
 
@@ -162,3 +165,63 @@ def test_a_version_1_database_has_its_duplicates_marked_when_upgraded(
         assert [e.key for e in store.entries()] == ["news-key"]
         assert [c.duplicate_of for c in store.changes(limit=10)] == ["news-key", ""]
         assert store.recompute_duplicates().total_changed == 0
+
+
+_CHANGELOG = b"""<?xml version="1.0" encoding="utf-8"?>
+<rss version="2.0"><channel><title>App changelog</title><link>https://app.example/</link>
+<item><title>Version 2.3 released with offline mode</title>
+<link>https://app.example/releases/2-3#notes</link>
+<pubDate>Tue, 01 Dec 2026 10:00:00 GMT</pubDate></item>
+<item><title>Version 2.2 released with a dark theme</title>
+<link>https://app.example/releases/2-2#notes</link>
+<pubDate>Tue, 24 Nov 2026 10:00:00 GMT</pubDate></item>
+</channel></rss>"""
+_NOW = dt.datetime(2026, 12, 2, 12, tzinfo=dt.UTC)
+
+
+def _apply(database: Path | str, rows: list[EntryRow]) -> ApplyCounts:
+    state = SourceState(source_id="app", url="https://app.example/feed.xml")
+    with open_store(database) as store:
+        return store.apply_response(state, rows, FetchRecord(
+            source_id="app", started_at=_NOW, url=state.url, outcome="fetched"), _NOW)
+
+
+def _stored_keys(database: Path | str) -> tuple[set[str], int]:
+    with open_store(database) as store:
+        return ({e.key for e in store.entries(include_duplicates=True)},
+                len(store.changes(limit=100)))
+
+
+def test_an_entry_an_older_signal_keyed_by_its_link_alone_keeps_its_key(
+        database: Path | str) -> None:
+    # Up to normalizer version 12 an entry without a guid whose link has a fragment (a
+    # changelog's #notes) was keyed by its link without it; it is keyed by the link with
+    # its fragment now. An upgraded database's first parse of the unchanged feed stored
+    # every such entry again under the new key: duplicate rows, "+2 created" and two
+    # "created" changes for nothing the publisher did.
+    today = identify("app", parse_feed(_CHANGELOG).entries).rows
+    old = [replace(row, key=digest(["app", row.url]), normalizer_version=11)
+           for row in today]
+    assert {r.key for r in old}.isdisjoint(r.key for r in today)
+    assert _apply(database, old).created == 2
+    counts = _apply(database, list(today))
+    assert (counts.created, counts.updated, counts.unchanged) == (0, 0, 2)
+    assert _stored_keys(database) == ({r.key for r in old}, 2)
+    edited = [replace(today[0], title="Version 2.3 released with offline sync",
+                      fingerprint="edited"), today[1]]
+    counts = _apply(database, edited)  # an edit is an update of the entry it always was
+    assert (counts.created, counts.updated, counts.unchanged) == (0, 1, 1)
+    counts = _apply(database, edited)  # and stays so, written by this version
+    assert (counts.created, counts.updated, counts.unchanged) == (0, 0, 2)
+    assert _stored_keys(database) == ({r.key for r in old}, 3)
+
+
+def test_an_entry_this_signal_keyed_by_its_link_is_another_entry(
+        database: Path | str) -> None:
+    # The page itself, stored by today's rules (no fragment), is not taken for the
+    # entries its anchors name; nor is an old row that two anchors of one page share.
+    today = identify("app", parse_feed(_CHANGELOG).entries).rows
+    page = replace(today[0], key=digest(["app", today[0].url]))
+    assert _apply(database, [page]).created == 1
+    assert _apply(database, list(today)).created == 2
+    assert link_key_candidates([today[0], replace(today[1], url=today[0].url)]) == {}

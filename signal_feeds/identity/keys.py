@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from signal_feeds.errors import ContradictionError
@@ -22,6 +22,7 @@ from signal_feeds.parsed import NORMALIZER_VERSION, ParsedEntry
 from signal_feeds.urls import without_tracking
 
 __all__ = [
+    "LINK_KEYED_UNTIL",
     "EntryRow",
     "Outcome",
     "classify_change",
@@ -30,6 +31,8 @@ __all__ = [
     "digest",
     "entry_key",
     "identify",
+    "keep_link_keys",
+    "link_key_candidates",
     "metadata_fingerprint",
     "skip_reason",
 ]
@@ -166,6 +169,40 @@ def identify(source_id: str, entries: Iterable[ParsedEntry]) -> Identified:
                                      remote_id=entry.remote_id)
     return Identified(rows=tuple(by_key.values()), skipped=skipped,
                       skip_reasons=_reason_list(reasons))
+
+
+#: Up to this normalizer version an entry without an id was stored under the key of its
+#: link alone: the link's fragment and its media file (see ``ParsedEntry.distinct``),
+#: which key such an entry today, were left out (version 12 used them only while another
+#: entry shared the page).
+LINK_KEYED_UNTIL = 12
+
+
+def link_key_candidates(rows: Sequence[EntryRow]) -> dict[str, str]:
+    """The key an older Signal gave each row that has no remote id and is keyed by its
+    link's fragment or its media file: ``{key of its link alone: row key}``.
+
+    Such a row stored by an older Signal keeps that key (identity is a contract): the
+    store uses it instead of the row's own when the row's own is not stored and the old
+    one is, stored before :data:`LINK_KEYED_UNTIL` passed (see :func:`keep_link_keys`).
+    Left out when the old key is another row's in this response, or two rows of it
+    would take it (two anchors of one page: which one the old row was is not known).
+    """
+    own = {row.key for row in rows}
+    claims: dict[str, list[str]] = {}
+    for row in rows:
+        if row.remote_id or not row.url:
+            continue
+        old = entry_key(row.source_id, "", row.url)
+        if old is not None and old != row.key and old not in own:
+            claims.setdefault(old, []).append(row.key)
+    return {old: keys[0] for old, keys in claims.items() if len(keys) == 1}
+
+
+def keep_link_keys(rows: Sequence[EntryRow], kept: Mapping[str, str]) -> list[EntryRow]:
+    """``rows``, each one whose key is in ``kept`` (``{row key: stored old key}``, from
+    :func:`link_key_candidates`) under the old key instead."""
+    return [replace(row, key=kept[row.key]) if row.key in kept else row for row in rows]
 
 
 #: What an upsert did to one entry.

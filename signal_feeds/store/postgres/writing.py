@@ -16,7 +16,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from signal_feeds.identity.keys import EntryRow, Outcome, classify_change
+from signal_feeds.identity.keys import (
+    LINK_KEYED_UNTIL,
+    EntryRow,
+    Outcome,
+    classify_change,
+    keep_link_keys,
+    link_key_candidates,
+)
 from signal_feeds.identity.matching import (
     UNLISTED_RANK,
     DedupeRow,
@@ -145,6 +152,26 @@ def _stored(conn: Any, keys: Sequence[str]) -> dict[str, _Stored]:
     return found
 
 
+def _keep_link_keys(conn: Any, rows: list[EntryRow],
+                    stored: dict[str, _Stored]) -> list[EntryRow]:
+    """``rows``, those an older Signal stored under the key of their link alone under
+    that key (see :func:`~signal_feeds.identity.keys.link_key_candidates`); their
+    stored state is added to ``stored``."""
+    candidates = {old: key for old, key in link_key_candidates(rows).items()
+                  if key not in stored}
+    if not candidates:
+        return rows
+    kept = {candidates[r[0]]: r[0] for r in conn.execute(
+        "SELECT e.id FROM entries AS e WHERE e.id = ANY(%s) "
+        "AND coalesce(e.remote_id, '') = '' AND (SELECT min(v.normalizer_version) "
+        "FROM entry_versions AS v WHERE v.entry_seq = e.seq) <= %s",
+        (list(candidates), LINK_KEYED_UNTIL))}
+    if not kept:
+        return rows
+    stored.update(_stored(conn, list(kept.values())))
+    return keep_link_keys(rows, kept)
+
+
 def _source_rank(conn: Any, source_id: str) -> int:
     row = conn.execute("SELECT position FROM source_order WHERE source_id = %s",
                        (source_id,)).fetchone()
@@ -160,6 +187,7 @@ def _write_entries(conn: Any, rows: Sequence[EntryRow], stamp: str, seen: str,
     to log once duplicates are marked, and the version ids they name."""
     rows = list({r.key: r for r in rows}.values())  # one row per key (repeats collapsed)
     stored = _stored(conn, [r.key for r in rows])
+    rows = _keep_link_keys(conn, rows, stored)
     rank = _source_rank(conn, rows[0].source_id) if rows else UNLISTED_RANK
     new = sum(1 for r in rows if r.key not in stored)
     fresh: list[int] = []

@@ -17,7 +17,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from signal_feeds.identity.keys import EntryRow, Outcome, classify_change
+from signal_feeds.identity.keys import (
+    LINK_KEYED_UNTIL,
+    EntryRow,
+    Outcome,
+    classify_change,
+    keep_link_keys,
+    link_key_candidates,
+)
 from signal_feeds.identity.matching import (
     UNLISTED_RANK,
     DedupeRow,
@@ -168,6 +175,30 @@ def _stored(conn: sqlite3.Connection, keys: Sequence[str]) -> dict[str, _Stored]
                                     {"link": r[10] or "", "title": r[11] or ""})
     return found
 
+def _keep_link_keys(conn: sqlite3.Connection, rows: Sequence[EntryRow],
+                    stored: dict[str, _Stored]) -> Sequence[EntryRow]:
+    """``rows``, those an older Signal stored under the key of their link alone under
+    that key (see :func:`~signal_feeds.identity.keys.link_key_candidates`); their
+    stored state is added to ``stored``."""
+    candidates = {old: key for old, key in link_key_candidates(rows).items()
+                  if key not in stored}
+    olds = list(candidates)
+    kept: dict[str, str] = {}
+    for start in range(0, len(olds), _KEY_CHUNK):
+        chunk = olds[start:start + _KEY_CHUNK]
+        marks = ",".join("?" * len(chunk))
+        for (old,) in conn.execute(
+                f"SELECT e.id FROM entries AS e WHERE e.id IN ({marks}) "
+                "AND coalesce(e.remote_id, '') = '' AND (SELECT min(v.normalizer_version) "
+                "FROM entry_versions AS v WHERE v.entry_seq = e.seq) <= ?",
+                [*chunk, LINK_KEYED_UNTIL]):
+            kept[candidates[old]] = old
+    if not kept:
+        return rows
+    stored.update(_stored(conn, list(kept.values())))
+    return keep_link_keys(rows, kept)
+
+
 def _write_entries(conn: sqlite3.Connection, rows: Sequence[EntryRow], stamp: str,
                    seen: str,
                    given: Mapping[str, MatchKeys], texts: Mapping[str, SearchText],
@@ -177,6 +208,7 @@ def _write_entries(conn: sqlite3.Connection, rows: Sequence[EntryRow], stamp: st
     """Write the rows; return the counts, the dedupe view of what changed, the changes
     to log once duplicates are marked, and the change to the full-text index."""
     stored = _stored(conn, [r.key for r in rows])
+    rows = _keep_link_keys(conn, rows, stored)
     rank = _source_rank(conn, rows[0].source_id) if rows else UNLISTED_RANK
     upserts: list[tuple[Any, ...]] = []
     versions: list[tuple[Any, ...]] = []
