@@ -192,15 +192,16 @@ def _stored_keys(database: Path | str) -> tuple[set[str], int]:
                 len(store.changes(limit=100)))
 
 
+@pytest.mark.parametrize("version", [1, 12, 21])
 def test_an_entry_an_older_signal_keyed_by_its_link_alone_keeps_its_key(
-        database: Path | str) -> None:
-    # Up to normalizer version 12 an entry without a guid whose link has a fragment (a
-    # changelog's #notes) was keyed by its link without it; it is keyed by the link with
-    # its fragment now. An upgraded database's first parse of the unchanged feed stored
-    # every such entry again under the new key: duplicate rows, "+2 created" and two
-    # "created" changes for nothing the publisher did.
+        database: Path | str, version: int) -> None:
+    # Up to normalizer version 12 (JSON Feed: 21) an entry without a guid whose link has
+    # a fragment (a changelog's #notes) was keyed by its link without it; it is keyed by
+    # the link with its fragment now. An upgraded database's first parse of the unchanged
+    # feed stored every such entry again under the new key: duplicate rows, "+2 created"
+    # and two "created" changes for nothing the publisher did.
     today = identify("app", parse_feed(_CHANGELOG).entries).rows
-    old = [replace(row, key=digest(["app", row.url]), normalizer_version=11)
+    old = [replace(row, key=digest(["app", row.url]), normalizer_version=version)
            for row in today]
     assert {r.key for r in old}.isdisjoint(r.key for r in today)
     assert _apply(database, old).created == 2

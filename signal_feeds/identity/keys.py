@@ -171,11 +171,11 @@ def identify(source_id: str, entries: Iterable[ParsedEntry]) -> Identified:
                       skip_reasons=_reason_list(reasons))
 
 
-#: Up to this normalizer version an entry without an id was stored under the key of its
-#: link alone: the link's fragment and its media file (see ``ParsedEntry.distinct``),
-#: which key such an entry today, were left out (version 12 used them only while another
-#: entry shared the page).
-LINK_KEYED_UNTIL = 12
+#: Up to this normalizer version an entry without an id could be stored under the key of
+#: its link alone: the link's fragment and its media file (see ``ParsedEntry.distinct``),
+#: which key such an entry today, were left out, in RSS and Atom up to version 12
+#: (which used them only while another entry shared the page), in JSON Feed up to 21.
+LINK_KEYED_UNTIL = 21
 
 
 def link_key_candidates(rows: Sequence[EntryRow]) -> dict[str, str]:
