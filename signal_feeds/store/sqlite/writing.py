@@ -175,6 +175,7 @@ def _stored(conn: sqlite3.Connection, keys: Sequence[str]) -> dict[str, _Stored]
                                     {"link": r[10] or "", "title": r[11] or ""})
     return found
 
+
 def _keep_link_keys(conn: sqlite3.Connection, rows: Sequence[EntryRow],
                     stored: dict[str, _Stored]) -> Sequence[EntryRow]:
     """``rows``, those an older Signal stored under the key of their link alone under
