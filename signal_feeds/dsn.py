@@ -12,13 +12,18 @@ import re
 from pathlib import Path
 from urllib.parse import unquote
 
-__all__ = ["PASSWORD_MASK", "POSTGRES_SCHEMES", "Database", "as_database", "display_database",
-           "is_postgres_url", "mask_password", "not_a_location", "redact"]
+__all__ = ["PASSWORD_MASK", "POSTGRES_SCHEMES", "URL_SCHEMES", "Database", "as_database",
+           "display_database", "is_database_url", "is_postgres_url", "mask_password",
+           "not_a_location", "redact"]
 
 #: What a URL's password is replaced with wherever it is shown.
 PASSWORD_MASK = "***"
 #: URL schemes that select the PostgreSQL store (libpq accepts both).
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+#: Every URL scheme that names a database Signal opens (a store backend's; anything else
+#: is a SQLite file path). A config's ``database``, ``--db`` and ``signal copy`` keep
+#: such a location as the string it is, and :func:`display_database` masks its password.
+URL_SCHEMES: tuple[str, ...] = POSTGRES_SCHEMES
 
 #: A database location: a SQLite file path, or a PostgreSQL URL (a ``str``).
 Database = Path | str
@@ -28,12 +33,18 @@ _KEYWORD_PASSWORD = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.I
 
 
 def as_database(database: str | Path) -> Database:
-    """A location as given: a PostgreSQL URL stays a string (``Path`` would fold its
+    """A location as given: a database URL stays a string (``Path`` would fold its
     ``//``), and so does a URL of another kind, for :func:`not_a_location` to refuse
     where it is opened; anything else is a file path."""
-    if is_postgres_url(database) or not_a_location(database):
+    if is_database_url(database) or not_a_location(database):
         return str(database).strip()
     return Path(database)
+
+
+def is_database_url(database: object) -> bool:
+    """True if ``database`` is a URL of one of :data:`URL_SCHEMES` (a string): a
+    database a backend reaches by URL, not a SQLite file path."""
+    return isinstance(database, str) and database.strip().lower().startswith(URL_SCHEMES)
 
 
 def is_postgres_url(database: object) -> bool:
@@ -50,7 +61,7 @@ def not_a_location(database: object) -> str:
     path: the error said that a folder ``sqlite:`` does not exist, and where one did,
     a database was made in it."""
     found = _URL.match(database) if isinstance(database, str) else None
-    if found is None or is_postgres_url(database):
+    if found is None or is_database_url(database):
         return ""
     return (f"not a database Signal can use ({found[1]}:// URL); give a SQLite file path "
             "(signal.db, not sqlite:///signal.db) or a postgresql:// URL")
@@ -145,6 +156,6 @@ def redact(text: str, url: str) -> str:
 
 def display_database(database: Database) -> str:
     """How a database is named in messages: a path as is, a URL without its password."""
-    if is_postgres_url(database):
+    if is_database_url(database):
         return mask_password(str(database))
     return str(database)

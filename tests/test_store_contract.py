@@ -456,3 +456,28 @@ def test_a_group_of_signs_alone_is_left_out_beside_words(database: Path | str) -
                   "release (&) (notes OR nothing)"):
         assert list(_snippets(database, query)) == keys, query
     assert _snippets(database, "release AND (&)") == {}  # AND says it must match
+
+
+# -- a second backend's URLs ----------------------------------------------------------------
+
+def test_a_scheme_added_to_url_schemes_is_a_database_url_everywhere(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # docs/architecture.md, "Adding a store backend": a backend's scheme is listed in
+    # dsn.URL_SCHEMES and chosen in open_store. Everything that reads a location agreed
+    # only on is_postgres_url, so a new scheme had to be passed off as PostgreSQL's (and
+    # was then opened as PostgreSQL) or a config's `database = "memory://x"` became the
+    # file memory:/x next to the config.
+    import signal_feeds.dsn as dsn
+    from signal_feeds.cli.common import database_path
+
+    url = "memory://ana:hunter22@here/signal"
+    assert dsn.not_a_location(url)  # unknown until listed
+    monkeypatch.setattr(dsn, "URL_SCHEMES", (*dsn.URL_SCHEMES, "memory://"))
+    assert dsn.not_a_location(url) == "" and dsn.as_database(url) == url
+    assert dsn.display_database(url) == "memory://ana:***@here/signal"
+    config = parse_config(f'[settings]\ndatabase = "{url}"\n', path=tmp_path / "signal.toml")
+    assert config.settings.database == url
+    assert database_path(config, None) == url and database_path(None, url) == url
+    with pytest.raises(ConfigError, match="Store is the SQLite store"):
+        Store(url)
+    assert not dsn.is_postgres_url(url)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import click
 
 from signal_feeds.config.source_list import DEFAULT_CONFIG_PATH, load_config
-from signal_feeds.dsn import Database, is_postgres_url
+from signal_feeds.dsn import Database, is_database_url
 from signal_feeds.errors import (
     ConfigError,
     DatabaseUnavailableError,
@@ -180,17 +180,17 @@ def load(config_path: str | None) -> Config:
 
 def database_path(config: Config | None, db_path: str | None) -> Database:
     """The database a command opens: ``--db``, else the config's ``[settings] database``:
-    a file path, or a ``postgresql://`` URL (returned as given).
+    a file path, or a database URL such as ``postgresql://`` (returned as given).
 
     A missing folder is a configuration error naming the folder and where the path came
     from; SQLite would only say "unable to open database file".
     """
-    if is_postgres_url(db_path):
+    if is_database_url(db_path):
         return str(db_path)
     if db_path is not None:
         path, origin, config_file = Path(db_path).expanduser(), f"--db {db_path}", None
     elif config is not None:
-        if is_postgres_url(config.settings.database):
+        if is_database_url(config.settings.database):
             return config.settings.database
         path, origin = Path(config.settings.database), "[settings] database"
         config_file = str(config.path) if config.path else None

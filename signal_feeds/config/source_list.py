@@ -29,7 +29,7 @@ from typing import Any
 
 from signal_feeds import __version__
 from signal_feeds.config.values import out_of_bounds, typed
-from signal_feeds.dsn import Database, is_postgres_url, not_a_location
+from signal_feeds.dsn import Database, is_database_url, not_a_location
 from signal_feeds.errors import ConfigError, did_you_mean
 from signal_feeds.urls import (
     UrlRejected,
@@ -331,8 +331,8 @@ def _settings(table: object, problems: _Problems, base_dir: Path | None) -> Sett
     if "database" in values and (refused := not_a_location(values["database"])):
         del values["database"]
         problems.add(where, f"database: {refused}")
-    if "database" in values and is_postgres_url(values["database"]):
-        pass  # a server, not a file: no folder to resolve it against
+    if "database" in values and is_database_url(values["database"]):
+        pass  # a server's URL, not a file: no folder to resolve it against
     elif "database" in values:
         db = Path(values["database"]).expanduser()
         values["database"] = db if db.is_absolute() or base_dir is None else base_dir / db

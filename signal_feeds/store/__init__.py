@@ -50,7 +50,13 @@ def open_store(database: str | Path, *, busy_timeout: float | None = None,
                check_writable: bool = False) -> FeedStore:
     """Open the store at ``database``: a ``postgresql://`` (or ``postgres://``) URL opens
     the PostgreSQL store (the ``postgres`` extra), anything else is a SQLite file path.
-    ``busy_timeout`` in seconds (``None``: the default) bounds waiting for locks."""
+    ``busy_timeout`` in seconds (``None``: the default) bounds waiting for locks. With
+    ``check_writable`` (a fetch run) the store takes its write lock once while opening,
+    so that a database another program holds, or one that cannot be written, fails here,
+    before any work is done.
+
+    A backend's URL scheme is listed in :data:`signal_feeds.dsn.URL_SCHEMES` and chosen
+    here; its store is given these same three arguments."""
     from signal_feeds.store.sqlite.connection import DEFAULT_BUSY_TIMEOUT
 
     if reason := not_a_location(database):  # read as a path: "no folder sqlite:"

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from signal_feeds.dsn import display_database, is_postgres_url
+from signal_feeds.dsn import display_database, is_database_url
 from signal_feeds.errors import ConfigError, StoreError
 from signal_feeds.records import (
     ApplyCounts,
@@ -66,7 +66,7 @@ class Store:
 
     def __init__(self, path: str | Path, *, busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
                  check_writable: bool = False) -> None:
-        if is_postgres_url(path):
+        if is_database_url(path):
             # Read as a file path it named a folder "postgresql:" and showed the password.
             raise ConfigError(f"Store is the SQLite store; open {display_database(str(path))}"
                               " with signal_feeds.open_store(url)")
