@@ -57,3 +57,89 @@ def test_links_inside_the_repository_lead_somewhere(page: Path) -> None:
         elif anchor and linked.suffix == ".md" and anchor not in anchors(linked):
             broken.append(f"{target}: no such heading")
     assert broken == []
+
+
+# -- the names docs/architecture.md gives ----------------------------------------------------
+
+ARCHITECTURE = REPO / "docs" / "architecture.md"
+PACKAGE = REPO / "signal_feeds"
+_TICKED = re.compile(r"`([^`\n]+)`")
+_PATH = re.compile(r"^[\w.<>-]+(?:/[\w.<>-]*)*$")
+_NAME = re.compile(r"^[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*(?:\(\))?$")
+
+
+#: Names of Python's own the page gives (the process pool's thread).
+_PYTHONS_OWN = {"QueueFeederThread"}
+
+
+def _source_words() -> set[str]:
+    words: set[str] = set()
+    for folder in (PACKAGE, REPO / "tests"):
+        for path in folder.rglob("*.py"):
+            words.update(re.findall(r"[A-Za-z_]\w*", path.read_text(encoding="utf-8")))
+    return words
+
+
+def _resolves(dotted: str) -> bool:
+    """``dotted`` is an importable module, or a module's attribute, of the package
+    (written from ``signal_feeds``, or from one of its parts: ``store.leases.X``) or of
+    the standard library."""
+    import importlib
+
+    parts = dotted.split(".")
+    tries = [parts] if parts[0] == "signal_feeds" else [
+        ["signal_feeds", *parts], ["signal_feeds", "store", *parts],
+        parts]  # the standard library's (`http.client`)
+    for names in tries:
+        for cut in range(len(names), 0, -1):
+            try:
+                value: object = importlib.import_module(".".join(names[:cut]))
+            except ImportError:
+                continue
+            try:
+                for attribute in names[cut:]:
+                    value = getattr(value, attribute)
+            except AttributeError:
+                break
+            return True
+    return False
+
+
+def _thread_names() -> set[str]:
+    from signal_feeds.offload import MAX_THREADS
+
+    text = "\n".join(p.read_text(encoding="utf-8") for p in PACKAGE.rglob("*.py"))
+    named = set(re.findall(r"""name(?:_prefix)?=["'](signal-[\w-]+)["']""", text))
+    return named | {f"signal-{lane}" for lane in MAX_THREADS}
+
+
+def test_every_name_the_architecture_page_gives_exists() -> None:
+    # The page names modules, files, classes, constants, settings and threads; a rename
+    # left it pointing at nothing (a backend's steps named no registration point).
+    words = _source_words()
+    threads = _thread_names()
+    missing = []
+    for ticked in sorted(set(_TICKED.findall(ARCHITECTURE.read_text(encoding="utf-8")))):
+        name = ticked.strip()
+        if name in _PYTHONS_OWN:
+            continue
+        if name.startswith("signal-") and " " not in name:
+            if re.sub(r"_\d+$", "", name) not in threads:
+                missing.append(f"thread {name}")
+        elif "/" in name or name.endswith((".py", ".md")):
+            if not _PATH.match(name):
+                continue  # a command line or a pattern
+            path = name.replace("<db>-hosts", "")
+            where = (REPO / path, PACKAGE / path, PACKAGE / "store" / path)
+            if path and not any(p.exists() for p in where) and not any(
+                    PACKAGE.rglob(path)):
+                missing.append(f"file {name}")
+        elif _NAME.match(name):
+            bare = name.removesuffix("()")
+            if "." in bare and bare.split(".")[0] in ("signal_feeds", *(
+                    p.stem for p in PACKAGE.iterdir())):
+                if not _resolves(bare):
+                    missing.append(f"name {name}")
+            elif not set(bare.split(".")) <= words:
+                missing.append(f"word {name}")
+    assert missing == [], missing

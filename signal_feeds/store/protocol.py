@@ -10,12 +10,18 @@ second backend (PostgreSQL, for several fetch hosts) implements the same methods
 the same rules:
 
 - every write (:meth:`FeedStore.apply_response`, :meth:`FeedStore.save_attempt`,
-  :meth:`FeedStore.reset_source`) is atomic on its own, also inside a
-  :meth:`FeedStore.batch`, where a failing write is undone alone and the others commit
-  together at the end;
+  :meth:`FeedStore.reset_source`, :meth:`FeedStore.set_source_order`, the lease calls,
+  :meth:`FeedStore.rebuild_search_index`, :meth:`FeedStore.recompute_duplicates`) is
+  atomic on its own, also inside a :meth:`FeedStore.batch`, where a failing write is
+  undone alone and the others commit together at the end;
 - every failure raises :class:`~signal_feeds.errors.StoreError` (never a driver's
-  exception), naming the database;
+  exception), naming the database without its password;
 - a locked or busy database gives up after the store's busy timeout.
+
+A backend is opened by :func:`signal_feeds.store.open_store` with the location,
+``busy_timeout`` and ``check_writable``, and has two public attributes besides these
+methods: ``path`` (the database as messages name it) and ``busy_timeout``.
+docs/architecture.md, "Adding a store backend", lists what else a backend provides.
 """
 
 from __future__ import annotations
