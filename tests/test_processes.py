@@ -86,6 +86,57 @@ def test_sigkill_while_storing_leaves_the_database_as_it_was(server: ScenarioSer
     assert {r[0] for r in after["sources"]} == {"demo-rss", "demo-atom"}
 
 
+HOLD_A_POOL = textwrap.dedent("""
+    import sys
+    from signal_feeds.parse.processes import ParserPool
+    pool = ParserPool(workers=1)
+    print("ready", flush=True)
+    sys.stdin.read()
+    pool.close()
+""")
+
+
+def _handover_folders(folder: Path) -> set[str]:
+    return {p.name for p in folder.iterdir() if p.name.startswith("signal-parse-")}
+
+
+def _start_pool(env: dict[str, str]) -> subprocess.Popen[str]:
+    proc = subprocess.Popen([sys.executable, "-c", HOLD_A_POOL], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True, env=env,
+                            start_new_session=True)
+    assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
+    return proc
+
+
+def test_the_parse_folder_of_a_killed_run_is_removed_by_the_next_run(
+        server: ScenarioServer, tmp_path: Path) -> None:
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    env = dict(os.environ, TMPDIR=str(temp))
+    live = _start_pool(env)
+    held = _handover_folders(temp)
+    doomed = _start_pool(env)
+    abandoned = _handover_folders(temp) - held
+    os.killpg(doomed.pid, signal.SIGKILL)  # its parser process too
+    doomed.communicate()
+    assert len(held) == len(abandoned) == 1 and _handover_folders(temp) == held | abandoned
+    long_ago = time.time() - 3600
+    for name in held | abandoned:
+        os.utime(temp / name, (long_ago, long_ago))
+
+    config = write_config(tmp_path, {"demo-rss": server.url("/feeds/demo-rss.xml")})
+    run = subprocess.run([sys.executable, "-m", "signal_feeds", "fetch", "--config",
+                          str(config)], capture_output=True, text=True, env=env,
+                         timeout=120, check=False)
+    assert run.returncode == 0, run.stderr
+    # The killed program's folder is gone; the one a running program holds stays,
+    # however old.
+    assert _handover_folders(temp) == held
+    live.communicate("", timeout=60)
+    assert live.returncode == 0
+    assert _handover_folders(temp) == set()
+
+
 def test_two_fetch_processes_at_once(tmp_path: Path) -> None:
     feeds = 40
     with ScenarioServer() as server:

@@ -42,6 +42,7 @@ from typing import Any
 
 from signal_feeds.limits import refused
 from signal_feeds.offload import in_thread
+from signal_feeds.parse.handover import HandoverFolder, remove_abandoned
 from signal_feeds.parse.jobs import ParseJob, ParseOutcome, parse_job
 from signal_feeds.parse.worker import (
     WORKER_GC_YOUNG_THRESHOLD,
@@ -90,11 +91,16 @@ def _context() -> Any:
     return multiprocessing.get_context("fork" if "fork" in methods else "spawn")
 
 
-def _remove_folder(folder: str, owner: int) -> None:
+def _remove_folder(folder: HandoverFolder, owner: int) -> None:
     """Remove ``folder``, in the process that made it only (a forked worker holds a copy
     of the executor, and must never remove the folder its parent still reads from)."""
     if os.getpid() == owner:
-        shutil.rmtree(folder, ignore_errors=True)
+        shutil.rmtree(folder.path, ignore_errors=True)
+        folder.release()
+
+
+#: Whether this process has looked for folders that killed runs left (once is enough).
+_SWEPT = threading.Event()
 
 
 #: Held around the catch_warnings() block below. It saves the process's one list of
@@ -121,10 +127,14 @@ class _Executor:
         self.pid = os.getpid()
         self.stderr = tempfile.TemporaryFile()  # noqa: SIM115  # closed by close()
         #: Where workers leave their outcomes (see :func:`parse_in_worker`); removed
-        #: by :meth:`close`, or when the executor is collected or the program ends.
-        self.handover = tempfile.mkdtemp(prefix="signal-parse-")
-        self._remove_handover = weakref.finalize(self, _remove_folder, self.handover,
-                                                 os.getpid())
+        #: by :meth:`close`, or when the executor is collected or the program ends,
+        #: or, after a SIGKILL, by the next program's first pool (see handover).
+        if not _SWEPT.is_set():
+            _SWEPT.set()
+            remove_abandoned()
+        folder = HandoverFolder()
+        self.handover = folder.path
+        self._remove_handover = weakref.finalize(self, _remove_folder, folder, os.getpid())
         self._pids_queue = context.SimpleQueue()
         self._pids: set[int] = set()
         self.broken = False
