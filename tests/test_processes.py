@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import json
 import logging
@@ -135,6 +136,53 @@ def test_the_parse_folder_of_a_killed_run_is_removed_by_the_next_run(
     live.communicate("", timeout=60)
     assert live.returncode == 0
     assert _handover_folders(temp) == set()
+
+
+KILLED_AT_THE_FORK = textwrap.dedent("""
+    import os, time
+    from signal_feeds.parse import worker
+    from signal_feeds.parse.processes import ParserPool
+
+    original = worker.limit_self
+
+    def after_the_parent_is_killed(*args):
+        # The program is killed between the fork and the worker's first look at its
+        # parent (a cron job's SIGKILL while its parser pool starts).
+        born_of = os.getppid()
+        print(os.getpid(), flush=True)
+        while os.getppid() == born_of:
+            time.sleep(0.01)
+        original(*args)
+
+    worker.limit_self = after_the_parent_is_killed
+    ParserPool(workers=1)
+""")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return " Z " not in Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1][:3]
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
+def test_a_parser_forked_just_before_its_program_is_killed_exits_too() -> None:
+    proc = subprocess.Popen([sys.executable, "-c", KILLED_AT_THE_FORK],
+                            stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    worker = int(proc.stdout.readline())
+    proc.kill()  # the program only: its parser is orphaned
+    proc.wait()
+    try:
+        deadline = time.monotonic() + 10
+        while _alive(worker) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _alive(worker), "the orphaned parser process kept running"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(worker, signal.SIGKILL)
+        proc.stdout.close()
 
 
 def test_two_fetch_processes_at_once(tmp_path: Path) -> None:

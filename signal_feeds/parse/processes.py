@@ -148,7 +148,7 @@ class _Executor:
         try:
             self.executor = ProcessPoolExecutor(
                 max_workers=workers, mp_context=context, initializer=start_worker,
-                initargs=(memory, self.stderr.fileno(), self._pids_queue))
+                initargs=(memory, self.stderr.fileno(), self._pids_queue, self.pid))
             with _SILENCING, warnings.catch_warnings():
                 # Python 3.12+ warns that forking a process with threads may deadlock the
                 # child. The workers are forked here, before a run starts its threads, and

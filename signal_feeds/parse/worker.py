@@ -59,9 +59,13 @@ def _address_space() -> int:
         return 0
 
 
-def limit_self(memory: int) -> None:
+def limit_self(memory: int, parent: int | None = None) -> None:
     """In a worker: cap the address space, lower the priority, and die with the parent
-    process (a run that is killed must not leave parser processes behind)."""
+    process (a run that is killed must not leave parser processes behind).
+
+    ``parent`` is the process id of the program that made the pool, taken there: one
+    read here (the default) is the process that adopted the worker when the program was
+    killed between the fork and this call, and the worker would wait for that one."""
     try:
         import resource
 
@@ -71,7 +75,8 @@ def limit_self(memory: int) -> None:
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     except (ImportError, ValueError, OSError):  # not on this platform: run unlimited
         pass
-    parent = os.getppid()
+    if parent is None:
+        parent = os.getppid()
     # The executor's pipes stay open in the worker (a forked child holds both ends), so
     # a dead parent is not noticed through them: a thread checks once a second.
     threading.Thread(target=_watch_parent, args=(parent,), daemon=True,
@@ -91,7 +96,7 @@ def _watch_parent(parent: int) -> None:
     os._exit(1)
 
 
-def start_worker(memory: int, stderr_fd: int, pids: Any) -> None:
+def start_worker(memory: int, stderr_fd: int, pids: Any, parent: int) -> None:
     """The executor's initializer, run once in each new parser process."""
     # stderr goes to the pool's file (a crash's faulthandler trace lands there, read
     # when the worker dies); Ctrl-C is the parent's to handle: it shuts the pool down.
@@ -118,7 +123,7 @@ def start_worker(memory: int, stderr_fd: int, pids: Any) -> None:
     # default (700) the young generation was collected every few entries. The worker is
     # Signal's own process, whatever the embedding program's setting.
     gc.set_threshold(WORKER_GC_YOUNG_THRESHOLD, *gc.get_threshold()[1:])
-    limit_self(memory)
+    limit_self(memory, parent)
     pids.put(os.getpid())
 
 
