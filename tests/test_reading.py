@@ -6,11 +6,13 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import json
+import os
 import re
 import resource
 import sqlite3
 import subprocess
 import sys
+import time
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -352,6 +354,70 @@ def test_an_export_is_made_and_written_one_entry_at_a_time(aggregate: dict[str, 
                                ).endswith('"entries": []\n}\n')
             else:
                 assert feedparser.parse(whole.encode()).bozo == 0
+
+
+PAUSED_EXPORT = """
+import sys, time
+from signal_feeds.cli.commands import cli
+from signal_feeds.store import reading
+
+original = reading.iter_export
+
+def half_then_pause(*args, **kwargs):
+    pieces = iter(original(*args, **kwargs))  # read while the store is open
+
+    def paused():
+        yield next(pieces)
+        yield next(pieces)
+        print("half written", flush=True)
+        time.sleep(600)
+        yield from pieces
+    return paused()
+
+reading.iter_export = half_then_pause
+cli(["export", "--db", sys.argv[1], "--format", "atom", "-o", sys.argv[2]])
+"""
+
+
+def _paused_export(database: Path | str, out: Path) -> subprocess.Popen[str]:
+    proc = subprocess.Popen([sys.executable, "-c", PAUSED_EXPORT, str(database), str(out)],
+                            stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdout.readline() == "half written\n"
+    return proc
+
+
+def test_the_half_export_of_a_killed_run_is_removed_by_the_next_export(
+        aggregate: dict[str, str], database: Path | str, tmp_path: Path) -> None:
+    # A cron job's time limit (SIGKILL) stopped an export mid-file: the file it was
+    # writing beside the export stayed there for good, one per kill, each as large as
+    # what it had written.
+    out = tmp_path / "site" / "feed.atom"
+    out.parent.mkdir()
+    out.write_text("the last good export\n", encoding="utf-8")
+
+    def beside() -> set[str]:
+        return {p.name for p in out.parent.iterdir()} - {"feed.atom"}
+
+    killed = _paused_export(database, out)
+    killed.kill()
+    killed.communicate()
+    abandoned = beside()
+    running = _paused_export(database, out)
+    try:
+        written = beside() - abandoned
+        assert len(abandoned) == len(written) == 1
+        assert out.read_text(encoding="utf-8") == "the last good export\n"
+        long_ago = time.time() - 3600
+        for name in abandoned | written:
+            os.utime(out.parent / name, (long_ago, long_ago))
+        assert invoke("export", "--db", str(database), "--format", "atom",
+                      "-o", str(out)).exit_code == 0
+        assert feedparser.parse(out.read_bytes()).bozo == 0
+        # The killed export's file is gone; the one an export still writes stays.
+        assert beside() == written
+    finally:
+        running.kill()
+        running.communicate()
 
 
 def test_an_export_that_cannot_be_written_whole_leaves_the_last_one_whole(

@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import re
 import secrets
 from collections.abc import Iterable
 from pathlib import Path
@@ -36,6 +37,7 @@ from signal_feeds.config.source_list import DEFAULT_CONFIG_PATH, Config, Setting
 from signal_feeds.dsn import Database
 from signal_feeds.errors import ConfigError, SignalError
 from signal_feeds.graphemes import cut_text
+from signal_feeds.held import Hold, remove_abandoned
 from signal_feeds.identity.search_text import searchable_text
 from signal_feeds.timeutil import parse_since as since_bound
 
@@ -335,15 +337,21 @@ def write_whole(path: Path, pieces: Iterable[str]) -> None:
     """Write ``pieces`` to ``path`` as they come, into a new file beside it that then
     replaces it: a reader (a web server, a static-site build) never finds half an export,
     and a full disk leaves the last one whole. A path that is not a regular file (a
-    pipe, ``/dev/stdout``) is written to directly."""
+    pipe, ``/dev/stdout``) is written to directly.
+
+    The new file is held while it is written (see :mod:`signal_feeds.held`), and the
+    half-written ones of exports that were killed are removed first: a cron job stopped
+    by its time limit left one beside the file each time, as large as the export."""
     if path.exists() and not path.is_file():  # /dev/stdout names a pipe through links
         with path.open("w", encoding="utf-8") as handle:
             handle.writelines(pieces)
         return
     target = path.resolve() if path.is_symlink() else path
+    _remove_abandoned_exports(target)
     temporary = target.with_name(f".{target.name}.{secrets.token_hex(4)}.tmp")
     # Created as open() would create the file (0666 less the umask), not 0600.
     fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    hold = Hold(fd)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.writelines(pieces)
@@ -353,6 +361,19 @@ def write_whole(path: Path, pieces: Iterable[str]) -> None:
     except BaseException:
         temporary.unlink(missing_ok=True)
         raise
+    finally:
+        hold.release()
+
+
+def _remove_abandoned_exports(target: Path) -> None:
+    """Remove the new files that killed exports to ``target`` left beside it."""
+    pattern = re.compile(rf"\.{re.escape(target.name)}\.[0-9a-f]{{8}}\.tmp")
+    try:
+        with os.scandir(target.parent) as entries:
+            left = [Path(e.path) for e in entries if pattern.fullmatch(e.name)]
+    except OSError:
+        return
+    remove_abandoned(left)
 
 
 @click.command(short_help="Recompute the duplicate markers.")

@@ -2,39 +2,28 @@
 whose program was killed.
 
 A pool removes its folder when it closes, when it is collected or when the program
-ends; a program killed with SIGKILL (the OOM killer, ``timeout -s KILL``, a cron job's
-limit) does none of that, and its folder stayed in the temporary directory for good,
-with any outcome nobody took (a parsed feed, possibly megabytes). Each folder is
-therefore held by its program: an ``flock`` on the folder itself, which the kernel
-drops when the last process holding it ends (the pool's forked workers inherit it, so
-a folder is not taken from workers still finishing). A new pool removes the folders
-nobody holds any more. Folders younger than :data:`SETTLE_SECONDS` are left alone: a
-folder is made before its lock is taken, and another program must not take it in
-between.
+ends; a program killed with SIGKILL does none of that, and its folder stayed in the
+temporary directory for good, with any outcome nobody took (a parsed feed, possibly
+megabytes). Each folder is therefore held by its program (see :mod:`signal_feeds.held`;
+the pool's forked workers inherit the hold, so a folder is not taken from workers still
+finishing), and a new pool removes the folders nobody holds any more.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
-import shutil
 import tempfile
-import time
+from pathlib import Path
 
-__all__ = ["PREFIX", "SETTLE_SECONDS", "HandoverFolder", "remove_abandoned"]
+from signal_feeds.held import Hold, remove_abandoned
+
+__all__ = ["PREFIX", "HandoverFolder", "remove_abandoned_folders"]
 
 log = logging.getLogger("signal_feeds.parse")
 
 #: How the folders' names start, in the temporary directory.
 PREFIX = "signal-parse-"
-#: Age (by modification time) under which an unheld folder may still be being set up.
-SETTLE_SECONDS = 60.0
-
-try:
-    import fcntl
-except ImportError:  # not on this platform (Windows): folders are not held, nor swept
-    fcntl = None  # type: ignore[assignment]
 
 
 class HandoverFolder:
@@ -43,57 +32,22 @@ class HandoverFolder:
 
     def __init__(self) -> None:
         self.path = tempfile.mkdtemp(prefix=PREFIX)
-        self._fd: int | None = None
-        if fcntl is not None:
-            with contextlib.suppress(OSError):
-                fd = os.open(self.path, os.O_RDONLY)
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                except OSError:
-                    os.close(fd)
-                else:
-                    self._fd = fd
+        self._hold = Hold(self.path)
 
     def release(self) -> None:
         """Give up the hold (the folder itself is removed by its owner)."""
-        if self._fd is not None:
-            with contextlib.suppress(OSError):
-                os.close(self._fd)
-            self._fd = None
+        self._hold.release()
 
 
-def remove_abandoned(now: float | None = None) -> int:
+def remove_abandoned_folders(now: float | None = None) -> int:
     """Remove the handover folders of programs that ended without removing theirs (this
     user's, in the temporary directory); the number removed."""
-    if fcntl is None:
-        return 0
-    moment = time.time() if now is None else now
-    removed = 0
     try:
-        entries = list(os.scandir(tempfile.gettempdir()))
+        with os.scandir(tempfile.gettempdir()) as entries:
+            found = [Path(e.path) for e in entries if e.name.startswith(PREFIX)]
     except OSError:
         return 0
-    for entry in entries:
-        if not entry.name.startswith(PREFIX):
-            continue
-        try:
-            if (not entry.is_dir(follow_symlinks=False)
-                    or entry.stat(follow_symlinks=False).st_uid != os.geteuid()
-                    or moment - entry.stat(follow_symlinks=False).st_mtime < SETTLE_SECONDS):
-                continue
-            fd = os.open(entry.path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-        except OSError:
-            continue
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:  # held: its program (or a worker of it) still runs
-            os.close(fd)
-            continue
-        try:
-            shutil.rmtree(entry.path, ignore_errors=True)
-            removed += 1
-        finally:
-            os.close(fd)
+    removed = remove_abandoned(found, now=now)
     if removed:
         log.info("removed %d parse handover folder(s) left by killed runs", removed)
     return removed

@@ -42,7 +42,7 @@ from typing import Any
 
 from signal_feeds.limits import refused
 from signal_feeds.offload import in_thread
-from signal_feeds.parse.handover import HandoverFolder, remove_abandoned
+from signal_feeds.parse.handover import HandoverFolder, remove_abandoned_folders
 from signal_feeds.parse.jobs import ParseJob, ParseOutcome, parse_job
 from signal_feeds.parse.worker import (
     WORKER_GC_YOUNG_THRESHOLD,
@@ -131,7 +131,7 @@ class _Executor:
         #: or, after a SIGKILL, by the next program's first pool (see handover).
         if not _SWEPT.is_set():
             _SWEPT.set()
-            remove_abandoned()
+            remove_abandoned_folders()
         folder = HandoverFolder()
         self.handover = folder.path
         self._remove_handover = weakref.finalize(self, _remove_folder, folder, os.getpid())
