@@ -420,6 +420,33 @@ def test_the_half_export_of_a_killed_run_is_removed_by_the_next_export(
         running.communicate()
 
 
+def test_an_export_is_on_disk_before_it_replaces_the_last_one(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Renamed over FILE while its blocks were still only in memory, a reboot (XFS, ext4
+    # without auto_da_alloc, ...) could leave FILE empty: neither the last export nor
+    # this one. OPML imports into signal.toml already synced before replacing.
+    from signal_feeds.cli import reading
+
+    out = tmp_path / "feed.json"
+    out.write_text("the last good export\n", encoding="utf-8")
+    synced: list[str] = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real_fsync(fd)
+
+    def replace(src: Any, dst: Any) -> None:
+        assert str(src) in synced, "replaced before it was synced"
+        real_replace(src, dst)
+
+    monkeypatch.setattr(reading.os, "fsync", fsync)
+    monkeypatch.setattr(reading.os, "replace", replace)
+    reading.write_whole(out, ["{", "}\n"])
+    assert out.read_text(encoding="utf-8") == "{}\n"
+    assert len(synced) == 1
+
+
 def test_an_export_that_cannot_be_written_whole_leaves_the_last_one_whole(
         aggregate: dict[str, str], database: Path | str, tmp_path: Path) -> None:
     # A full disk (here: a file size limit) truncated the last good export to what fit,

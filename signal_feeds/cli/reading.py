@@ -355,6 +355,10 @@ def write_whole(path: Path, pieces: Iterable[str]) -> None:
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.writelines(pieces)
+            # On its disk before it takes FILE's place: after a power cut or a reboot
+            # FILE is the last export or this one, never an empty file under its name.
+            handle.flush()
+            os.fsync(handle.fileno())
         if target.exists():
             os.chmod(temporary, target.stat().st_mode & 0o7777)
         os.replace(temporary, target)
