@@ -264,7 +264,11 @@ class ScenarioServer(TeachingServer):
             self.state.log.append(slot)
             self.state.active.append(slot)
             self.state.in_flight += 1
-            self.state.peak = max(self.state.peak, self.state.in_flight)
+            # Requests whose answer is being written are not counted: their client may
+            # have read it all and let the next request go (a worker's host slot given
+            # back) before the handler thread returns from the write.
+            answering = sum(1 for s in self.state.active if not s.closing)
+            self.state.peak = max(self.state.peak, answering)
         return slot
 
     def mark_closing(self, slot: Slot) -> None:
