@@ -7,6 +7,7 @@ should see. Values without any of the markup below go to nh3 as they came.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 import nh3
@@ -141,8 +142,10 @@ def _with_its_address(tag: str) -> str | None:
     return f"<img src={address} {kept}>"
 
 
-def _lazy_images_loaded(value: str) -> tuple[str, bool]:
-    """``value`` with each lazily loaded image's address in its ``src``; True if any."""
+def _images_rewritten(value: str, rewrite: Callable[[str], str | None]) -> tuple[str, bool]:
+    """``value`` with each image tag that ``rewrite`` gives a replacement for (``""``
+    removes it, ``None`` keeps it) replaced; True if any was. Each stretch of the value
+    is read once, however many image tags it holds."""
     pieces: list[str] = []
     done = searched = 0
     while (start := _IMAGE_START.search(value, searched)) is not None:
@@ -150,14 +153,19 @@ def _lazy_images_loaded(value: str) -> tuple[str, bool]:
         if end is None:  # the rest of the value is inside this tag
             break
         searched = end.end()
-        loaded = _with_its_address(value[start.start():searched])
-        if loaded is not None:
-            pieces += (value[done:start.start()], loaded)
+        replacement = rewrite(value[start.start():searched])
+        if replacement is not None:
+            pieces += (value[done:start.start()], replacement)
             done = searched
     if not pieces:
         return value, False
     pieces.append(value[done:])
     return "".join(pieces), True
+
+
+def _lazy_images_loaded(value: str) -> tuple[str, bool]:
+    """``value`` with each lazily loaded image's address in its ``src``; True if any."""
+    return _images_rewritten(value, _with_its_address)
 
 
 # A web bug: an image one pixel square (or none), which shows nothing and is there to
@@ -177,22 +185,8 @@ def _is_pixel(tag: str) -> bool:
 
 
 def _pixels_removed(value: str) -> str:
-    """``value`` without its one-pixel images (read as :func:`_lazy_images_loaded` reads
-    image tags: each stretch of the value once)."""
-    pieces: list[str] = []
-    done = searched = 0
-    while (start := _IMAGE_START.search(value, searched)) is not None:
-        end = _TAG_REST.match(value, start.end())
-        if end is None:  # the rest of the value is inside this tag
-            break
-        searched = end.end()
-        if _is_pixel(value[start.start():searched]):
-            pieces.append(value[done:start.start()])
-            done = searched
-    if not pieces:
-        return value
-    pieces.append(value[done:])
-    return "".join(pieces)
+    """``value`` without its one-pixel images."""
+    return _images_rewritten(value, lambda tag: "" if _is_pixel(tag) else None)[0]
 
 
 # A lazy-loading script that also writes a <noscript> copy of each image would show
