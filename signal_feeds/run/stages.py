@@ -30,7 +30,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from signal_feeds.config.source_list import Config, Source
-from signal_feeds.decide.decider import Decider, Decision, FetchFailure, ParseFacts, ResponseFacts
+from signal_feeds.decide.decider import Decider, Decision, FetchFailure, ParseFacts
+from signal_feeds.decide.order import spread_by_host
 from signal_feeds.decide.report import Progress, SourceReport
 from signal_feeds.errors import (
     ConfigError,
@@ -52,6 +53,7 @@ from signal_feeds.parse.rows import NORMALIZER_VERSION
 from signal_feeds.parse.settings import ParseSettings
 from signal_feeds.records import SourceState
 from signal_feeds.run.claims import Claims, lease_trouble
+from signal_feeds.run.facts import response_facts
 from signal_feeds.run.host_pauses import HostPaused, HostPauses
 from signal_feeds.run.queues import StageQueue
 from signal_feeds.run.run_hold import RunHold
@@ -168,7 +170,12 @@ class Run:
         claiming = asyncio.create_task(self.claims.run())
         parsing = [asyncio.create_task(self._parse_stage())
                    for _ in range(self.parser.workers)]
-        sourcing = [asyncio.ensure_future(self._source(s, states[s.id])) for s in self.sources]
+        # Started, so claimed, with each host spread over the run (a host's run of sources
+        # in the config would fill every claim: decide/order.py); reported in order.
+        hosts = [urlsplit(states[s.id].request_url).hostname or "" for s in self.sources]
+        made = {i: asyncio.ensure_future(self._source(self.sources[i], states[self.sources[i].id]))
+                for i in spread_by_host(hosts)}
+        sourcing = [made[i] for i in range(len(self.sources))]
         reports = asyncio.gather(*sourcing)
         try:
             # The stages run until the queues close; one that ends before every source
@@ -357,7 +364,7 @@ class Run:
             self.host_pauses.note(urlsplit(response.url).hostname or "",
                                   status=response.status, headers=response.headers,
                                   now=decider.now, source_id=src.id)
-            facts = _response_facts(response, self._parse_settings(src))
+            facts = response_facts(response, self._parse_settings(src))
             decision = (None if decider.must_parse(state, facts)
                         else decider.after_fetch(state, facts))
         except Exception as exc:
@@ -412,7 +419,7 @@ class Run:
                 error=parsed.message,
                 feed_title=parsed.feed_title, incomplete=parsed.incomplete)
             decision = self._decider(item.source, item.started).after_fetch(
-                item.state, _response_facts(item.response, self._parse_settings(src)), facts)
+                item.state, response_facts(item.response, self._parse_settings(src)), facts)
         except BaseException:  # the reservation would be lost to the rest of the run
             self.write_queue.cancel(size)
             self.parse_queue.done(cost)
@@ -485,16 +492,3 @@ class Run:
 def _internal_error(exc: Exception) -> str:
     return f"internal error: {type(exc).__name__}: {shown(str(exc), 200)}"
 
-
-def _response_facts(response: FetchResponse, settings: ParseSettings) -> ResponseFacts:
-    title = ""
-    if response.status >= 400 and response.body:
-        # Imported here: a run of 304s never needs it (nor html.parser, which it loads).
-        from signal_feeds.parse.discovery import page_title
-
-        title = page_title(response.body) or ""
-    return ResponseFacts(status=response.status, url=response.url, headers=response.headers,
-                         permanent_url=response.permanent_url,
-                         body_digest=settings.input_digest(response.body_digest),
-                         wire_bytes=response.wire_bytes, page_title=title,
-                         warnings=response.warnings)

@@ -1,0 +1,73 @@
+"""A source list of thousands, most of them on a few hosts: the order a run asks for its
+sources in, and what that does to how many requests can be in flight at once."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import httpx
+import pytest
+from conftest import FIXTURES, make_config
+
+from signal_feeds import run_fetch
+from signal_feeds.decide.order import spread_by_host
+
+FEED = (FIXTURES / "demo-rss.xml").read_bytes()
+
+
+@pytest.mark.parametrize(("hosts", "order"), [
+    ([], []),
+    (["a"], [0]),
+    (["a", "b", "c"], [0, 1, 2]),  # one source each: the config's order
+    # A host's run in the config is spread over the whole: a0 b0 a1 a2 b1 a3.
+    (["a", "a", "a", "a", "b", "b"], [0, 4, 1, 2, 5, 3]),
+    # Two hosts of three, one after the other in the config, alternate.
+    (["a", "a", "a", "b", "b", "b"], [0, 3, 1, 4, 2, 5]),
+    # A source alone on its host goes in the middle of a large host's run.
+    (["a", "a", "a", "a", "z"], [0, 1, 4, 2, 3]),
+    # Each host keeps its own sources in the config's order.
+    (["b", "a", "b", "a"], [0, 1, 2, 3]),
+])
+def test_spread_by_host(hosts: list[str], order: list[int]) -> None:
+    assert spread_by_host(hosts) == order
+
+
+def test_spread_by_host_keeps_each_stretch_in_proportion() -> None:
+    # 1,000 sources on one host, 1,000 on a second, 500 on a third, then 125 hosts of 20
+    # (an operator's list with feeds.feedburner.com and medium.com in bulk).
+    hosts = (["big1"] * 1000 + ["big2"] * 1000 + ["mid"] * 500
+             + [f"small{i // 20}" for i in range(2500)])
+    order = spread_by_host(hosts)
+    assert sorted(order) == list(range(len(hosts)))
+    for start in range(0, len(order), 500):  # every tenth of the run asks each its share
+        stretch = [hosts[i] for i in order[start:start + 500]]
+        assert (stretch.count("big1"), stretch.count("big2"), stretch.count("mid")) == (
+            100, 100, 50)
+
+
+def test_a_hosts_run_of_sources_in_the_config_does_not_hold_up_the_others(
+        db_path: Path) -> None:
+    # 16 sources of one host listed before 16 of another, one request at a time per host.
+    # Asked in the config's order, the run's claims (two chunks of `concurrency`) held
+    # only the first host's sources: they went one by one while the second host, which
+    # could take a request at the same time, waited for all of them.
+    asked: list[str] = []
+
+    async def handle(request: httpx.Request) -> httpx.Response:
+        asked.append(request.url.host)
+        await asyncio.sleep(0.001)
+        return httpx.Response(200, headers={"Content-Type": "application/rss+xml"},
+                              content=FEED)
+
+    sources = {f"{host[0]}{i:02d}": f"https://{host}/feed{i}.xml"
+               for host in ("alpha.example", "beta.example") for i in range(16)}
+    config = make_config(db_path, sources, concurrency=4, per_host=1)
+    report = run_fetch(config, transport=httpx.MockTransport(handle))
+    assert [r.source for r in report.sources] == list(sources)  # reported in order
+    assert {r.status for r in report.sources} == {"fetched"}
+    assert len(asked) == 32
+    assert set(asked[:4]) == {"alpha.example", "beta.example"}
+    # Each host's sources keep the config's order among themselves.
+    assert asked.count("alpha.example") == asked.count("beta.example") == 16
+
