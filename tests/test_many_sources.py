@@ -4,14 +4,18 @@ sources in, and what that does to how many requests can be in flight at once."""
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 from conftest import FIXTURES, make_config
 
-from signal_feeds import run_fetch
+from signal_feeds import Store, run_fetch
 from signal_feeds.decide.order import spread_by_host
+from signal_feeds.run.claims import Claims
 
 FEED = (FIXTURES / "demo-rss.xml").read_bytes()
 
@@ -71,3 +75,37 @@ def test_a_hosts_run_of_sources_in_the_config_does_not_hold_up_the_others(
     # Each host's sources keep the config's order among themselves.
     assert asked.count("alpha.example") == asked.count("beta.example") == 16
 
+
+def test_a_claim_looks_at_its_window_not_at_every_waiting_source(db_path: Path) -> None:
+    # Every due source waits for its claim from the start of the run, and each claim
+    # copied the whole waiting list to take its window of a few chunks: 50,000 sources
+    # in chunks of 20 made 2,500 copies of up to 50,000 items, seconds of the event loop.
+    class Counting(dict[str, Any]):
+        looked = 0
+
+        def items(self) -> Iterator[tuple[str, Any]]:  # type: ignore[override]
+            for item in super().items():
+                Counting.looked += 1
+                yield item
+
+    async def claim_all(store: Store) -> int:
+        async def call(work: Callable[[], Any]) -> Any:
+            return work()
+
+        claims = Claims(store, call, owner="w", lease_seconds=600, chunk=2, force=True,
+                        clock=lambda: dt.datetime(2026, 12, 2, 12, 0, tzinfo=dt.UTC))
+        claims._waiting = Counting()  # type: ignore[assignment]
+        running = asyncio.create_task(claims.run())
+        asked = [asyncio.create_task(claims.take(f"s{i}", f"https://h.example/{i}.xml"))
+                 for i in range(400)]
+        got = 0
+        for i, task in enumerate(asked):  # each fetched and written in turn
+            got += (await task) is not None
+            claims.fetched(f"s{i}")
+            claims.finished(f"s{i}")
+        running.cancel()
+        return got
+
+    with Store(db_path) as store:
+        assert asyncio.run(claim_all(store)) == 400
+    assert Counting.looked < 400 * 10  # the whole list each time: 20,200
