@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from signal_feeds import ConfigError, load_config
 from signal_feeds.cli.commands import cli
-from signal_feeds.config.opml import import_opml, parse_opml, slugify
+from signal_feeds.config.opml import UniqueIds, import_opml, parse_opml, slugify
 
 EXISTING = """# Reviewed by ana, 2026-11.
 [settings]
@@ -263,3 +263,24 @@ def test_an_exported_source_list_imported_again_keeps_its_ids(tmp_path: Path) ->
     ids = [a.id for a in import_opml(other, exported.read_bytes()).added]
     assert ids[0] == "python-insider" and ids[2] == "a-b"
     assert ids[1] != "n2" and ids[1].startswith("n2")
+
+
+def test_many_feeds_of_one_title_get_ids_without_counting_from_two_each_time() -> None:
+    # 5,000 feeds all titled "Medium" (a platform's authors): each id counted up from
+    # "-2" past every one given before, 12.5 million looks in all.
+    ids = UniqueIds(["medium", "medium-3"])
+    given = [ids.take("medium") for _ in range(2000)]
+    assert given[:3] == ["medium-2", "medium-4", "medium-5"]
+    assert len(set(given)) == 2000 and ids.taken >= set(given)
+    assert ids.looks < 2 * 2000 + 10  # counted from "-2" each time: about 2,000,000
+    assert ids.take("other") == "other" and ids.take("other") == "other-2"
+
+
+def test_importing_many_feeds_of_one_title(tmp_path: Path) -> None:
+    outlines = "".join(f'<outline text="Medium" xmlUrl="https://medium.com/feed/@u{i}"/>'
+                       for i in range(300))
+    opml = f'<opml version="2.0"><body>{outlines}</body></opml>'.encode()
+    report = import_opml(tmp_path / "signal.toml", opml)
+    assert [a.id for a in report.added][:3] == ["medium", "medium-2", "medium-3"]
+    assert report.added[-1].id == "medium-300"
+    assert len(load_config(tmp_path / "signal.toml").sources) == 300
