@@ -14,8 +14,13 @@ from typing import Any, Literal
 
 from signal_feeds.identity.keys import Outcome
 
-__all__ = ["ApplyCounts", "Change", "ChangeKind", "FetchRecord", "SourceState",
-           "StoredEntry", "StoredVersion", "cache_headers_from_json"]
+__all__ = ["SOURCE_STATUSES", "ApplyCounts", "Change", "ChangeKind", "FetchRecord",
+           "SourceState", "StoredEntry", "StoredVersion", "cache_headers_from_json"]
+
+#: The states a stored source is in (``SourceState.status``, ``signal sources
+#: --status``): never fetched, its last answer a feed, redirected for good, gone (410),
+#: asked to wait (Retry-After), its last request failed, its last body rejected.
+SOURCE_STATUSES = ("new", "ok", "moved", "gone", "retry_later", "failed", "rejected")
 
 #: What a change did to its entry: the key was new, or its fingerprints changed.
 ChangeKind = Literal["created", "updated"]

@@ -5,15 +5,20 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from click.testing import CliRunner
 from conftest import FIXTURES, make_config
+from scenario_server import ScenarioServer
+from test_cli import write_config
 
 from signal_feeds import Store, run_fetch
+from signal_feeds.cli.commands import cli
 from signal_feeds.decide.order import spread_by_host
 from signal_feeds.run.claims import Claims
 
@@ -109,3 +114,22 @@ def test_a_claim_looks_at_its_window_not_at_every_waiting_source(db_path: Path) 
     with Store(db_path) as store:
         assert asyncio.run(claim_all(store)) == 400
     assert Counting.looked < 400 * 10  # the whole list each time: 20,200
+
+
+def test_sources_shows_only_the_states_asked_for(server: ScenarioServer,
+                                                 tmp_path: Path) -> None:
+    # 5,000 sources make a table of 5,001 lines; the operator wants the few that failed.
+    config = write_config(tmp_path, {"demo-rss": server.url("/feeds/demo-rss.xml"),
+                                     "missing": server.url("/feeds/missing.xml"),
+                                     "also-missing": server.url("/feeds/gone-too.xml")})
+    runner = CliRunner()
+    runner.invoke(cli, ["fetch", "--config", str(config)])
+    table = runner.invoke(cli, ["sources", "--config", str(config), "--status", "failed"])
+    assert table.exit_code == 0
+    assert [line.split()[0] for line in table.output.splitlines()] == [
+        "id", "missing", "also-missing"]
+    both = runner.invoke(cli, ["sources", "--config", str(config), "--json",
+                               "--status", "ok", "--status", "failed"])
+    assert len(json.loads(both.output)["sources"]) == 3
+    typo = runner.invoke(cli, ["sources", "--config", str(config), "--status", "faild"])
+    assert typo.exit_code == 2 and "'failed'" in typo.output

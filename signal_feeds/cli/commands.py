@@ -31,6 +31,7 @@ from signal_feeds.cli.common import (
     say_json,
 )
 from signal_feeds.errors import SignalError, did_you_mean
+from signal_feeds.records import SOURCE_STATUSES
 
 if TYPE_CHECKING:
     from signal_feeds.decide.report import RunReport
@@ -242,12 +243,14 @@ def demo(db_path: str) -> None:
 @db_option
 @click.option("--reset", "reset_id", metavar="ID", default=None,
               help="Clear a source's gone, moved and backoff state.")
+@click.option("--status", "statuses", multiple=True, type=click.Choice(SOURCE_STATUSES),
+              help="Only the sources in this state (repeat for several).")
 @json_option
 @click.pass_context
 def sources(ctx: click.Context, config_path: str | None, db_path: str | None,
-            reset_id: str | None, as_json: bool) -> None:
+            reset_id: str | None, statuses: tuple[str, ...], as_json: bool) -> None:
     """Show the sources and their polling state (or run a subcommand). With --db and no
-    --config, the sources the database holds."""
+    --config, the sources the database holds; with --status, only those in that state."""
     from signal_feeds.cli.reading import existing_database
     from signal_feeds.run.source_status import reset_source, source_table
 
@@ -264,7 +267,8 @@ def sources(ctx: click.Context, config_path: str | None, db_path: str | None,
             reset_source(config, reset_id, database=database)
             say(f"{reset_id}: reset; it will be fetched on the next run")
             return
-        rows = source_table(config, database=database)
+        rows = [r for r in source_table(config, database=database)
+                if not statuses or r["status"] in statuses]
     except SignalError as exc:
         fail(exc)
     if as_json:
