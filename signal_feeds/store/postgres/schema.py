@@ -196,6 +196,16 @@ def check_version(found: int, where: str) -> None:
             f"({SCHEMA_VERSION}): upgrade signal-feeds to use it")
 
 
+#: Why the first run could not make the tables (by SQLSTATE), and what to do.
+_CREATE_HINTS = {
+    "42501": "the first run makes them: give this role CREATE on the schema they go in "
+             "(GRANT CREATE ON SCHEMA … TO …; the first schema of its search_path), or "
+             "run Signal once as a role that has it",
+    "3F000": "no schema of this role's search_path exists: create one, or name one in the "
+             "URL (?options=-csearch_path%3Dname)",
+}
+
+
 def create_schema(conn: Any, where: str) -> None:
     """Upgrade the database to :data:`SCHEMA_VERSION` (inside the caller's transaction),
     one numbered step at a time."""
@@ -204,10 +214,10 @@ def create_schema(conn: Any, where: str) -> None:
     check_version(found, where)
     if found == SCHEMA_VERSION:
         return
-    if found == 0:
-        conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
-        conn.execute("INSERT INTO schema_version (version) VALUES (0)")
     try:
+        if found == 0:
+            conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
+            conn.execute("INSERT INTO schema_version (version) VALUES (0)")
         for number in range(found + 1, SCHEMA_VERSION + 1):
             for statement in MIGRATIONS[number - 1]:
                 conn.execute(statement)
@@ -215,7 +225,14 @@ def create_schema(conn: Any, where: str) -> None:
                 _start_change_log(conn)
             conn.execute("UPDATE schema_version SET version = %s", (number,))
     except Exception as exc:  # the driver's error (psycopg is not imported here)
-        if found == 0 or getattr(exc, "sqlstate", None) != "42501":
+        state = getattr(exc, "sqlstate", None)
+        if found == 0 and state in _CREATE_HINTS:
+            # The store's hint for 42501 asks for the writes of a run on tables that are
+            # not there yet: making them needs CREATE on the schema.
+            raise DatabaseUnavailableError(
+                f"cannot create Signal's tables in {where}: {' '.join(str(exc).split())} "
+                f"({_CREATE_HINTS[state]})") from exc
+        if found == 0 or state != "42501":
             raise
         # Only a table's owner may alter it: a role granted the writes a run makes, as
         # the store's hint for this state asks, would be told to grant what it has.
