@@ -1,6 +1,11 @@
-"""PostgreSQL as operators deploy it: a role the DBA has not let create tables."""
+"""PostgreSQL as operators deploy it: their own connect timeout, and a role the DBA has not
+let create tables."""
 
 from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Iterator
 
 import pytest
 from click.testing import CliRunner
@@ -9,6 +14,47 @@ from signal_feeds.cli.commands import cli
 from signal_feeds.dsn import display_database
 from signal_feeds.errors import DatabaseUnavailableError
 from signal_feeds.store import open_store
+
+
+@pytest.fixture
+def silent_port() -> Iterator[int]:
+    """A port that accepts connections and never says a word (a filtered server)."""
+    pytest.importorskip("psycopg")
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(16)
+        yield listener.getsockname()[1]
+
+
+@pytest.mark.parametrize("where", ["url", "environment"])
+def test_the_operators_connect_timeout_is_kept(silent_port: int, where: str,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    # Signal's own 10 s was passed as a keyword, which psycopg puts over the URL's:
+    # "?connect_timeout=2" (or PGCONNECT_TIMEOUT=2) waited 10 s all the same.
+    url = f"postgresql://signal:pw@127.0.0.1:{silent_port}/x?sslmode=disable"
+    if where == "url":
+        url += "&connect_timeout=2"
+    else:
+        monkeypatch.setenv("PGCONNECT_TIMEOUT", "2")
+    started = time.monotonic()
+    with pytest.raises(DatabaseUnavailableError, match="timeout"):
+        open_store(url)
+    assert time.monotonic() - started < 7
+
+
+def test_the_operators_application_name_is_kept(postgres_url: str) -> None:
+    # Workers named apart in pg_stat_activity were all "signal".
+    import psycopg
+
+    with open_store(f"{postgres_url}?application_name=fetch-host-3"), \
+            psycopg.connect(postgres_url, autocommit=True) as admin:
+        names = {r[0] for r in admin.execute(
+            "SELECT application_name FROM pg_stat_activity WHERE datname = %s",
+            (postgres_url.rsplit("/", 1)[1],))}
+    assert "fetch-host-3" in names and "signal" not in names
+    with open_store(postgres_url), psycopg.connect(postgres_url, autocommit=True) as admin:
+        assert admin.execute("SELECT count(*) FROM pg_stat_activity "
+                             "WHERE application_name = 'signal'").fetchone() == (1,)
 
 
 def test_a_role_that_may_not_create_tables_is_told_what_the_first_run_needs(

@@ -14,6 +14,7 @@ other writes commit together at its end.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -32,6 +33,13 @@ log = logging.getLogger("signal_feeds")
 DEFAULT_CONNECT_TIMEOUT = 10
 INSTALL_HINT = "pip install 'signal-feeds[postgres]'"
 
+
+#: Connection parameters Signal sets where the operator did not: name -> (the libpq
+#: variable that also sets it, Signal's value).
+_DEFAULTS: dict[str, tuple[str, str | int]] = {
+    "connect_timeout": ("PGCONNECT_TIMEOUT", DEFAULT_CONNECT_TIMEOUT),
+    "application_name": ("PGAPPNAME", "signal"),
+}
 
 #: SQLSTATEs that are the setup's problem, not one write's: what to check.
 _SETUP_STATES = {"25006": "the database or server is read-only",
@@ -66,15 +74,30 @@ class Connection:
         self._batch_depth = 0
         self.conn: psycopg.Connection[Any] = self._connect()
 
-    def _connect(self) -> psycopg.Connection[Any]:
+    def _open(self) -> psycopg.Connection[Any]:
+        """A new connection, or DatabaseUnavailableError saying why there is none."""
         try:
             conn: psycopg.Connection[Any] = self._psycopg.connect(
-                self.url, autocommit=True, connect_timeout=DEFAULT_CONNECT_TIMEOUT,
-                application_name="signal")
+                self.url, autocommit=True, **self._defaults())
         except (self._psycopg.Error, ValueError) as exc:
             # Whatever the reason (refused, login, a URL libpq cannot parse), the
             # database cannot be used.
             self._raise("cannot connect to", exc, unavailable=True)
+        return conn
+
+    def _defaults(self) -> dict[str, str | int]:
+        """Signal's connection parameters that the operator did not choose (in the URL
+        or the libpq variable): psycopg's keywords override the URL's, and a
+        ``?connect_timeout=2`` waited 10 s for a server that does not answer."""
+        try:
+            given = self._psycopg.conninfo.conninfo_to_dict(self.url)
+        except (self._psycopg.Error, ValueError):
+            given = {}  # connecting says what is wrong with it
+        return {name: value for name, (variable, value) in _DEFAULTS.items()
+                if name not in given and not os.environ.get(variable)}
+
+    def _connect(self) -> psycopg.Connection[Any]:
+        conn = self._open()
         self.conn = conn
         with self.errors("cannot configure the connection to"):
             # A lock another writer holds is waited for at most busy_timeout, as in SQLite.
