@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import os
+import secrets
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -103,7 +104,42 @@ class Connection:
             # A lock another writer holds is waited for at most busy_timeout, as in SQLite.
             conn.execute(f"SET lock_timeout = {max(int(self.busy_timeout * 1000), 1)}")
             conn.execute("SET TIME ZONE 'UTC'")
+            row = conn.execute("SELECT pg_backend_pid()").fetchone()
+        if row is not None and row[0] != conn.info.backend_pid:
+            self._check_session_kept(conn)
         return conn
+
+    def _check_session_kept(self, conn: psycopg.Connection[Any]) -> None:
+        """Refuse a pooler that hands each transaction to any server session.
+
+        The server's process id differs from the one the connection was given: a pooler
+        (pgbouncer) stands between. In session mode the connection keeps one server
+        session; in transaction or statement mode the ``SET``s above, host slots'
+        advisory locks and prepared statements would land on sessions other clients
+        then use (a slot held for nobody, kept after the run, taken twice). A mark is
+        set on this connection's session, then looked for from a second connection: a
+        pooler that passes sessions between clients shows it this mark (it gives out
+        the session used last first) or another Signal connection's; a session pool
+        resets a session (``DISCARD ALL``) before another client gets it."""
+        mark = secrets.token_hex(16)
+        with self.errors("cannot configure the connection to"):
+            conn.execute("SELECT set_config('signal.session_mark', %s, false)", (mark,))
+        probe = self._open()
+        try:
+            with self.errors("cannot configure the connection to"):
+                row = probe.execute(
+                    "SELECT current_setting('signal.session_mark', true)").fetchone()
+        finally:
+            probe.close()
+        if row is not None and row[0]:
+            self._discard()
+            raise DatabaseUnavailableError(
+                f"cannot use {self.name}: a connection pooler there hands each "
+                "transaction to any server session (pgbouncer's pool_mode = transaction "
+                "or statement), and Signal keeps locks and settings in its session: "
+                "connect to the server itself, or through a pool in session mode "
+                "(which resets a session before another client gets it)")
+
 
     def _raise(self, what: str, exc: BaseException, source_id: str | None = None, *,
                unavailable: bool = False) -> NoReturn:
