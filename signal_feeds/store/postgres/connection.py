@@ -140,7 +140,6 @@ class Connection:
                 "connect to the server itself, or through a pool in session mode "
                 "(which resets a session before another client gets it)")
 
-
     def _raise(self, what: str, exc: BaseException, source_id: str | None = None, *,
                unavailable: bool = False) -> NoReturn:
         detail = redact(" ".join(str(exc).split()), self.url) or type(exc).__name__
