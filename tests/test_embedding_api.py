@@ -180,6 +180,29 @@ def test_a_run_report_can_be_pickled_and_copied() -> None:
             again.totals["created"] = 999  # type: ignore[index]
 
 
+def test_a_run_report_finds_each_source_by_id_without_walking_the_list() -> None:
+    # A program going through a run of thousands of sources asks get() once for each:
+    # a walk of the list per call made that quadratic (25 million comparisons at 5,000).
+    class Counted(SourceReport):
+        reads = 0
+
+        def __getattribute__(self, name: str) -> object:
+            if name == "source":
+                type(self).reads += 1
+            return super().__getattribute__(name)
+
+    reports = tuple(Counted(source=f"s{i}", status="fetched") for i in range(2000))
+    report = RunReport(sources=reports, started_at=dt.datetime(2026, 12, 6, tzinfo=dt.UTC))
+    Counted.reads = 0
+    assert [report.get(f"s{i}").source for i in range(2000)] == [f"s{i}" for i in range(2000)]
+    assert Counted.reads <= 2 * 2000  # one read per answer, not one per source passed
+    with pytest.raises(KeyError):
+        report.get("nope")
+    plain = tuple(SourceReport(source=f"s{i}", status="fetched") for i in range(3))
+    again = pickle.loads(pickle.dumps(RunReport(sources=plain, started_at=report.started_at)))
+    assert again.get("s2") == plain[2]
+
+
 def test_an_error_of_a_blocking_run_does_not_read_as_raised_inside_another(
         tmp_path: Path) -> None:
     config = make_config(tmp_path / "signal.db", {"a": "https://a.example/f"})

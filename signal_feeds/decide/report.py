@@ -84,8 +84,15 @@ class RunReport:
     #: Entries created, updated, unchanged and skipped, sources in all and per status
     #: (read-only: the report is a record of what happened).
     totals: Mapping[str, int] = field(init=False, compare=False, hash=False)
+    #: Where each source's report is (for :meth:`get`, asked once per source by a
+    #: program going through a run of thousands).
+    _index: Mapping[str, int] = field(init=False, compare=False, hash=False, repr=False)
 
     def __post_init__(self) -> None:
+        index: dict[str, int] = {}
+        for position, rep in enumerate(self.sources):
+            index.setdefault(rep.source, position)
+        object.__setattr__(self, "_index", index)
         totals = {"sources": len(self.sources), "created": 0, "updated": 0, "unchanged": 0,
                   "skipped": 0}
         for rep in self.sources:
@@ -109,10 +116,7 @@ class RunReport:
     def get(self, source_id: str) -> SourceReport:
         """The report of one source; ``KeyError`` for a source this run did not cover
         (unlike ``dict.get``, never ``None``: every source a run was given has one)."""
-        for rep in self.sources:
-            if rep.source == source_id:
-                return rep
-        raise KeyError(source_id)
+        return self.sources[self._index[source_id]]
 
     def to_dict(self) -> dict[str, Any]:
         """The report as one JSON-ready object: ``sources`` and ``totals``."""
