@@ -133,3 +133,22 @@ def test_sources_shows_only_the_states_asked_for(server: ScenarioServer,
     assert len(json.loads(both.output)["sources"]) == 3
     typo = runner.invoke(cli, ["sources", "--config", str(config), "--status", "faild"])
     assert typo.exit_code == 2 and "'failed'" in typo.output
+
+
+def test_sources_reads_every_state_at_once(server: ScenarioServer, db_path: Path,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    # A read per source was 5,000 round trips to a PostgreSQL server for one table.
+    from signal_feeds.run.source_status import source_table
+
+    urls = {f"s{i:03d}": server.url(f"/feeds/s{i:03d}.xml") for i in range(120)}
+    urls["demo-rss"] = server.url("/feeds/demo-rss.xml")
+    config = make_config(db_path, urls)
+    run_fetch(config, source_ids=["demo-rss"])
+
+    def one_by_one(*args: object) -> None:
+        raise AssertionError("source_state() asked once per source")
+
+    monkeypatch.setattr(Store, "source_state", one_by_one)
+    rows = source_table(config)
+    assert [row["id"] for row in rows] == list(urls)
+    assert {row["id"]: row["status"] for row in rows}["demo-rss"] == "ok"

@@ -50,7 +50,9 @@ def source_table(config: Config | None, *,
         if config is None:
             listed = [(st, "", None) for st in store.source_states()]
         else:
-            listed = [(store.source_state(src.id, src.url),
+            # One read of them all: a read per source was a round trip each on PostgreSQL.
+            states = store.source_states_for({src.id: src.url for src in config.sources})
+            listed = [(states[src.id],
                        f"expired (review by {src.review_by})" if src.is_expired(today) else "",
                        config.effective(src).min_interval)
                       for src in config.sources]
