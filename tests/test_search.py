@@ -401,6 +401,46 @@ def test_a_search_box_minus_gets_a_hint_that_fits(database: Path | str) -> None:
             "and content:; a word with a colon inside can be put in double quotes)")
 
 
+def test_a_star_before_a_word_is_refused_with_a_hint(fetch: Fetch,
+                                                    database: Path | str) -> None:
+    # A search box's "*fest" (a word by its end). On SQLite a query starting with "*" is
+    # one of FTS5's debugging queries: "*reads" failed the search ("cannot search
+    # entries: no such cursor: 1", exit 1) and "*id" matched nothing, where PostgreSQL
+    # refused both; "harvest *fest" was "harvest* fest" on both, and found nothing.
+    fetch("blog", rss({"guid": "1", "title": "Harvest festival", "link": "https://b.example/1"}))
+    for query in ("*reads", "*id", "* id", "*fest", "harvest *fest", "title:*fest",
+                  "harvest (*fest)"):
+        result = invoke("search", query, "--db", str(database))
+        assert result.exit_code == 2, (query, result.output)
+        assert (f"search query {query!r} puts a * before a word (a * ends the beginning "
+                "of a word: harv* finds harvest; no query finds a word by its end)"
+                in result.output), result.output
+    # A star after a word, spaced as FTS5 allows, and one inside quotes are as before.
+    for query in ("harv*", "harv *", '"harv"*', '"*" harvest'):
+        with open_store(database) as store:
+            assert [h.entry.title for h in store.search(query)] == ["Harvest festival"], query
+    # A misplaced star or a search box's plus gets a hint that fits, not "quote it".
+    for query, said in (
+            ("harvest**", 'syntax error near "*" (a * ends the beginning of a word'),
+            ("+harvest", 'syntax error near "+" (every word must occur already, so a '
+                         "search box's +word is the word alone")):
+        with open_store(database) as store, pytest.raises(QueryError) as caught:
+            store.search(query)
+        assert said in str(caught.value), (query, caught.value)
+
+
+def test_a_nul_in_a_query_separates_words(fetch: Fetch, database: Path | str) -> None:
+    # SQLite read a NUL as the end of the query: "harvest<NUL>festival" was refused as
+    # an unterminated string (once quoted), while PostgreSQL found the entry.
+    fetch("blog", rss({"guid": "1", "title": "Harvest festival", "link": "https://b.example/1"}))
+    with open_store(database) as store:
+        for query in ("harvest\x00festival", "\x00harvest", "harvest\x00"):
+            assert [h.entry.title for h in store.search(query)] == ["Harvest festival"]
+        assert store.search("harv\x00est") == []  # two words, as with any control character
+        with pytest.raises(QueryError, match="empty search query"):
+            store.search("\x00")
+
+
 def test_words_that_hold_punctuation_are_found_as_typed(fetch: Fetch,
                                                        database: Path | str) -> None:
     # covid-19 or node.js in a search box was refused as FTS5 syntax ("no such column:

@@ -20,6 +20,7 @@ __all__ = [
     "SNIPPET_ELLIPSIS",
     "SNIPPET_OPEN",
     "SNIPPET_TOKENS",
+    "STAR_HINT",
     "SearchText",
     "check_query_text",
     "column_hint",
@@ -45,6 +46,9 @@ SNIPPET_TOKENS = 16
 #: What a query naming no column of the index is told.
 COLUMN_HINT = ("the columns to search in are title:, summary: and content:; a word with a "
                "colon inside can be put in double quotes")
+#: What a misplaced "*" is told: FTS5 finds words by their start only.
+STAR_HINT = ("a * ends the beginning of a word: harv* finds harvest; no query finds a "
+             "word by its end")
 #: The detail of a query that stops where more was expected (FTS5 says 'near ""').
 END_OF_QUERY = "syntax error at the end of the query"
 _OPERATOR = re.compile(r'syntax error near "(AND|OR|NOT|NEAR)"')
@@ -77,6 +81,11 @@ def syntax_hint(detail: str, query: str = "") -> str:
         word = operator.group(1)
         return (f"{word} in capitals joins two words; write {word.lower()} to search "
                 "for the word")
+    if detail == 'syntax error near "*"':
+        return STAR_HINT
+    if detail == 'syntax error near "+"':
+        return ("every word must occur already, so a search box's +word is the word "
+                "alone; a + between two words joins them into a phrase (a + b)")
     if detail in ('syntax error near "("', 'syntax error near ")"'):
         return "parentheses come in pairs, around words"
     if detail == "unterminated string":
@@ -128,7 +137,11 @@ def visible_query(query: str) -> str:
     """``query`` without the characters the index leaves out of words (a soft hyphen, a
     zero-width space, a word joiner: see :data:`~signal_feeds.identity.search_text.INVISIBLE`).
     A query copied from a page that hyphenates "Bundes\u00adverfassungs\u00adgericht"
-    keeps them, and the tokenizer split the word there: it found nothing."""
+    keeps them, and the tokenizer split the word there: it found nothing. A NUL, which
+    SQLite took for the end of the query, separates words as other control characters
+    do."""
+    if "\x00" in query:  # a C string's end to SQLite, which cut the query there
+        query = query.replace("\x00", " ")
     return query if query.isascii() else query.translate(WITHOUT_INVISIBLE)
 
 
@@ -161,9 +174,18 @@ def check_query_text(query: str) -> None:
     if not _WORD_CHARACTER.search(query):
         raise QueryError(f"search query {query!r} has no word to search for (punctuation "
                          "and emoji are not indexed)", query=query)
+    if "*" in query and (query.startswith("*") or _STAR_BEFORE_WORD.search(
+            _QUOTED.sub('"', query))):
+        raise QueryError(f"search query {query!r} puts a * before a word ({STAR_HINT})",
+                         query=query)
 
 
 _WORD_CHARACTER = re.compile(r"[^\W_]")
+# A search box's "*fix" (a word by its end): FTS5 read "harvest *fest" as "harvest* fest",
+# and a query starting with "*" as one of its debugging queries ("*reads" failed the
+# search with "no such cursor"; "*id" matched nothing, here only).
+_STAR_BEFORE_WORD = re.compile(r"(?:^|[\s(:,])\*+[^\W_]")
+_QUOTED = re.compile(r'"(?:[^"]|"")*"?')
 
 
 # A query's parts for and_beside_groups: a double-quoted string, a parenthesis, or a run
