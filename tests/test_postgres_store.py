@@ -601,6 +601,21 @@ def test_a_snippet_shows_a_hit_whose_word_folds_into_several() -> None:
     assert snippet(["Un café crème"], to_tsquery("cafe").terms) == "Un [café] crème"
 
 
+def test_a_snippet_brackets_a_word_with_its_combining_marks() -> None:
+    # The index splits a word at a vowel sign, a virama, a niqqud or harakat point (as
+    # FTS5 does); each part was bracketed on its own, and the marks between them, shown
+    # after a "]", joined the bracket instead of their letter: "[ह]ि[न]्[द]ी".
+    from signal_feeds.store.postgres.search import to_tsquery
+    from signal_feeds.store.postgres.snippets import snippet
+
+    text = "हिन्दी भाषा और עִבְרִית النَّص"
+    for query, shown in (("हिन्दी", "[हिन्दी] भाषा"), ("עִבְרִית", "[עִבְרִית] النَّص"),
+                         ("النَّص", "[النَّص]"), ("भाषा OR हिन्दी", "[हिन्दी] [भाषा]")):
+        assert shown in snippet([text], to_tsquery(query).terms), query
+    # Cut short after a word, its marks stay with it.
+    assert snippet([" ".join(["शब्द"] * 20)], to_tsquery("शब्द").terms).endswith("[शब्द]…")
+
+
 def test_a_whole_table_rewrite_ended_for_a_deadlock_is_tried_again(
         postgres_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     # `signal search --rebuild` beside running workers failed about once in fifteen:

@@ -9,13 +9,16 @@ the sentence the match is in (the first word, or a word after ``.`` or ``:`` and
 space) is a candidate too, with 100 more (120 at the very start); the best score wins,
 the earlier field and match among equals. The only differences left are the documented
 ones: each matched word is bracketed on its own, wherever it is (``[real]-[time]``, a
-phrase's words outside the phrase too).
+phrase's words outside the phrase too), except that the parts of one word the index
+splits at its combining marks (a vowel sign, a virama, niqqud or harakat: ``हिन्दी`` is
+``ह``, ``न`` and ``द``) are bracketed together, marks included, as the reader sees one word.
 """
 
 from __future__ import annotations
 
 import bisect
 import re
+import unicodedata
 from collections.abc import Iterable, Sequence
 
 from signal_feeds.store.fulltext import (
@@ -113,10 +116,44 @@ def snippet(fields: Iterable[str], terms: Sequence[str]) -> str:
     end = min(start + SNIPPET_TOKENS, len(spans))
     out = [] if start == 0 else [SNIPPET_ELLIPSIS]
     cursor = 0 if start == 0 else spans[start].start()
+    shut = False  # the last word shown was a match, its bracket still to close
     for i in range(start, end):
         m = spans[i]
-        out.append(text[cursor:m.start()])
-        out.append(f"{SNIPPET_OPEN}{m.group()}{SNIPPET_CLOSE}" if hit[i] >= 0 else m.group())
+        gap = text[cursor:m.start()]
+        if shut and hit[i] >= 0 and _marks_only(gap):
+            out.append(gap)  # one word to the reader: "[हिन्दी]", not "[ह]ि[न]्[द]ी"
+        else:
+            out.append(_closed(gap) if shut else gap)
+            if hit[i] >= 0:
+                out.append(SNIPPET_OPEN)
+        out.append(m.group())
+        shut = hit[i] >= 0
         cursor = m.end()
-    out.append(text[cursor:] if end == len(spans) else SNIPPET_ELLIPSIS)
+    rest = text[cursor:] if end == len(spans) else text[cursor:spans[end].start()]
+    marks = _leading_marks(rest)
+    if end == len(spans):
+        out.append(_closed(rest) if shut else rest)
+    else:  # cut short: the marks of the last word shown stay with it
+        out.append(rest[:marks] + (SNIPPET_CLOSE if shut else "") + SNIPPET_ELLIPSIS)
     return "".join(out)
+
+
+def _leading_marks(text: str) -> int:
+    """How many combining marks ``text`` starts with (a vowel sign, a virama, a niqqud
+    or harakat point: what the index takes for the end of a word, a reader for a part
+    of its letter)."""
+    n = 0
+    while n < len(text) and unicodedata.category(text[n]).startswith("M"):
+        n += 1
+    return n
+
+
+def _marks_only(text: str) -> bool:
+    return bool(text) and _leading_marks(text) == len(text)
+
+
+def _closed(gap: str) -> str:
+    """``gap``, after a matched word, with its bracket closed after the combining marks
+    that belong to the word's last letter."""
+    marks = _leading_marks(gap)
+    return gap[:marks] + SNIPPET_CLOSE + gap[marks:]
