@@ -29,8 +29,10 @@ def feed_body(server: ScenarioServer) -> bytes:
 def check_retry_after(server: ScenarioServer, db: Path, retry_after: str,
                       clock: Clock, *, times: int = 1) -> None:
     path = "/limited.xml"
-    server.script(path, [ScriptedResponse(status=429,
-                                          headers=(("Retry-After", retry_after),) * times),
+    # The server's Date is the test clock's: an HTTP-date Retry-After is read against it.
+    date = (("Date", format_datetime(clock.now, usegmt=True)),)
+    server.script(path, [ScriptedResponse(status=429, headers=(
+                             *date, *(("Retry-After", retry_after),) * times)),
                          ScriptedResponse(status=200, headers=DEMO_HEADERS,
                                           body=feed_body(server))])
     config = make_config(db, {"limited": server.url(path)})
@@ -61,6 +63,29 @@ def test_retry_after_http_date(server: ScenarioServer, db_path: Path) -> None:
     clock = Clock()
     when = clock.now + __import__("datetime").timedelta(seconds=120)
     check_retry_after(server, db_path, format_datetime(when, usegmt=True), clock)
+
+
+def test_a_pause_from_a_server_with_a_slow_clock_holds(server: ScenarioServer,
+                                                      tmp_path: Path) -> None:
+    # A CDN edge whose clock is five minutes slow asks for two minutes of quiet as a
+    # date: read on our clock that date was three minutes past, so the pause was over
+    # before it began and the host's other feed was asked at once.
+    now = dt.datetime.now(dt.UTC).replace(microsecond=0)
+    theirs = now - dt.timedelta(minutes=5)
+    server.script("/slow-clock/a.xml", [ScriptedResponse(status=429, headers=(
+        ("Date", format_datetime(theirs, usegmt=True)),
+        ("Retry-After", format_datetime(theirs + dt.timedelta(minutes=2), usegmt=True))))])
+    server.put("/slow-clock/b.xml", feed_body(server))
+    config = make_config(tmp_path / "signal.db", {"a": server.url("/slow-clock/a.xml"),
+                                                  "b": server.url("/slow-clock/b.xml")},
+                         concurrency=1, per_host=1)
+    clock = Clock(now)
+    report = run_fetch(config, force=True, clock=clock)
+    a, b = report.get("a"), report.get("b")
+    assert (a.status, a.retry_after) == ("retry_later", now + dt.timedelta(minutes=2))
+    assert (b.status, b.http_status) == ("retry_later", None), b
+    assert [r.path for r in server.requests if r.path.startswith("/slow-clock/")] == [
+        "/slow-clock/a.xml"]
 
 
 def test_interval_is_respected_and_requests_are_conditional(server: ScenarioServer,

@@ -117,6 +117,38 @@ def test_retry_after_forms() -> None:
     assert parse_retry_after("soon, 120", NOW) is None
 
 
+@pytest.mark.parametrize(("name", "retry_after", "date", "wait"), [
+    ("clocks agree", "Wed, 02 Dec 2026 12:02:00 GMT", "Wed, 02 Dec 2026 12:00:00 GMT", 120),
+    # A server five minutes slow asks for two minutes: read on our clock, its date was
+    # three minutes past and the pause over before it began.
+    ("server clock slow", "Wed, 02 Dec 2026 11:57:00 GMT", "Wed, 02 Dec 2026 11:55:00 GMT",
+     120),
+    # A server an hour fast asks for two minutes, not an hour and two minutes.
+    ("server clock fast", "Wed, 02 Dec 2026 13:02:00 GMT", "Wed, 02 Dec 2026 13:00:00 GMT",
+     120),
+    ("a date before its Date", "Wed, 02 Dec 2026 12:00:00 GMT",
+     "Wed, 02 Dec 2026 12:05:00 GMT", 0),
+    ("past the cap on its clock", "Fri, 31 Dec 9999 23:59:59 GMT",
+     "Wed, 02 Dec 2026 13:00:00 GMT", 30 * 86400),
+    # Without a readable Date there is only our clock.
+    ("no Date", "Wed, 02 Dec 2026 12:02:00 GMT", None, 120),
+    ("an unreadable Date", "Wed, 02 Dec 2026 12:02:00 GMT", "yesterday", 120),
+    # Seconds are a delay whatever the clocks say.
+    ("seconds", "120", "Wed, 02 Dec 2026 08:00:00 GMT", 120),
+])
+def test_a_retry_after_date_is_read_on_the_servers_clock(name: str, retry_after: str,
+                                                        date: str | None, wait: int) -> None:
+    assert parse_retry_after(retry_after, NOW, date) == at(wait), name
+
+
+def test_a_skewed_server_s_retry_after_date_is_a_floor_for_its_time() -> None:
+    slow = {"retry-after": "Wed, 02 Dec 2026 11:57:00 GMT",
+            "date": "Wed, 02 Dec 2026 11:55:00 GMT"}
+    decision = next_poll(now=NOW, status=429, headers=slow, error_count=1, min_interval=60,
+                         max_interval=3600)
+    assert (decision.reason, decision.retry_after) == ("retry_later", at(120))
+
+
 def test_cache_headers_with_latin1_digits_are_ignored() -> None:
     assert freshness_lifetime({"cache-control": "max-age=\u00b2"}, NOW) is None
     assert freshness_lifetime({"cache-control": "max-age=60", "age": "\u00b3"}, NOW) == 60

@@ -233,8 +233,9 @@ class Decider:
             return self._save(new, "gone", response, http_status=410,
                               error=gone_message(self.source_id) + _where(state, response),
                               record_error="")
-        if status in (429, 503) and parse_retry_after(response.headers.get("retry-after"),
-                                                      self.now) is not None:
+        if status in (429, 503) and parse_retry_after(
+                response.headers.get("retry-after"), self.now,
+                response.headers.get("date")) is not None:
             # Only a stated time makes these "later" (RFC 9110 10.2.3); a bare 429 or
             # 503 is a failure like any other 5xx: reported, exit 1, backed off.
             errors = state.error_count + 1

@@ -65,24 +65,33 @@ def parse_http_date(value: str | None) -> dt.datetime | None:
 LONGEST_RETRY_AFTER = 30 * 86400
 
 
-def parse_retry_after(value: str | None, now: dt.datetime) -> dt.datetime | None:
+def parse_retry_after(value: str | None, now: dt.datetime,
+                      date: str | None = None) -> dt.datetime | None:
     """``Retry-After`` as a moment: delay-seconds or an HTTP date (RFC 9110 §10.2.3).
     A header sent more than once arrives as its values joined by commas; the first
-    counts."""
+    counts.
+
+    ``date`` is the response's ``Date``: an HTTP date is read on the server's clock, as
+    its distance from that ``Date``, counted from ``now`` (as ``Expires`` is read against
+    ``Date``, RFC 9111 §4.2.1). A server whose clock is five minutes slow asks for two
+    minutes of quiet with a date three minutes in our past; read on our clock, the pause
+    was over before it began, and the host's other feeds were all asked at once."""
     if not value:
         return None
-    moment = _retry_moment(value.strip(), now)
+    sent = parse_http_date(date)
+    moment = _retry_moment(value.strip(), now, sent)
     if moment is None and "," in value:
         # "120, 120", or two dates, each holding a comma of its own ("Wed, 02 Dec ...").
         parts = value.split(",")
         for first in (parts[0], ",".join(parts[:2])):
-            moment = _retry_moment(first.strip(), now)
+            moment = _retry_moment(first.strip(), now, sent)
             if moment is not None:
                 break
     return moment
 
 
-def _retry_moment(text: str, now: dt.datetime) -> dt.datetime | None:
+def _retry_moment(text: str, now: dt.datetime,
+                  sent: dt.datetime | None = None) -> dt.datetime | None:
     # isdecimal, not isdigit: a header decoded as Latin-1 may hold "²", a digit to
     # isdigit that int() refuses.
     longest = now + dt.timedelta(seconds=LONGEST_RETRY_AFTER)
@@ -94,6 +103,10 @@ def _retry_moment(text: str, now: dt.datetime) -> dt.datetime | None:
     moment = parse_http_date(text)
     if moment is None:
         return None
+    if sent is not None:
+        # The server's own clock: how far its date lies past its Date, from now.
+        delay = (moment - sent).total_seconds()
+        return now + dt.timedelta(seconds=min(max(delay, 0.0), LONGEST_RETRY_AFTER))
     return min(max(moment, now), longest)
 
 
@@ -166,7 +179,7 @@ def next_poll(
         delay = min(cap, max(min_interval, 60.0) * 2.0 ** min(steps, 32))
         delay = min(cap, delay * (1.0 + JITTER_FRACTION * jitter))
         backoff = anchor + dt.timedelta(seconds=delay)
-        retry_after = (parse_retry_after(headers.get("retry-after"), now)
+        retry_after = (parse_retry_after(headers.get("retry-after"), now, headers.get("date"))
                        if status in (429, 503) else None)
         if retry_after is not None:
             # A floor on top of the backoff, never in its place: "Retry-After: 0" on

@@ -76,7 +76,7 @@ class HostPauses:
         """Remember the pause a response asked for, if it did (``headers`` lower-case)."""
         if status not in (429, 503) or not host:
             return
-        until = parse_retry_after(headers.get("retry-after"), now)
+        until = parse_retry_after(headers.get("retry-after"), now, headers.get("date"))
         if until is None or until <= now:
             return
         self._keep(host, HostPause(until, source_id, status))
