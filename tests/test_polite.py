@@ -407,6 +407,47 @@ def test_a_bare_503_or_429_fails_and_backs_off(server: ScenarioServer, tmp_path:
     assert all(s.error_count == 1 and s.retry_after is None for s in states.values())
 
 
+def test_a_bare_429_leaves_the_hosts_other_feeds_alone_for_the_run(
+        server: ScenarioServer, tmp_path: Path) -> None:
+    # A rate limiter that names no time (nginx's limit_req answers a bare 429) still
+    # says "too many requests": the run went on to ask the site's every other feed,
+    # each got its 429 and was backed off.
+    for i in range(6):
+        server.script(f"/bare-limit/{i}.xml", [ScriptedResponse(status=429)])
+    server.put("/elsewhere.xml", feed_body(server))
+    sources = {f"feed-{i}": server.url(f"/bare-limit/{i}.xml") for i in range(6)}
+    sources["elsewhere"] = server.url("/elsewhere.xml").replace("127.0.0.1", "localhost")
+    db = tmp_path / "signal.db"
+    config = make_config(db, sources, per_host=1, concurrency=1)
+    clock = Clock(dt.datetime.now(dt.UTC))
+    report = run_fetch(config, clock=clock)
+    asked = [r.path for r in server.requests if r.path.startswith("/bare-limit/")]
+    assert asked == ["/bare-limit/0.xml"]
+    told = report.get("feed-0")
+    assert (told.status, told.http_status) == ("failed", 429)
+    paused = [report.get(f"feed-{i}") for i in range(1, 6)]
+    assert all((r.status, r.http_status, r.retry_after) == ("retry_later", None, None)
+               and r.note == "not requested: 127.0.0.1 answered 429 to feed-0 without "
+               "Retry-After; asked again next run" for r in paused), paused
+    assert report.get("elsewhere").status == "fetched"
+    # Nothing stored for the feeds not asked: no fetch row, no backoff, still due.
+    assert rows(db, "SELECT source_id FROM fetches WHERE source_id LIKE 'feed-%'") == [
+        ("feed-0",)]
+    with Store(db) as store:
+        states = {s.source_id: s for s in store.source_states()}
+    assert all(states[f"feed-{i}"].error_count == 0 and states[f"feed-{i}"].next_due_at
+               is None for i in range(1, 6))
+    # `signal sources` holds no pause for them: it lasted the run.
+    listed = CliRunner().invoke(cli, ["sources", "--config",
+                                      str(write_config(tmp_path, sources)), "--json"])
+    assert all(r["host_paused_until"] is None for r in json.loads(listed.output)["sources"])
+    # The next run asks the host again (the told feed backs off): one request a run.
+    clock.advance(1)
+    run_fetch(config, clock=clock)
+    asked = [r.path for r in server.requests if r.path.startswith("/bare-limit/")]
+    assert asked == ["/bare-limit/0.xml", "/bare-limit/1.xml"]
+
+
 def test_a_pause_told_through_a_redirect_holds_for_the_host_that_told_it(
         server: ScenarioServer, tmp_path: Path) -> None:
     # The next runs took the pause's host from the source's own address: a feed that a

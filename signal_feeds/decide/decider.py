@@ -197,9 +197,10 @@ class Decider:
         return Decision(state, SourceReport(source=self.source_id, status="leased",
                                             note="another worker holds its lease"))
 
-    def host_paused(self, state: SourceState, *, until: dt.datetime, why: str,
+    def host_paused(self, state: SourceState, *, until: dt.datetime | None, why: str,
                     told_this_run: bool) -> Decision:
-        """The source's host (or one it redirects to) asked for a pause until ``until``.
+        """The source's host (or one it redirects to) asked for a pause until ``until``
+        (``None``: for the rest of the run, a 429 without ``Retry-After``).
         Told in this run, the report says ``why`` (a cron line); told earlier, it waits
         the pause out as quietly as the told source's own ``Retry-After``."""
         return Decision(state, SourceReport(source=self.source_id, status="retry_later",

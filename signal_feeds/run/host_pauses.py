@@ -9,6 +9,14 @@ it the requests it allows, not a hundred more after being told to stop. A pause 
 running when the next run starts holds there too: it is read from the stored state of
 the source that was told (:meth:`HostPauses.from_states`), so a cron job every few
 minutes does not knock on a host that asked for an hour's quiet.
+
+A 429 *without* ``Retry-After`` names no time, so it is a failure of the source that got
+it (backed off like a 500), but it still says "too many requests" of the client: the
+host's other sources are not requested for the rest of that run (a rate limiter such
+as nginx's ``limit_req`` answers so, and a run over a site's hundred feeds sent it a
+hundred more requests and backed off every feed). Nothing is stored for them: the next
+run asks the host again. A bare 503 pauses nothing: it is as often one broken feed as a
+busy host.
 """
 
 from __future__ import annotations
@@ -29,7 +37,8 @@ __all__ = ["HostPause", "HostPaused", "HostPauses"]
 class HostPause:
     """Until when a host asked not to be asked, and which source it told so."""
 
-    until: dt.datetime
+    #: ``None``: for the rest of this run (a 429 that named no time).
+    until: dt.datetime | None
     source_id: str
     status: int
     #: Told in an earlier run (read from the stored state), not in this one.
@@ -41,8 +50,10 @@ class HostPaused(Exception):
     pause earlier in the run."""
 
     def __init__(self, host: str, pause: HostPause) -> None:
+        said = (" with Retry-After" if pause.until is not None
+                else " without Retry-After; asked again next run")
         super().__init__(f"not requested: {host} answered {pause.status} to "
-                         f"{pause.source_id} with Retry-After")
+                         f"{pause.source_id}{said}")
         self.pause = pause
 
 
@@ -76,22 +87,38 @@ class HostPauses:
         """Remember the pause a response asked for, if it did (``headers`` lower-case)."""
         if status not in (429, 503) or not host:
             return
-        until = parse_retry_after(headers.get("retry-after"), now, headers.get("date"))
+        value = headers.get("retry-after")
+        until = parse_retry_after(value, now, headers.get("date"))
+        if until is None and status == 429:
+            # No time named (or none readable): the rest of this run.
+            self._keep(host, HostPause(None, source_id, status))
+            return
         if until is None or until <= now:
             return
         self._keep(host, HostPause(until, source_id, status))
 
     def _keep(self, host: str, pause: HostPause) -> None:
         known = self._pauses.get(_key(host))
-        if host and (known is None or pause.until > known.until):
+        if host and (known is None or _outlasts(pause, known)):
             self._pauses[_key(host)] = pause
 
     def pause(self, host: str, now: dt.datetime) -> HostPause | None:
         """The pause ``host`` asked for that still runs at ``now``, else ``None``."""
         found = self._pauses.get(_key(host))
-        return found if found is not None and found.until > now else None
+        if found is None or (found.until is not None and found.until <= now):
+            return None
+        return found
 
     def refusal(self, host: str, now: dt.datetime) -> HostPaused | None:
         """What a request to ``host`` at ``now`` is refused with, if it is."""
         found = self.pause(host, now)
         return HostPaused(host, found) if found is not None else None
+
+
+def _outlasts(pause: HostPause, known: HostPause) -> bool:
+    """Whether ``pause`` holds longer in this run than ``known`` (one for the rest of
+    the run holds longest; the told source's stored ``Retry-After`` still holds in the
+    runs after)."""
+    if known.until is None:
+        return False
+    return pause.until is None or pause.until > known.until

@@ -65,11 +65,15 @@ def source_table(config: Config | None, *,
                 min_interval=min_interval)
             host = urlsplit(st.request_url).hostname or ""
             paused = pauses.pause(host, now)
-            if paused is not None and paused.source_id == st.source_id:
-                paused = None  # the told source: its own Retry-After says it
+            if paused is not None and (paused.source_id == st.source_id
+                                       or paused.until is None):
+                # The told source: its own Retry-After says it. (Pauses read from the
+                # stored states always have a time; one without lasts a run only.)
+                paused = None
             note = expired or (
                 f"waiting: {host} answered {paused.status} to {paused.source_id} with "
-                f"Retry-After until {format_time(paused.until)[:19]}Z" if paused
+                f"Retry-After until {format_time(paused.until)[:19]}Z"
+                if paused and paused.until
                 else _state_note(st))
             rows.append({
                 "id": st.source_id, "url": st.url, "status": st.status,
@@ -79,7 +83,8 @@ def source_table(config: Config | None, *,
                 "retry_after": format_time(st.retry_after) if st.retry_after else None,
                 "error_count": st.error_count, "moved_to": st.moved_to or None,
                 "gone": st.gone, "expired": bool(expired), "note": note,
-                "host_paused_until": format_time(paused.until) if paused else None,
+                "host_paused_until": (format_time(paused.until)
+                                      if paused and paused.until else None),
                 **_lease_columns(leases.get(st.source_id)),
             })
     return rows
