@@ -282,3 +282,18 @@ def test_a_message_without_a_file_shows_no_placeholder() -> None:
         parse_config("[settings]\nspeed = 1\n")
     assert "<" not in str(info.value)
     assert str(ConfigError("no database at x.db")) == "no database at x.db"
+
+
+@pytest.mark.parametrize(("value", "said"), [
+    ('""', "user_agent: must name the client"),
+    ('"   "', "user_agent: must name the client"),
+    # A line break would end the header: every source failed with "network error:
+    # LocalProtocolError" and was backed off, for a typo in the settings.
+    ('"feeds-bot\\r\\nX-Extra: 1"', "user_agent: must be one line without control"),
+    ('"feeds-bot\\t"', "user_agent: must be one line without control"),
+    ('" feeds-bot/1.0"', "user_agent: must not begin or end with white space"),
+])
+def test_a_user_agent_that_cannot_go_out_is_a_config_error(value: str, said: str) -> None:
+    with pytest.raises(ConfigError, match=said):
+        parse_config(f"[settings]\nuser_agent = {value}\n")
+

@@ -88,6 +88,18 @@ def test_a_pause_from_a_server_with_a_slow_clock_holds(server: ScenarioServer,
         "/slow-clock/a.xml"]
 
 
+def test_the_user_agent_setting_is_what_the_server_sees(server: ScenarioServer,
+                                                       tmp_path: Path) -> None:
+    # What an operator sets so that a publisher (or its CDN's bot rules) can tell who
+    # polls and whom to write to: sent exactly, on every request.
+    ua = "example-news-desk/2.1 (+https://news.example/feeds; feeds@news.example)"
+    server.put("/ua.xml", feed_body(server))
+    config = make_config(tmp_path / "signal.db", {"ua": server.url("/ua.xml")},
+                         user_agent=ua)
+    assert run_fetch(config).get("ua").status == "fetched"
+    assert [r.header("User-Agent") for r in server.requests_for("/ua.xml")] == [ua]
+
+
 def test_interval_is_respected_and_requests_are_conditional(server: ScenarioServer,
                                                            db_path: Path) -> None:
     paths = {"demo-rss": "/feeds/demo-rss.xml", "demo-atom": "/feeds/demo-atom.xml",

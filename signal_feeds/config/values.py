@@ -26,6 +26,8 @@ _AT_MOST = {"min_interval": 366 * _DAY, "max_interval": 366 * _DAY,
 
 def out_of_bounds(key: str, value: Any) -> str:
     """Why a well-typed setting's value cannot work, or ''."""
+    if key == "user_agent":
+        return _user_agent_problem(value)
     if key in _AT_LEAST_ONE and value < 1:
         return "must be at least 1"
     if key in _ABOVE_ZERO and value <= 0:
@@ -35,6 +37,20 @@ def out_of_bounds(key: str, value: Any) -> str:
         days = most / _DAY
         return f"must be at most {most:.0f} seconds ({days:g} day{'s' if days != 1 else ''})"
     return ""
+
+
+def _user_agent_problem(value: str) -> str:
+    """Why a ``User-Agent`` cannot go out as one header line, or is no name at all."""
+    if not value.strip():
+        return ("must name the client (an empty User-Agent is the first thing bot checks "
+                "refuse); leave the setting out to send Signal's own")
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in value):
+        return (f"must be one line without control characters, not {value!r} (a line "
+                "break would end the header)")
+    if value != value.strip():
+        return f"must not begin or end with white space, not {value!r}"
+    return ""
+
 
 def typed(value: object, kind: type) -> tuple[Any, str]:
     """``value`` as ``kind`` (an int is a float), or the reason it is not."""
