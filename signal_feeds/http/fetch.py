@@ -399,7 +399,8 @@ def _translated(exc: httpx.TransportError, limits: FetchLimits,
     if isinstance(exc, httpx.ProxyError):
         return FetchError(f"proxy error: {text}", source_id=source_id, reason="proxy")
     if isinstance(exc, httpx.ConnectError):
-        if refused := certificate_problem(exc) or handshake_problem(exc):
+        if refused := certificate_problem(exc) or handshake_problem(
+                exc, urlsplit(url).hostname or ""):
             return FetchError(refused, source_id=source_id, reason="connect")
         return FetchError(f"cannot connect: {_in_words(text) or 'connection failed'}",
                           source_id=source_id, reason="connect")

@@ -3,6 +3,7 @@ what a refused certificate means in words a user can act on."""
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 import ssl
@@ -109,15 +110,32 @@ _HANDSHAKE_HINTS = {
 _OPENSSL_NOISE = re.compile(r"^\[[A-Z0-9_]+: [A-Z0-9_]+\]\s*|\s*\(_ssl\.c:\d+\)$")
 
 
-def handshake_problem(exc: BaseException) -> str:
+#: An address in the url gives TLS no host name to send (SNI, RFC 6066 §3 allows none
+#: for an address), and a front end serving many sites answers "unrecognized name".
+_NO_NAME_SENT = ("the url names an address, so no host name went out in the handshake "
+                 "(SNI) and the server cannot tell which site is meant: use the site's "
+                 "host name in the url")
+
+
+def _is_address(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return False
+    return True
+
+
+def handshake_problem(exc: BaseException, host: str = "") -> str:
     """``"TLS handshake failed: <OpenSSL's reason> (<what it means>)"`` when ``exc`` or
     an exception it was raised from is a TLS error other than a refused certificate
-    (see :func:`certificate_problem`), else ``""``."""
+    (see :func:`certificate_problem`), else ``""``. ``host`` is the one asked."""
     for current in causes(exc):
         if isinstance(current, ssl.SSLError) and not isinstance(
                 current, ssl.SSLCertVerificationError):
             words = _OPENSSL_NOISE.sub("", str(current)).strip() or (
                 current.reason or "").replace("_", " ").lower() or "the handshake failed"
             hint = _HANDSHAKE_HINTS.get(current.reason or "")
+            if current.reason == "TLSV1_UNRECOGNIZED_NAME" and _is_address(host):
+                hint = _NO_NAME_SENT
             return f"TLS handshake failed: {words}" + (f" ({hint})" if hint else "")
     return ""
