@@ -123,3 +123,18 @@ class Clock:
 
 # The throwaway PostgreSQL server and its fixtures (postgres_cluster, postgres_url).
 pytest_plugins = ["postgres_cluster"]
+
+
+def sqlite_read_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Open every store connection of this test with SQLite's URI ``mode=ro``: tests run
+    as root, which ignores file modes, so SQLite itself must refuse the writes."""
+    import signal_feeds.store.sqlite.connection as connection
+
+    real_connect = sqlite3.connect
+
+    def read_only(path: Any, *args: Any, **kwargs: Any) -> sqlite3.Connection:
+        if kwargs.get("uri"):  # already a URI (the check that a file is Signal's)
+            return real_connect(path, *args, **kwargs)
+        return real_connect(f"file:{path}?mode=ro", *args, uri=True, **kwargs)
+
+    monkeypatch.setattr(connection.sqlite3, "connect", read_only)

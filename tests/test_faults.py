@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from _hostile import item, rows, rss, write_config
 from click.testing import CliRunner
-from conftest import FIXTURES, Clock, dump, make_config
+from conftest import FIXTURES, Clock, dump, make_config, sqlite_read_only
 from scenario_server import ScenarioServer
 from threaded_socket import interrupt_when_waiting, silent_server
 
@@ -673,14 +673,7 @@ def test_read_only_database(server: ScenarioServer, db_path: Path,
     run_fetch(config, force=True, parser=InlineParser())
     server.put("/feeds/demo-rss.xml", _changed_feed())
     before = dump(db_path)
-    real_connect = sqlite3.connect
-
-    def read_only(path: Any, *args: Any, **kwargs: Any) -> sqlite3.Connection:
-        if kwargs.get("uri"):  # already a URI (the check that a file is Signal's)
-            return real_connect(path, *args, **kwargs)
-        return real_connect(f"file:{path}?mode=ro", *args, uri=True, **kwargs)
-
-    monkeypatch.setattr(signal_feeds.store.sqlite.connection.sqlite3, "connect", read_only)
+    sqlite_read_only(monkeypatch)
     # It was every source "failed" with "cannot claim sources in ...: attempt to write a
     # readonly database", and a warning that the leases could not be given back: SQLite
     # lets BEGIN IMMEDIATE through on a file it may only read.

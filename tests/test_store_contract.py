@@ -18,10 +18,9 @@ from xml.sax.saxutils import escape
 
 import pytest
 from _hostile import write_config
-from conftest import FIXTURES
+from conftest import FIXTURES, sqlite_read_only
 from scenario_server import ScenarioServer
 
-import signal_feeds.store.sqlite.connection
 from signal_feeds.config.source_list import DEFAULT_BUSY_TIMEOUT as CONFIG_BUSY_TIMEOUT
 from signal_feeds.config.source_list import parse_config
 from signal_feeds.errors import ConfigError, StoreError
@@ -245,12 +244,7 @@ def test_writes_resume_once_the_lock_is_free(filled: Path) -> None:
 def test_a_read_only_database_raises_store_errors_only(
         filled: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # Tests run as root, which ignores file modes: SQLite's own read-only mode refuses.
-    real_connect = sqlite3.connect
-
-    def read_only(path: Any, *args: Any, **kwargs: Any) -> sqlite3.Connection:
-        return real_connect(f"file:{path}?mode=ro", *args, uri=True, **kwargs)
-
-    monkeypatch.setattr(signal_feeds.store.sqlite.connection.sqlite3, "connect", read_only)
+    sqlite_read_only(monkeypatch)
     _assert_only_store_errors(_each_call(lambda: Store(filled)), filled,
                               must_fail=WRITES)
 

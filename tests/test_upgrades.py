@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from conftest import sqlite_read_only
 
-import signal_feeds.store.sqlite.connection
 from signal_feeds.cli.commands import cli
 from signal_feeds.errors import StoreError
 from signal_feeds.identity.keys import EntryRow, digest, identify, link_key_candidates
@@ -56,14 +56,7 @@ def test_an_old_database_on_read_only_storage_says_it_needs_its_upgrade(
     # database": nothing told the user why listing entries had to write.
     db = _version_13(tmp_path / "old.db")
     before = _dump(db)
-    real_connect = sqlite3.connect
-
-    def read_only(path: Any, *args: Any, **kwargs: Any) -> sqlite3.Connection:
-        if kwargs.get("uri"):  # already a URI (the check that a file is Signal's)
-            return real_connect(path, *args, **kwargs)
-        return real_connect(f"file:{path}?mode=ro", *args, uri=True, **kwargs)
-
-    monkeypatch.setattr(signal_feeds.store.sqlite.connection.sqlite3, "connect", read_only)
+    sqlite_read_only(monkeypatch)
     expected = (f"cannot upgrade the database from schema version 13 to {SCHEMA_VERSION} "
                 f"in {db}: attempt to write a readonly database (the file or its folder is "
                 "read-only for this user)")
