@@ -35,7 +35,7 @@ from signal_feeds.decide.schedule import (
     parse_retry_after,
     scheduled_due,
 )
-from signal_feeds.decide.validators import ignored_etag_warning, kept_etag
+from signal_feeds.decide.validators import ignored_etag_warning, kept_etag, sent_validators
 from signal_feeds.errors import shown
 from signal_feeds.records import ApplyCounts, FetchRecord, SourceState
 
@@ -252,7 +252,7 @@ class Decider:
             return self._save(new, "retry_later", response, http_status=status,
                               error=said if response.page_title else "", record_error=said,
                               retry_after=poll.retry_after, moved_to=state.moved_to)
-        if status == 304 and (self.refresh or not (state.etag or state.last_modified)):
+        if status == 304 and not any(sent_validators(state, refresh=self.refresh)):
             # A 304 answers a conditional request only (RFC 9110 15.4.5). This request
             # named no stored copy, so there is nothing to keep: taken for "no change",
             # a source never stored would stay empty, reported ok, for good.
@@ -298,7 +298,7 @@ class Decider:
         outcome: SourceStatus = "moved" if _moves(state, response) else "fetched"
         # A server that sends back the very ETag it was asked about ignores it: asked by
         # date alone next time (see signal_feeds.decide.validators).
-        etag = kept_etag("" if self.refresh else state.etag, response.etag,
+        etag = kept_etag(sent_validators(state, refresh=self.refresh)[0], response.etag,
                          response.last_modified)
         if etag != response.etag:
             response = replace(response, warnings=(*response.warnings,

@@ -17,11 +17,21 @@ unconditional, not cheaper.
 from __future__ import annotations
 
 from signal_feeds.errors import shown
+from signal_feeds.records import SourceState
 
-__all__ = ["ignored_etag_warning", "ignores_etag", "kept_etag"]
+__all__ = ["ignored_etag_warning", "ignores_etag", "kept_etag", "sent_validators"]
 
 #: Characters of an ETag that a warning quotes.
 _ETAG_SHOWN = 80
+
+
+def sent_validators(state: SourceState, *, refresh: bool) -> tuple[str, str]:
+    """The (ETag, Last-Modified) a request for ``state``'s source sends as
+    ``If-None-Match`` and ``If-Modified-Since`` (``""``: not sent). A refresh asks
+    unconditionally: a 304 would keep the old rows."""
+    if refresh:
+        return "", ""
+    return state.etag, state.last_modified
 
 
 def _opaque(tag: str) -> str:

@@ -33,6 +33,7 @@ from signal_feeds.config.source_list import Config, Source
 from signal_feeds.decide.decider import Decider, Decision, FetchFailure, ParseFacts
 from signal_feeds.decide.order import spread_by_host
 from signal_feeds.decide.report import Progress, SourceReport
+from signal_feeds.decide.validators import sent_validators
 from signal_feeds.errors import (
     ConfigError,
     DatabaseUnavailableError,
@@ -336,12 +337,10 @@ class Run:
             # When the request goes out: the fetch row's time and duration are the
             # request's, not the wait for a slot before it.
             started = self.clock()
+            etag, last_modified = sent_validators(state, refresh=self.refresh)
             try:
-                # A refresh asks unconditionally: a 304 would keep the old rows.
                 response = await fetch(
-                    self.clients, url, limits=limits,
-                    etag="" if self.refresh else state.etag,
-                    last_modified="" if self.refresh else state.last_modified,
+                    self.clients, url, limits=limits, etag=etag, last_modified=last_modified,
                     source_id=src.id, host_hold=host_hold)
             except FetchError as exc:
                 self.claims.fetched(src.id)
