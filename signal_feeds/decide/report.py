@@ -90,17 +90,16 @@ class RunReport:
 
     def __post_init__(self) -> None:
         index: dict[str, int] = {}
-        for position, rep in enumerate(self.sources):
-            index.setdefault(rep.source, position)
-        object.__setattr__(self, "_index", index)
         totals = {"sources": len(self.sources), "created": 0, "updated": 0, "unchanged": 0,
                   "skipped": 0}
-        for rep in self.sources:
+        for position, rep in enumerate(self.sources):
+            index.setdefault(rep.source, position)
             totals["created"] += rep.created
             totals["updated"] += rep.updated
             totals["unchanged"] += rep.unchanged
             totals["skipped"] += rep.skipped
             totals[rep.status] = totals.get(rep.status, 0) + 1
+        object.__setattr__(self, "_index", index)
         object.__setattr__(self, "totals", MappingProxyType(totals))
 
     def __reduce__(self) -> tuple[Any, ...]:
