@@ -25,7 +25,8 @@ from collections.abc import Awaitable, Callable, Iterator
 from signal_feeds.offload import in_thread
 
 __all__ = ["PRIVATE_ADDRESS_INFO", "AddressRefused", "Resolver", "is_private_address",
-           "private_addresses", "private_allowed", "refusal_guard", "system_resolver"]
+           "literal_address", "private_addresses", "private_allowed", "refusal_guard",
+           "system_resolver"]
 
 #: ``get_extra_info`` key of a connection: whether the address it went to is private.
 PRIVATE_ADDRESS_INFO = "signal_private_address"
@@ -52,6 +53,15 @@ class AddressRefused(Exception):
 _IPV4_IN_LAST_32_BITS = tuple(ipaddress.IPv6Network(block) for block in (
     "64:ff9b::/96", "64:ff9b:1::/48", "::/96",
     "::ffff:0:0:0/96"))  # IPv4-translated (RFC 2765: ::ffff:0:a.b.c.d)
+
+
+def literal_address(host: str) -> str | None:
+    """The address a URL's host writes literally (``[::1]`` as ``::1``), in its usual
+    form; ``None`` for a name."""
+    try:
+        return str(ipaddress.ip_address(host.strip("[]")))
+    except ValueError:
+        return None
 
 
 def _embedded_ipv4(ip: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ipaddress
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -24,6 +23,7 @@ from signal_feeds.http.addresses import (
     AddressRefused,
     Resolver,
     is_private_address,
+    literal_address,
     private_allowed,
     refusal_guard,
     system_resolver,
@@ -37,17 +37,10 @@ __all__ = ["HAPPY_EYEBALLS_DELAY", "CheckedBackend", "resolve"]
 HAPPY_EYEBALLS_DELAY = 0.25
 
 
-def _literal(host: str) -> str | None:
-    try:
-        return str(ipaddress.ip_address(host.strip("[]")))
-    except ValueError:
-        return None
-
-
 async def resolve(host: str, resolver: Resolver) -> list[str]:
     """``host``'s addresses; every kind of resolver failure becomes a ``ConnectError``
     naming the host (``gaierror``, a label over 63 characters, a name IDNA refuses)."""
-    literal = _literal(host)
+    literal = literal_address(host)
     if literal is not None:
         return [literal]
     try:

@@ -14,7 +14,6 @@ import asyncio
 import errno
 import functools
 import hashlib
-import ipaddress
 import re
 import time
 from collections.abc import Mapping, Sequence
@@ -29,6 +28,7 @@ from signal_feeds.http.addresses import (
     AddressRefused,
     Resolver,
     is_private_address,
+    literal_address,
     private_addresses,
 )
 from signal_feeds.http.decoding import CappedDecoder, body_too_large, gunzipped_again
@@ -175,11 +175,8 @@ def _joined(raw: Sequence[tuple[bytes, bytes]]) -> dict[str, str]:
 
 def _literal_is_private(host: str) -> bool | None:
     """For an IP literal, whether it is private; ``None`` for a name."""
-    try:
-        ipaddress.ip_address(host.strip("[]"))
-    except ValueError:
-        return None
-    return is_private_address(host.strip("[]"))
+    literal = literal_address(host)
+    return None if literal is None else is_private_address(literal)
 
 
 def _connected_to_private(response: httpx.Response, host: str) -> bool:

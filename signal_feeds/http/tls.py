@@ -3,12 +3,12 @@ what a refused certificate means in words a user can act on."""
 
 from __future__ import annotations
 
-import ipaddress
 import os
 import re
 import ssl
 
 from signal_feeds.errors import ConfigError, causes
+from signal_feeds.http.addresses import literal_address
 
 __all__ = ["PLAIN_PORT", "TlsContext", "certificate_problem", "default_tls_context",
            "handshake_problem"]
@@ -117,14 +117,6 @@ _NO_NAME_SENT = ("the url names an address, so no host name went out in the hand
                  "host name in the url")
 
 
-def _is_address(host: str) -> bool:
-    try:
-        ipaddress.ip_address(host.strip("[]"))
-    except ValueError:
-        return False
-    return True
-
-
 def handshake_problem(exc: BaseException, host: str = "") -> str:
     """``"TLS handshake failed: <OpenSSL's reason> (<what it means>)"`` when ``exc`` or
     an exception it was raised from is a TLS error other than a refused certificate
@@ -135,7 +127,7 @@ def handshake_problem(exc: BaseException, host: str = "") -> str:
             words = _OPENSSL_NOISE.sub("", str(current)).strip() or (
                 current.reason or "").replace("_", " ").lower() or "the handshake failed"
             hint = _HANDSHAKE_HINTS.get(current.reason or "")
-            if current.reason == "TLSV1_UNRECOGNIZED_NAME" and _is_address(host):
+            if current.reason == "TLSV1_UNRECOGNIZED_NAME" and literal_address(host) is not None:
                 hint = _NO_NAME_SENT
             return f"TLS handshake failed: {words}" + (f" ({hint})" if hint else "")
     return ""
