@@ -15,10 +15,10 @@ import contextlib
 import os
 import shutil
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
-__all__ = ["SETTLE_SECONDS", "Hold", "remove_abandoned"]
+__all__ = ["SETTLE_SECONDS", "Hold", "remove_abandoned", "remove_abandoned_in"]
 
 #: Age (by modification time) under which an unheld file may still be being set up.
 SETTLE_SECONDS = 60.0
@@ -87,3 +87,15 @@ def remove_abandoned(paths: Iterable[Path], *, now: float | None = None) -> int:
         finally:
             os.close(fd)
     return removed
+
+
+def remove_abandoned_in(folder: str | Path, named: Callable[[str], bool], *,
+                        now: float | None = None) -> int:
+    """:func:`remove_abandoned` for the entries of ``folder`` whose names ``named``
+    accepts; 0 when the folder cannot be read."""
+    try:
+        with os.scandir(folder) as entries:
+            found = [Path(e.path) for e in entries if named(e.name)]
+    except OSError:
+        return 0
+    return remove_abandoned(found, now=now)

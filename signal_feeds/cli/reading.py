@@ -37,7 +37,7 @@ from signal_feeds.config.source_list import DEFAULT_CONFIG_PATH, Config, Setting
 from signal_feeds.dsn import Database
 from signal_feeds.errors import ConfigError, SignalError
 from signal_feeds.graphemes import cut_text
-from signal_feeds.held import Hold, remove_abandoned
+from signal_feeds.held import Hold, remove_abandoned_in
 from signal_feeds.identity.search_text import searchable_text
 from signal_feeds.timeutil import parse_since as since_bound
 
@@ -372,12 +372,7 @@ def write_whole(path: Path, pieces: Iterable[str]) -> None:
 def _remove_abandoned_exports(target: Path) -> None:
     """Remove the new files that killed exports to ``target`` left beside it."""
     pattern = re.compile(rf"\.{re.escape(target.name)}\.[0-9a-f]{{8}}\.tmp")
-    try:
-        with os.scandir(target.parent) as entries:
-            left = [Path(e.path) for e in entries if pattern.fullmatch(e.name)]
-    except OSError:
-        return
-    remove_abandoned(left)
+    remove_abandoned_in(target.parent, lambda name: pattern.fullmatch(name) is not None)
 
 
 @click.command(short_help="Recompute the duplicate markers.")

@@ -12,11 +12,9 @@ finishing), and a new pool removes the folders nobody holds any more.
 from __future__ import annotations
 
 import logging
-import os
 import tempfile
-from pathlib import Path
 
-from signal_feeds.held import Hold, remove_abandoned
+from signal_feeds.held import Hold, remove_abandoned_in
 
 __all__ = ["PREFIX", "HandoverFolder", "remove_abandoned_folders"]
 
@@ -42,12 +40,8 @@ class HandoverFolder:
 def remove_abandoned_folders(now: float | None = None) -> int:
     """Remove the handover folders of programs that ended without removing theirs (this
     user's, in the temporary directory); the number removed."""
-    try:
-        with os.scandir(tempfile.gettempdir()) as entries:
-            found = [Path(e.path) for e in entries if e.name.startswith(PREFIX)]
-    except OSError:
-        return 0
-    removed = remove_abandoned(found, now=now)
+    removed = remove_abandoned_in(tempfile.gettempdir(), lambda name: name.startswith(PREFIX),
+                                  now=now)
     if removed:
         log.info("removed %d parse handover folder(s) left by killed runs", removed)
     return removed

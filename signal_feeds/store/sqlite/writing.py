@@ -151,6 +151,7 @@ def _mark_duplicates(conn: sqlite3.Connection, counts: ApplyCounts,
     conn.execute("RELEASE signal_dedupe")
     return changed
 
+
 def _left(before: _Stored | None, keys: MatchKeys) -> dict[str, str]:
     """The link and title keys an updated row no longer has (see DedupeRow.left)."""
     if before is None:
