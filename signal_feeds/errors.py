@@ -12,7 +12,8 @@ import logging
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from signal_feeds.graphemes import cut_text
+# shown lives with the text cutting so that urls (a sibling of this module) uses it too.
+from signal_feeds.graphemes import shown
 
 __all__ = [
     "ConfigError",
@@ -49,15 +50,6 @@ def did_you_mean(word: str, known: Iterable[str]) -> str:
     the hint every error about an unknown key or id ends with."""
     near = difflib.get_close_matches(word, sorted(known), n=1)
     return f"; did you mean {near[0]}?" if near else ""
-
-
-def shown(text: str, limit: int) -> str:
-    """``text`` as one line of a message shows it: white space runs as one space, no
-    control characters, at most ``limit`` characters (the last one ``…`` when cut).
-    What a server sends (a page's title, a ``Location``, a ``Content-Encoding``) goes
-    into errors and warnings so, never whole: a 20 KB header made a 20 KB report line."""
-    text = "".join(c for c in " ".join(text.split()) if c.isprintable())
-    return text if len(text) <= limit else cut_text(text, limit - 1) + "\u2026"
 
 
 class SignalError(Exception):

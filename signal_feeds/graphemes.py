@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import unicodedata
 
-__all__ = ["cut_text"]
+__all__ = ["cut_text", "shown"]
 
 _ZWJ = "\u200d"
 _REGIONAL_INDICATORS = range(0x1F1E6, 0x1F200)
@@ -57,3 +57,12 @@ def cut_text(text: str, limit: int) -> str:
     while end > 0 and _inside_cluster(text, end):
         end -= 1
     return text[:end] if end > 0 else text[:limit]
+
+
+def shown(text: str, limit: int) -> str:
+    """``text`` as one line of a message shows it: white space runs as one space, no
+    control characters, at most ``limit`` characters (the last one ``…`` when cut).
+    What a server sends (a page's title, a ``Location``, a ``Content-Encoding``) goes
+    into errors and warnings so, never whole: a 20 KB header made a 20 KB report line."""
+    text = "".join(c for c in " ".join(text.split()) if c.isprintable())
+    return text if len(text) <= limit else cut_text(text, limit - 1) + "\u2026"

@@ -13,8 +13,10 @@ import ipaddress
 import re
 from urllib.parse import quote, unquote, urljoin, urlsplit, urlunsplit
 
+from signal_feeds.graphemes import shown
+
 __all__ = ["MAX_URL_BYTES", "TRACKING_PARAMETERS", "UrlRejected", "ascii_host",
-           "proxy_url_problem", "same_feed_key",
+           "proxy_url_problem", "same_feed_key", "shown_url",
            "canonical_source_url",
            "check_link", "is_tracking_parameter", "normalize_link", "without_credentials",
            "without_tracking"]
@@ -50,6 +52,13 @@ def without_credentials(url: str) -> str:
     if at < 0 and (at := _password_cut_short(text, start, end)) < 0:
         return text
     return f"{text[:start]}***{text[at:]}"
+
+
+def shown_url(url: str, limit: int) -> str:
+    """A URL a server sent (a ``Location``) as a message shows it: on one line, cut to
+    ``limit`` characters, and without its credentials, which are someone's secret even
+    when the URL is refused (the message is stored and mailed by cron)."""
+    return shown(without_credentials(url), limit)
 
 
 def _password_cut_short(text: str, start: int, end: int) -> int:

@@ -38,6 +38,7 @@ from signal_feeds.decide.schedule import (
 from signal_feeds.decide.validators import ignored_etag_warning, kept_etag, sent_validators
 from signal_feeds.errors import shown
 from signal_feeds.records import ApplyCounts, FetchRecord, SourceState
+from signal_feeds.urls import shown_url
 
 __all__ = ["Decider", "Decision", "FetchFailure", "ParseFacts", "ResponseFacts", "Write",
            "gone_message"]
@@ -284,8 +285,8 @@ class Decider:
                 # Redirects that reach here are not followed: 300, 305, or any without
                 # an address to go to; the address a 300 suggests helps fix the url.
                 location = response.headers.get("location", "")
-                error += (f": not followed (it points to {shown(location, 200)!r})" if location
-                          else " without a Location header")
+                error += (f": not followed (it points to {shown_url(location, 200)!r})"
+                          if location else " without a Location header")
             return self._failed(state, response, response.url, error, "failed")
         return self._ok(state, response, parsed)
 

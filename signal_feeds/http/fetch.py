@@ -34,6 +34,7 @@ from signal_feeds.http.addresses import (
 from signal_feeds.http.decoding import CappedDecoder, body_too_large, gunzipped_again
 from signal_feeds.http.slots import HostHold
 from signal_feeds.http.tls import PLAIN_PORT, certificate_problem, handshake_problem
+from signal_feeds.urls import shown_url
 
 if TYPE_CHECKING:
     # httpx (with httpcore, certifi, its CLI's imports where installed) is imported by
@@ -254,10 +255,10 @@ def _next_hop(start: str, current: str, location: str, redirects: list[tuple[int
         if parts.port == 0:
             raise ValueError("port 0")
     except ValueError as exc:
-        raise FetchError(f"redirect to an invalid URL {shown(location, _URL_SHOWN)!r}",
+        raise FetchError(f"redirect to an invalid URL {shown_url(location, _URL_SHOWN)!r}",
                          reason="redirect") from exc
     if parts.scheme not in ("http", "https") or not hostname:
-        raise FetchError(f"redirect to a non-http(s) URL {shown(location, _URL_SHOWN)!r} "
+        raise FetchError(f"redirect to a non-http(s) URL {shown_url(location, _URL_SHOWN)!r} "
                          "refused", reason="redirect")
     if parts.username or parts.password:
         raise FetchError("redirect to a URL with credentials refused", reason="redirect")
@@ -266,7 +267,7 @@ def _next_hop(start: str, current: str, location: str, redirects: list[tuple[int
     # that checks for its cookie first. Only the redirect limit bounds such a chain.
     if not cookie_set and (target in (start, current)
                            or any(t == target for _, t in redirects)):
-        raise FetchError(f"redirect loop at {shown(target, _URL_SHOWN)}", reason="redirect")
+        raise FetchError(f"redirect loop at {shown_url(target, _URL_SHOWN)}", reason="redirect")
     # A literal address is refused here, before any client sees it (a MockTransport
     # included); a name is checked by the network backend on the address it resolves to.
     if not private_allowed and _literal_is_private(hostname):
@@ -347,7 +348,7 @@ async def fetch(
                             body, wire, warnings = await _read_body(response, limits)
                             if _downgrades(url, current):
                                 warnings = (f"redirected from https to plain http "
-                                            f"({shown(current, _URL_SHOWN)}): the feed came "
+                                            f"({shown_url(current, _URL_SHOWN)}): the feed came "
                                             "unencrypted",
                                             *warnings)
                         finally:
@@ -370,7 +371,7 @@ async def fetch(
     except httpx.TransportError as exc:
         raise _translated(exc, limits, source_id, current) from exc
     except (httpx.InvalidURL, ValueError) as exc:  # UnicodeError (IDNA) is a ValueError
-        raise FetchError(f"request failed: invalid URL {shown(current, _URL_SHOWN)!r}: "
+        raise FetchError(f"request failed: invalid URL {shown_url(current, _URL_SHOWN)!r}: "
                          f"{shown(str(exc), _URL_SHOWN)}",
                          source_id=source_id, reason="network") from exc
 

@@ -1,0 +1,75 @@
+"""Credentials never leave in what Signal reports: a user name and password that a
+server's ``Location`` carries, or that a source built in code carries, are masked in
+errors, in the database and in ``signal sources``, and are never sent. Real servers on
+127.0.0.1 and real SQLite files."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from conftest import make_config, query
+from threaded_socket import serve_connections
+
+from signal_feeds import run_fetch
+
+SECRET = "hunter2-s3cret"
+
+
+@pytest.fixture
+def answer() -> Iterator[tuple[str, dict[str, bytes]]]:
+    """A raw server (werkzeug refuses to send some of these Locations): its base URL,
+    and the answer each path gets, byte for byte."""
+    answers: dict[str, bytes] = {}
+
+    def serve(conn: socket.socket) -> None:
+        with conn:
+            request = b""
+            while b"\r\n\r\n" not in request and (chunk := conn.recv(65536)):
+                request += chunk
+            path = request.split(b" ", 2)[1].decode("ascii") if request else ""
+            conn.sendall(answers.get(path, b"HTTP/1.1 404 Not Found\r\n"
+                                           b"Content-Length: 0\r\n\r\n"))
+
+    sock = serve_connections(serve)
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}", answers
+    finally:
+        sock.close()
+
+
+def redirect(status: int, location: str) -> bytes:
+    return (f"HTTP/1.1 {status} Moved\r\nLocation: {location}\r\nContent-Length: 0\r\n"
+            "Connection: close\r\n\r\n").encode()
+
+
+@pytest.mark.parametrize(("status", "location", "error"), [
+    # Followed, each would be refused: the message names the address, not its password.
+    (302, f"ftp://ana:{SECRET}@files.example/feed.xml",
+     "redirect to a non-http(s) URL 'ftp://***@files.example/feed.xml' refused"),
+    (302, f"http://ana:{SECRET}@127.0.0.1:99999/feed.xml",
+     "redirect to an invalid URL 'http://***@127.0.0.1:99999/feed.xml'"),
+    # A "#" in the password ends the authority early for urlsplit: masked all the same.
+    (301, f"http://ana:x#{SECRET}@127.0.0.1:8080/feed.xml",
+     "redirect to an invalid URL 'http://***@127.0.0.1:8080/feed.xml'"),
+    (302, f"http://ana:{SECRET}@[::1/feed.xml",
+     "redirect to an invalid URL 'http://***@[::1/feed.xml'"),
+    # Not followed at all: the address a 300 suggests is shown to help fix the url.
+    (300, f"https://ana:{SECRET}@mirror.example/feed.xml",
+     "HTTP 300 Multiple Choices: not followed (it points to "
+     "'https://***@mirror.example/feed.xml')"),
+])
+def test_a_location_with_a_password_is_reported_without_it(
+        answer: tuple[str, dict[str, bytes]], db_path: Path, status: int, location: str,
+        error: str) -> None:
+    base, answers = answer
+    answers["/feed"] = redirect(status, location)
+    url = f"{base}/feed"
+    rep = run_fetch(make_config(db_path, {"s": url}), force=True).get("s")
+    assert (rep.status, rep.error) == ("failed", error)
+    # Nor is it kept: the error a `signal sources` shows comes from the database.
+    stored = query(db_path, "SELECT last_error FROM sources WHERE id = 's'")
+    assert stored == [(error,)]
+    assert not any(SECRET in str(row) for row in query(db_path, "SELECT * FROM fetches"))
