@@ -13,7 +13,7 @@ import pytest
 from conftest import make_config, query
 from threaded_socket import serve_connections
 
-from signal_feeds import run_fetch
+from signal_feeds import ConfigError, run_fetch
 
 SECRET = "hunter2-s3cret"
 
@@ -73,3 +73,22 @@ def test_a_location_with_a_password_is_reported_without_it(
     stored = query(db_path, "SELECT last_error FROM sources WHERE id = 's'")
     assert stored == [(error,)]
     assert not any(SECRET in str(row) for row in query(db_path, "SELECT * FROM fetches"))
+
+
+def test_a_source_built_in_code_with_a_password_is_refused_before_any_request(
+        answer: tuple[str, dict[str, bytes]], tmp_path: Path) -> None:
+    # load_config refuses such a url; a Config built in code was fetched without the
+    # password (a 401 that did not say why) and kept it in the database.
+    base, answers = answer
+    answers["/feed"] = (b"HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Basic realm=\"x\"\r\n"
+                        b"Content-Length: 0\r\n\r\n")
+    db_path = tmp_path / "signal.db"
+    url = base.replace("http://", f"http://ana:{SECRET}@") + "/feed"
+    config = make_config(db_path, {"private": url})
+    with pytest.raises(ConfigError) as caught:
+        run_fetch(config, force=True)
+    assert caught.value.source_id == "private"
+    message = str(caught.value)
+    assert SECRET not in message and "'http://***@127.0.0.1:" in message, message
+    assert "credentials in the URL" in message, message
+    assert not db_path.exists()  # nothing stored, so nothing exported later
