@@ -92,3 +92,21 @@ def test_a_source_built_in_code_with_a_password_is_refused_before_any_request(
     assert SECRET not in message and "'http://***@127.0.0.1:" in message, message
     assert "credentials in the URL" in message, message
     assert not db_path.exists()  # nothing stored, so nothing exported later
+
+
+@pytest.mark.parametrize(("url", "reason"), [
+    ("ftp://127.0.0.1/feed", "scheme"),
+    ("https://host..example/feed", "empty label"),
+    ("not a url", "whitespace"),
+])
+def test_a_source_built_in_code_gets_load_configs_url_check(
+        url: str, reason: str, tmp_path: Path) -> None:
+    # A Config built in code skipped the url check: an ftp:// url ended the run in
+    # "internal error: KeyError: b'ftp'" instead of a config error naming the source.
+    db_path = tmp_path / "signal.db"
+    config = make_config(db_path, {"odd": url})
+    with pytest.raises(ConfigError) as caught:
+        run_fetch(config, force=True)
+    assert caught.value.source_id == "odd"
+    assert reason in str(caught.value), str(caught.value)
+    assert not db_path.exists()
