@@ -329,6 +329,10 @@ def export(config_path: str | None, db_path: str | None, fmt: str, output: str,
         return
     try:
         write_whole(Path(output), (clean(piece) for piece in pieces))
+    except BrokenPipeError:
+        # A pipe's reader went away (`-o /dev/stdout | head`): not an error of the
+        # command line, and as quiet as when click writes to standard output.
+        raise SystemExit(EXIT_FAILED) from None
     except OSError as exc:
         fail(ConfigError(f"--output {output}: cannot write it: {exc.strerror or exc}"))
 
