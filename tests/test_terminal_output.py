@@ -58,3 +58,34 @@ def test_export_to_dev_stdout_stops_quietly_when_the_reader_goes(
             done = into_closed_pipe("export", "--config", str(config), "--format", fmt,
                                     "-o", output)
             assert (done.returncode, done.stderr) == (1, ""), (output, fmt)
+
+
+def test_json_and_xml_output_escape_bidi_overrides(httpserver: HTTPServer,
+                                                    tmp_path: Path) -> None:
+    # The text output shows U+202E as U+FFFD, but --json and export printed it raw: on a
+    # terminal that does bidi, one title reversed the rest of the JSON line, every later
+    # entry included. Escaped (\u202e, &#x202e;), the data is the same.
+    title = f"evil {RLO}txt.exe \u2066iso\u2069"
+    config = fetched(httpserver, tmp_path, title=title)
+    key = json.loads(CliRunner().invoke(
+        cli, ["entries", "--json", "--config", str(config)]).output)["entries"][0]["key"]
+    runner = CliRunner()
+    for args in (["entries", "--json"], ["history", key, "--json"],
+                 ["search", "harvest", "--json"], ["changes", "--json"],
+                 ["lookup", "https://example.org/0", "--json"], ["export"],
+                 ["export", "--format", "atom"], ["export", "--format", "opml"]):
+        result = runner.invoke(cli, [*args, "--config", str(config)])
+        assert result.exit_code == 0, result.output
+        shown = result.output
+        assert RLO not in shown and "\u2066" not in shown, args
+        if "--json" in args or args == ["export"]:
+            assert "\\u202e" in shown, args
+            documents = [json.loads(line) for line in shown.splitlines() if line.strip()
+                         ] if args[0] == "changes" else [json.loads(shown)]
+            assert title in json.dumps(documents, ensure_ascii=False), args
+        else:
+            assert "&#x202e;" in shown, args
+    # What is stored, and what the JSON says, is the title as the feed wrote it.
+    listed = json.loads(runner.invoke(cli, ["entries", "--json", "--config", str(config)])
+                        .output)["entries"]
+    assert listed[0]["title"] == title

@@ -66,9 +66,12 @@ def source_option(help_text: str) -> Callable[[Callable[..., Any]], Callable[...
 # cursor, recolour it, clear it or retitle its window. Feeds are untrusted text.
 # Bidirectional embeddings, overrides and isolates too: a title holding U+202E shows
 # the rest of the line (a duplicate's note, the next column) reversed.
-_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+_BIDI = "\u202a-\u202e\u2066-\u2069"
+_CONTROLS = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f{_BIDI}]")
 _BREAKS = re.compile("[\t\n\r]")
-_C1 = re.compile("[\x7f-\x9f]")
+# What JSON and XML output escape: JSON itself escapes the C0 controls; the rest of
+# _CONTROLS it would leave raw (XML refuses C0 controls, already left out of stored text).
+_ESCAPED = re.compile(f"[\x7f-\x9f{_BIDI}]")
 
 
 def printable(text: str, *, lines: bool = False) -> str:
@@ -139,22 +142,23 @@ def fitted(text: str, *, err: bool = False, kind: str = "text") -> str:
     return text.encode(encoding, "replace").decode(encoding)
 
 
-def json_without_c1(text: str) -> str:
-    """JSON text with C1 controls and DEL escaped (``\\u009b``): JSON escapes C0
-    controls itself but may leave these raw. The same data, nothing for a terminal to act
-    on when the output is shown rather than piped."""
-    return _C1.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+def json_escaped(text: str) -> str:
+    """JSON text with C1 controls, DEL and bidi embeddings, overrides and isolates
+    escaped (``\\u009b``, ``\\u202e``): JSON escapes C0 controls itself but leaves these
+    raw. The same data, nothing for a terminal to act on when the output is shown
+    rather than piped (a U+202E reversed the rest of a JSON line, later entries too)."""
+    return _ESCAPED.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
-def xml_without_c1(text: str) -> str:
-    """XML text with C1 controls and DEL as character references (``&#x9b;``): the
-    same document, as :func:`json_without_c1` for JSON."""
-    return _C1.sub(lambda m: f"&#x{ord(m.group()):x};", text)
+def xml_escaped(text: str) -> str:
+    """XML text with those characters as character references (``&#x9b;``,
+    ``&#x202e;``): the same document, as :func:`json_escaped` for JSON."""
+    return _ESCAPED.sub(lambda m: f"&#x{ord(m.group()):x};", text)
 
 
 def say_json(text: str) -> None:
-    """Print JSON text (see :func:`json_without_c1`)."""
-    click.echo(fitted(json_without_c1(text), kind="json"))
+    """Print JSON text (see :func:`json_escaped`)."""
+    click.echo(fitted(json_escaped(text), kind="json"))
 
 
 def fail(exc: SignalError) -> NoReturn:

@@ -24,14 +24,14 @@ from signal_feeds.cli.common import (
     db_option,
     fail,
     fitted,
+    json_escaped,
     json_option,
-    json_without_c1,
     load,
     reading_database,
     say,
     say_json,
     source_option,
-    xml_without_c1,
+    xml_escaped,
 )
 from signal_feeds.config.source_list import DEFAULT_CONFIG_PATH, Config, Settings
 from signal_feeds.dsn import Database
@@ -322,7 +322,7 @@ def export(config_path: str | None, db_path: str | None, fmt: str, output: str,
     except SignalError as exc:
         fail(exc)
     kind = "json" if fmt == "json" else "xml"
-    clean = json_without_c1 if fmt == "json" else xml_without_c1
+    clean = json_escaped if fmt == "json" else xml_escaped
     if output == "-":
         for piece in pieces:
             click.echo(fitted(clean(piece), kind=kind), nl=False)
