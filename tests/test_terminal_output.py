@@ -1,16 +1,22 @@
 """What the ``signal`` command writes to a terminal or a pipe, whatever a feed holds:
-a pipe closed early, bidi overrides in JSON and XML output."""
+a pipe closed early, bidi overrides in JSON and XML output, a narrow terminal."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import pty
+import re
+import struct
 import subprocess
 import sys
+import termios
 from pathlib import Path
 
 from click.testing import CliRunner
 from pytest_httpserver import HTTPServer
+from scenario_server import ScenarioServer, ScriptedResponse
 
 from signal_feeds.cli.commands import cli
 
@@ -89,3 +95,40 @@ def test_json_and_xml_output_escape_bidi_overrides(httpserver: HTTPServer,
     listed = json.loads(runner.invoke(cli, ["entries", "--json", "--config", str(config)])
                         .output)["entries"]
     assert listed[0]["title"] == title
+
+
+def test_the_progress_line_fits_a_narrow_terminal(server: ScenarioServer,
+                                                  tmp_path: Path) -> None:
+    # The progress line was cut at 120 characters whatever the terminal's width: in a
+    # 40-column pane, a line naming a long source id wrapped, "\r" went back only to
+    # the start of its last row, and every update left a row behind.
+    rss = (b"<rss version='2.0'><channel><title>t</title><item><guid>a</guid>"
+           b"<title>A</title></item></channel></rss>")
+    lines = ["[settings]", 'database = "s.db"', "min_interval = 0"]
+    for n, delay in enumerate((0.0, 1.0, 1.0)):
+        server.script(f"/p/{n}.xml", [ScriptedResponse(
+            200, (("Content-Type", "application/rss+xml"),), rss, delay=delay)])
+        lines += ["", "[[sources]]", f'id = "{"a-rather-long-source-name-" * 2}{n}"',
+                  f'url = "{server.url(f"/p/{n}.xml")}"']
+    (tmp_path / "signal.toml").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    terminal, pane = pty.openpty()
+    fcntl.ioctl(pane, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 40, 0, 0))
+    env = {key: value for key, value in os.environ.items() if key not in ("COLUMNS", "LINES")}
+    try:
+        done = subprocess.run([sys.executable, "-m", "signal_feeds", "fetch"], cwd=tmp_path,
+                              stdout=subprocess.PIPE, stderr=pane, timeout=120, check=False,
+                              env=env)
+    finally:
+        os.close(pane)
+    shown = b""
+    try:
+        while chunk := os.read(terminal, 65536):
+            shown += chunk
+    except OSError:  # EIO: the other end is closed and everything was read
+        pass
+    finally:
+        os.close(terminal)
+    assert done.returncode == 0, shown
+    updates = [u for u in re.split(rb"[\r\n]", shown) if u.strip()]
+    assert any(b"waiting on" in u for u in updates), shown
+    assert all(len(u) < 40 for u in updates), updates

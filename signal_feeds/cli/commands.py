@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gc
 import json
+import os
 import signal
 import sys
 import threading
@@ -75,6 +76,15 @@ def cli() -> None:
     """Signal: aggregate RSS and Atom feeds from a fixed source list into SQLite."""
 
 
+def _columns() -> int:
+    """The width of the terminal on stderr (where the progress line goes), in columns."""
+    try:
+        columns = os.get_terminal_size(sys.stderr.fileno()).columns
+    except (OSError, ValueError):  # not a terminal after all, or a closed stream
+        return 80
+    return columns if columns > 1 else 80  # 0: a terminal that never set its size
+
+
 class _ProgressLine:
     """One self-updating stderr line for long runs on a terminal."""
 
@@ -83,8 +93,11 @@ class _ProgressLine:
 
     def __call__(self, p: Any) -> None:
         slowest = f"; waiting on {p.in_flight[0]}" if p.in_flight else ""
-        text = f"{p.done}/{p.total} sources, {p.failed} failed{slowest}"[:120]
-        sys.stderr.write("\r" + text.ljust(self.width))
+        # Narrower than the terminal: a line that wraps is not rewritten by "\r" (it
+        # goes back to the start of the last row only), and each update left a row.
+        columns = _columns() - 1
+        text = f"{p.done}/{p.total} sources, {p.failed} failed{slowest}"[:columns]
+        sys.stderr.write("\r" + text.ljust(min(self.width, columns)))
         sys.stderr.flush()
         self.width = len(text)
 
