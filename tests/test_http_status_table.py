@@ -82,6 +82,7 @@ def test_redirect_chains(db_path: Path, statuses: tuple[int, ...], outcome: str)
 
 
 @pytest.mark.parametrize(("status", "outcome", "error"), [
+    (401, "failed", "HTTP 401 Unauthorized: the feed asks for a login, and Signal sends none"),
     (404, "failed", "HTTP 404 Not Found"),
     (410, "gone", "410 Gone"),
     (500, "failed", "HTTP 500 Internal Server Error"),

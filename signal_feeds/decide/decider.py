@@ -287,6 +287,9 @@ class Decider:
                 location = response.headers.get("location", "")
                 error += (f": not followed (it points to {shown_url(location, 200)!r})"
                           if location else " without a Location header")
+            elif status == 401:
+                # A private feed: what the operator must know is that no login is sent.
+                error += ": the feed asks for a login, and Signal sends none to a feed's server"
             return self._failed(state, response, response.url, error, "failed")
         return self._ok(state, response, parsed)
 
