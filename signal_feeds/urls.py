@@ -9,6 +9,7 @@ https only.
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import re
 from urllib.parse import quote, unquote, urljoin, urlsplit, urlunsplit
@@ -18,7 +19,8 @@ from signal_feeds.graphemes import shown
 __all__ = ["MAX_URL_BYTES", "TRACKING_PARAMETERS", "UrlRejected", "ascii_host",
            "proxy_url_problem", "same_feed_key", "shown_url",
            "canonical_source_url",
-           "check_link", "is_tracking_parameter", "normalize_link", "without_credentials",
+           "check_link", "is_tracking_parameter", "link_form", "link_spellings",
+           "normalize_link", "without_credentials",
            "without_tracking"]
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
@@ -311,3 +313,62 @@ def same_feed_key(canonical: str) -> str:
     rest = urlunsplit(("", "", parts.path, parts.query, ""))
     rest = _ESCAPE.sub(lambda m: m.group().upper(), _NON_ASCII.sub(_percent_encoded, rest))
     return f"{parts.scheme}://{netloc}{rest}"
+
+
+#: Characters RFC 3986 calls unreserved: escaped or not, they are the same URL.
+_UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+#: A run of escapes of bytes past ASCII: UTF-8 text, percent-encoded, when it decodes.
+_HIGH_ESCAPES = re.compile(r"(?:%[89a-fA-F][0-9a-fA-F])+")
+
+
+def _unescaped_unreserved(match: re.Match[str]) -> str:
+    char = chr(int(match.group()[1:], 16))
+    return char if char in _UNRESERVED else match.group()
+
+
+def _as_text(match: re.Match[str]) -> str:
+    """A run of escapes as the characters it encodes, when it is UTF-8; else as it is."""
+    try:
+        text = unquote(match.group(), errors="strict")
+    except UnicodeDecodeError:
+        return match.group()
+    # A decoded space or control would be refused in a link: it stays escaped.
+    return match.group() if _CONTROL.search(text) or _SPACE.search(text) else text
+
+
+def _host_and_rest(url: str) -> tuple[str, str, str]:
+    """``url`` (as :func:`check_link` returns it) as its scheme and ``://``, its host and
+    port, and the rest, in the form a request sends: unreserved characters unescaped,
+    others past ASCII percent-encoded, every escape in upper case."""
+    scheme, sep, after = url.partition("://")
+    cut = min((i for i in (after.find(c) for c in "/?") if i >= 0), default=len(after))
+    rest = _ESCAPE.sub(_unescaped_unreserved, after[cut:])
+    rest = _ESCAPE.sub(lambda m: m.group().upper(), _NON_ASCII.sub(_percent_encoded, rest))
+    return scheme + sep, after[:cut], rest
+
+
+def link_form(url: str) -> str:
+    """The one form of every spelling of the link ``url`` (as :func:`check_link`
+    returns it): the host as DNS carries it and the rest as a request sends it. Two
+    links of one form name the same page (``/caf%c3%a9`` and ``/café``, ``/%7Euser``
+    and ``/~user``); an escaped reserved character (``a%2Fb``) stays apart from it."""
+    head, netloc, rest = _host_and_rest(url)
+    return head + ascii_host(netloc) + rest
+
+
+def link_spellings(url: str) -> frozenset[str]:
+    """The spellings of the link ``url`` that a feed commonly switches between, as
+    :func:`check_link` keeps them: its host in Unicode or as IDNA, the rest with
+    non-ASCII text as characters or percent-encoded (escapes in upper or lower case),
+    ``~`` as itself or escaped. ``url`` itself included."""
+    head, netloc, rest = _host_and_rest(url)
+    hosts = {netloc, ascii_host(netloc)}
+    if "xn--" in netloc:
+        # A name IDNA 2003 cannot read back is spelled as written only.
+        with contextlib.suppress(UnicodeError):
+            hosts.add(netloc.encode("ascii").decode("idna"))
+    lower = _ESCAPE.sub(lambda m: m.group().lower(), rest)
+    rests = {rest, lower}
+    rests |= {_HIGH_ESCAPES.sub(_as_text, r) for r in rests}
+    rests |= {r.replace("~", "%7E") for r in rests} | {r.replace("~", "%7e") for r in rests}
+    return frozenset({url} | {head + host + r for host in hosts for r in rests})

@@ -324,3 +324,60 @@ def test_a_renamed_web_bug_makes_no_new_version(server: ScenarioServer,
     # of the stored copy to a counter, is not stored.
     assert entry.summary == ('Text of A.<img src="https://old.example/a.jpg" width="640" '
                              'height="480">')
+
+
+def _spelled_feed(*links: str, guid: str = "") -> bytes:
+    items = "".join(f"<item>{f'<guid>{guid}</guid>' if guid else ''}<title>Été {n}</title>"
+                    f"<link>{link}</link></item>" for n, link in enumerate(links))
+    return (f'<rss version="2.0"><channel><title>Actu</title><link>https://actu.example/'
+            f"</link>{items}</channel></rss>").encode()
+
+
+def test_a_link_spelled_another_way_is_the_same_entry(server: ScenarioServer,
+                                                      database: Path | str) -> None:
+    # A feed without guids that wrote /actualités/été one day and
+    # /actualit%C3%A9s/%C3%A9t%C3%A9 the next (a CMS upgrade, a CDN rewriting links)
+    # stored every entry a second time; so did a host written as IDNA, and /%7Euser.
+    config = make_config(database, {"actu": server.url("/actu.xml")})
+    first = "https://bücher.example/actualités/été?q=crème&amp;p=~1"
+    server.put("/actu.xml", _spelled_feed(first))
+    assert run_fetch(config, force=True).get("actu").created == 1
+    for link in ("https://bücher.example/actualit%C3%A9s/%C3%A9t%C3%A9?q=cr%C3%A8me&amp;p=~1",
+                 "https://xn--bcher-kva.example/actualit%c3%a9s/été?q=crème&amp;p=%7E1",
+                 "https://BÜCHER.example/actualités/%C3%A9t%C3%A9?q=crème&amp;p=%7e1"):
+        server.put("/actu.xml", _spelled_feed(link))
+        report = run_fetch(config, force=True).get("actu")
+        assert (report.created, report.updated, report.unchanged) == (0, 0, 1), link
+    stored = rows_of(database, "SELECT id, url FROM entries")
+    assert stored == [(digest(["actu", "https://bücher.example/actualités/été?q=crème&p=~1"]),
+                       "https://bücher.example/actualités/été?q=crème&p=~1")]
+
+
+def test_links_that_only_look_alike_stay_two_entries(server: ScenarioServer,
+                                                     database: Path | str) -> None:
+    # An escaped slash is no separator, and %E9 (Latin-1) is not the UTF-8 é: other
+    # pages, other entries.
+    config = make_config(database, {"actu": server.url("/actu.xml")})
+    server.put("/actu.xml", _spelled_feed("https://a.example/x/a%2Fb", "https://a.example/%E9"))
+    run_fetch(config, force=True)
+    server.put("/actu.xml", _spelled_feed("https://a.example/x/a/b", "https://a.example/é"))
+    assert run_fetch(config, force=True).get("actu").created == 2
+    # Two spellings of one link in one response are the feed's two items, as given.
+    server.put("/actu.xml", _spelled_feed("https://a.example/ç", "https://a.example/%C3%A7"))
+    assert run_fetch(config, force=True).get("actu").created == 2
+    assert rows_of(database, "SELECT count(*) FROM entries") == [(6,)]
+
+
+def test_a_respelled_link_makes_no_new_version(server: ScenarioServer,
+                                               database: Path | str) -> None:
+    # An entry with a guid whose link changed only its spelling was stored as updated,
+    # with a new version, although nothing a reader sees had changed.
+    config = make_config(database, {"actu": server.url("/actu.xml")})
+    server.put("/actu.xml", _spelled_feed("https://a.example/café", guid="g"))
+    run_fetch(config, force=True)
+    server.put("/actu.xml", _spelled_feed("https://a.example/caf%c3%a9", guid="g"))
+    report = run_fetch(config, force=True).get("actu")
+    assert (report.created, report.updated, report.unchanged) == (0, 0, 1)
+    with open_store(database) as store:
+        assert [v.url for v in store.versions(digest(["actu", "g"]))] == [
+            "https://a.example/café"]

@@ -19,7 +19,7 @@ from typing import Literal
 
 from signal_feeds.errors import ContradictionError
 from signal_feeds.parsed import NORMALIZER_VERSION, ParsedEntry
-from signal_feeds.urls import without_tracking
+from signal_feeds.urls import link_form, link_spellings, without_tracking
 
 __all__ = [
     "LINK_KEYED_UNTIL",
@@ -35,6 +35,7 @@ __all__ = [
     "link_key_candidates",
     "metadata_fingerprint",
     "skip_reason",
+    "spelling_key_candidates",
 ]
 
 
@@ -199,6 +200,31 @@ def link_key_candidates(rows: Sequence[EntryRow]) -> dict[str, str]:
     return {old: keys[0] for old, keys in claims.items() if len(keys) == 1}
 
 
+def spelling_key_candidates(rows: Sequence[EntryRow], unstored: Iterable[str]
+                            ) -> dict[str, str]:
+    """The keys the rows keyed ``unstored`` (rows without a remote id, keyed by their
+    link) have under the other spellings of their link: ``{other key: row key}``.
+
+    A feed that changes how it writes its links (``/café`` one day, ``/caf%C3%A9`` the
+    next; a host in Unicode, then as IDNA) names the same entries: a stored row under
+    such a key is that entry, and the store keeps its key (see :func:`keep_link_keys`).
+    Left out as :func:`link_key_candidates` leaves them out: a key another row of this
+    response has, or one two rows would take.
+    """
+    own = {row.key for row in rows}
+    wanted = set(unstored)
+    claims: dict[str, list[str]] = {}
+    for row in rows:
+        if row.key not in wanted or row.remote_id or not row.url or (
+                row.key != entry_key(row.source_id, "", row.url)):
+            continue  # an entry with an id, or keyed by its link's fragment or media
+        for spelling in link_spellings(row.url) - {row.url}:
+            other = digest([row.source_id, spelling])
+            if other not in own:
+                claims.setdefault(other, []).append(row.key)
+    return {other: keys[0] for other, keys in claims.items() if len(keys) == 1}
+
+
 def keep_link_keys(rows: Sequence[EntryRow], kept: Mapping[str, str]) -> list[EntryRow]:
     """``rows``, each one whose key is in ``kept`` (``{row key: stored old key}``, from
     :func:`link_key_candidates`) under the old key instead."""
@@ -216,8 +242,9 @@ def classify_change(stored: tuple[str, str] | None, row: EntryRow, *,
     the stored link.
 
     A link that differs from the stored one only in tracking parameters (a publisher
-    adding ``?utm_source=rss`` to every link, or rotating a campaign name) is no new
-    version: the entry is unchanged and keeps its stored link and fingerprint.
+    adding ``?utm_source=rss`` to every link, or rotating a campaign name) or in its
+    spelling (``/café`` and ``/caf%C3%A9``: see :func:`~signal_feeds.urls.link_form`)
+    is no new version: the entry is unchanged and keeps its stored link and fingerprint.
     """
     if stored is None:
         return "created"
@@ -225,7 +252,13 @@ def classify_change(stored: tuple[str, str] | None, row: EntryRow, *,
         return "unchanged"
     if (stored_url is not None and stored_url != row.url
             and stored[1] == row.content_fingerprint
-            and without_tracking(stored_url) == without_tracking(row.url)
+            and _same_page(stored_url, row.url)
             and metadata_fingerprint(row, url=stored_url) == stored[0]):
         return "unchanged"
     return "updated"
+
+
+def _same_page(stored_url: str, url: str) -> bool:
+    """Two links that name one page: equal but for tracking parameters and spelling."""
+    stored_url, url = without_tracking(stored_url), without_tracking(url)
+    return stored_url == url or link_form(stored_url) == link_form(url)

@@ -24,6 +24,7 @@ from signal_feeds.identity.keys import (
     classify_change,
     keep_link_keys,
     link_key_candidates,
+    spelling_key_candidates,
 )
 from signal_feeds.identity.matching import (
     UNLISTED_RANK,
@@ -180,10 +181,29 @@ def _stored(conn: sqlite3.Connection, keys: Sequence[str]) -> dict[str, _Stored]
 def _keep_link_keys(conn: sqlite3.Connection, rows: Sequence[EntryRow],
                     stored: dict[str, _Stored]) -> Sequence[EntryRow]:
     """``rows``, those an older Signal stored under the key of their link alone under
-    that key (see :func:`~signal_feeds.identity.keys.link_key_candidates`); their
-    stored state is added to ``stored``."""
+    that key (see :func:`~signal_feeds.identity.keys.link_key_candidates`), and those
+    stored under another spelling of their link under that one (see
+    :func:`~signal_feeds.identity.keys.spelling_key_candidates`); their stored state is
+    added to ``stored``."""
     candidates = {old: key for old, key in link_key_candidates(rows).items()
                   if key not in stored}
+    kept = _stored_keys(conn, candidates, "AND (SELECT min(v.normalizer_version) FROM "
+                        "entry_versions AS v WHERE v.entry_seq = e.seq) <= ?",
+                        [LINK_KEYED_UNTIL])
+    unstored = [r.key for r in rows if r.key not in stored and r.key not in kept]
+    spelled = {other: key for other, key in spelling_key_candidates(rows, unstored).items()
+               if other not in candidates}
+    kept.update(_stored_keys(conn, spelled, "", []))
+    if not kept:
+        return rows
+    stored.update(_stored(conn, list(kept.values())))
+    return keep_link_keys(rows, kept)
+
+
+def _stored_keys(conn: sqlite3.Connection, candidates: Mapping[str, str], condition: str,
+                 values: list[Any]) -> dict[str, str]:
+    """``{row key: stored key}`` for the ``candidates`` (``{stored key: row key}``)
+    stored for an entry without a remote id and meeting ``condition``."""
     olds = list(candidates)
     kept: dict[str, str] = {}
     for start in range(0, len(olds), _KEY_CHUNK):
@@ -191,14 +211,9 @@ def _keep_link_keys(conn: sqlite3.Connection, rows: Sequence[EntryRow],
         marks = ",".join("?" * len(chunk))
         for (old,) in conn.execute(
                 f"SELECT e.id FROM entries AS e WHERE e.id IN ({marks}) "
-                "AND coalesce(e.remote_id, '') = '' AND (SELECT min(v.normalizer_version) "
-                "FROM entry_versions AS v WHERE v.entry_seq = e.seq) <= ?",
-                [*chunk, LINK_KEYED_UNTIL]):
+                f"AND coalesce(e.remote_id, '') = '' {condition}", [*chunk, *values]):
             kept[candidates[old]] = old
-    if not kept:
-        return rows
-    stored.update(_stored(conn, list(kept.values())))
-    return keep_link_keys(rows, kept)
+    return kept
 
 
 def _write_entries(conn: sqlite3.Connection, rows: Sequence[EntryRow], stamp: str,
