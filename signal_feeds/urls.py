@@ -18,7 +18,7 @@ from signal_feeds.graphemes import shown
 
 __all__ = ["MAX_URL_BYTES", "TRACKING_PARAMETERS", "UrlRejected", "ascii_host",
            "proxy_url_problem", "same_feed_key", "shown_url",
-           "canonical_source_url",
+           "canonical_source_url", "escaped_whitespace",
            "check_link", "is_tracking_parameter", "link_form", "link_spellings",
            "normalize_link", "without_credentials",
            "without_tracking"]
@@ -39,6 +39,13 @@ _SPACE = re.compile("[ \xa0\u1680\u2000-\u200a\u202f\u205f\u3000]")
 
 def _percent_encoded(match: re.Match[str]) -> str:
     return quote(match.group())
+
+
+def escaped_whitespace(url: str) -> str:
+    """``url`` with its white space and control characters percent-encoded, as a request
+    for it sends them (a server's ``Location: /flux été.xml``): the form a source list
+    accepts, where a space is refused."""
+    return _CONTROL.sub(_percent_encoded, url)
 
 
 def without_credentials(url: str) -> str:

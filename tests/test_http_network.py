@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 import pytest
 from click.testing import CliRunner
 from conftest import FIXTURES, make_config
-from scenario_server import ScenarioServer
+from scenario_server import ScenarioServer, ScriptedResponse
 from threaded_socket import serve_connections
 
 import signal_feeds
@@ -220,6 +220,23 @@ def test_an_international_name_goes_out_in_idna(server: ScenarioServer, db_path:
     assert asked == ["xn--bcher-kva.example"]
     (request,) = server.requests_for("/feeds/demo-rss.xml")
     assert request.header("Host") == f"xn--bcher-kva.example:{port}"
+
+
+def test_a_move_to_a_location_with_spaces_names_an_address_the_list_accepts(
+        server: ScenarioServer, db_path: Path) -> None:
+    # A server sent "Location: /actualités/flux été.xml" in raw UTF-8: the feed was
+    # fetched, but "moved to .../flux été.xml", pasted into signal.toml as the report
+    # asks, was refused there ("URL contains whitespace").
+    server.put("/actualit%C3%A9s/flux%20%C3%A9t%C3%A9.xml", FEED)
+    server.script("/old.xml", [ScriptedResponse(status=301, headers=(
+        ("Location", "actualités/flux été.xml"),))])
+    rep = run_fetch(make_config(db_path, {"moved": server.url("/old.xml")}),
+                    force=True).get("moved")
+    assert (rep.status, rep.created) == ("moved", 3), rep
+    assert rep.moved_to == server.url("/actualités/flux%20été.xml")
+    signal_feeds.parse_config(f'[[sources]]\nid = "moved"\nurl = "{rep.moved_to}"\n')
+    (request,) = server.requests_for("/actualit%C3%A9s/flux%20%C3%A9t%C3%A9.xml")
+    assert request.path == "/actualit%C3%A9s/flux%20%C3%A9t%C3%A9.xml"
 
 
 def test_a_64_character_label_is_a_clear_error(db_path: Path, server: ScenarioServer) -> None:

@@ -34,7 +34,7 @@ from signal_feeds.http.addresses import (
 from signal_feeds.http.decoding import CappedDecoder, body_too_large, gunzipped_again
 from signal_feeds.http.slots import HostHold
 from signal_feeds.http.tls import PLAIN_PORT, certificate_problem, handshake_problem
-from signal_feeds.urls import shown_url
+from signal_feeds.urls import escaped_whitespace, shown_url
 
 if TYPE_CHECKING:
     # httpx (with httpcore, certifi, its CLI's imports where installed) is imported by
@@ -262,7 +262,9 @@ def _next_hop(start: str, current: str, location: str, redirects: list[tuple[int
                          "refused", reason="redirect")
     if parts.username or parts.password:
         raise FetchError("redirect to a URL with credentials refused", reason="redirect")
-    target = target.split("#", 1)[0]
+    # A space in a Location (servers send them raw) goes out as %20: so it is written
+    # where a moved source is reported, an address the source list accepts.
+    target = escaped_whitespace(target.split("#", 1)[0])
     # A redirect that sets a cookie may come back to an address already asked: a site
     # that checks for its cookie first. Only the redirect limit bounds such a chain.
     if not cookie_set and (target in (start, current)
