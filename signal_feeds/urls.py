@@ -9,7 +9,6 @@ https only.
 
 from __future__ import annotations
 
-import contextlib
 import ipaddress
 import re
 from urllib.parse import quote, unquote, urljoin, urlsplit, urlunsplit
@@ -20,7 +19,7 @@ __all__ = ["MAX_URL_BYTES", "TRACKING_PARAMETERS", "UrlRejected", "ascii_host",
            "proxy_url_problem", "same_feed_key", "shown_url",
            "canonical_source_url", "escaped_whitespace",
            "check_link", "is_tracking_parameter", "link_form", "link_spellings",
-           "normalize_link", "without_credentials",
+           "normalize_link", "request_host", "unicode_host", "without_credentials",
            "without_tracking"]
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
@@ -237,6 +236,17 @@ def _check_host_name(host: str) -> None:
         if len(sent) > _MAX_LABEL:
             raise UrlRejected(f"host name label {label[:20]!r}... is {len(sent)} bytes as "
                               f"sent; DNS allows {_MAX_LABEL}")
+    if not host.isascii():
+        import idna
+
+        try:
+            idna.encode(host)
+        except UnicodeError as exc:
+            # What every run would fail with ("Invalid IDNA hostname"): a symbol (☃), a
+            # ligature (ﬁ) or another character IDNA 2008 leaves out of host names.
+            raise UrlRejected(f"host {host!r} is no international domain name a request "
+                              f"can send ({exc}); a registered one can be written in its "
+                              "xn-- form") from None
 
 
 _MAX_LABEL = 63
@@ -275,12 +285,42 @@ def without_tracking(url: str) -> str:
 
 def ascii_host(host: str) -> str:
     """A host name in its ASCII form (``bücher.example`` is ``xn--bcher-kva.example``),
-    so that one host compares equal however it is written."""
+    so that one host compares equal however it is written. IDNA 2003, as duplicate
+    detection has always compared links (``faß`` and ``fass`` alike); a host Signal
+    connects to is :func:`request_host`."""
     if host.isascii():
         return host
     try:
         return host.encode("idna").decode("ascii")
     except UnicodeError:  # a name IDNA 2003 refuses: compared as written
+        return host
+
+
+def request_host(host: str) -> str:
+    """A host name as a request sends it, in DNS, ``Host`` and TLS (SNI): IDNA 2008, as
+    httpx encodes it. ``faß.example`` goes out as ``xn--fa-hia.example``, not as IDNA
+    2003's ``fass.example``, which is another site. A name it cannot encode (``☃``) is
+    returned as written: a request for it fails, and a source list refuses it."""
+    if host.isascii():
+        return host
+    import idna  # only for a name past ASCII: its tables take a while to load
+
+    try:
+        return idna.encode(host.lower()).decode("ascii")
+    except UnicodeError:
+        return host
+
+
+def unicode_host(host: str) -> str:
+    """``host`` with its IDNA labels (``xn--...``) in Unicode, or as written when they
+    do not decode."""
+    if "xn--" not in host.lower():
+        return host
+    import idna
+
+    try:
+        return idna.decode(host)
+    except UnicodeError:
         return host
 
 
@@ -315,7 +355,7 @@ def same_feed_key(canonical: str) -> str:
     ``/caf%C3%A9``, escapes in upper case)."""
     parts = urlsplit(canonical)
     host = parts.hostname or ""
-    netloc = ascii_host(host) + parts.netloc[len(host):] if parts.netloc.startswith(host) \
+    netloc = request_host(host) + parts.netloc[len(host):] if parts.netloc.startswith(host) \
         else parts.netloc
     rest = urlunsplit(("", "", parts.path, parts.query, ""))
     rest = _ESCAPE.sub(lambda m: m.group().upper(), _NON_ASCII.sub(_percent_encoded, rest))
@@ -360,7 +400,9 @@ def link_form(url: str) -> str:
     links of one form name the same page (``/caf%c3%a9`` and ``/café``, ``/%7Euser``
     and ``/~user``); an escaped reserved character (``a%2Fb``) stays apart from it."""
     head, netloc, rest = _host_and_rest(url)
-    return head + ascii_host(netloc) + rest
+    host, colon, port = netloc.rpartition(":") if netloc.rfind(":") > netloc.rfind("]") \
+        else (netloc, "", "")
+    return head + request_host(host) + colon + port + rest
 
 
 def link_spellings(url: str) -> frozenset[str]:
@@ -369,11 +411,9 @@ def link_spellings(url: str) -> frozenset[str]:
     non-ASCII text as characters or percent-encoded (escapes in upper or lower case),
     ``~`` as itself or escaped. ``url`` itself included."""
     head, netloc, rest = _host_and_rest(url)
-    hosts = {netloc, ascii_host(netloc)}
-    if "xn--" in netloc:
-        # A name IDNA 2003 cannot read back is spelled as written only.
-        with contextlib.suppress(UnicodeError):
-            hosts.add(netloc.encode("ascii").decode("idna"))
+    host, colon, port = netloc.rpartition(":") if netloc.rfind(":") > netloc.rfind("]") \
+        else (netloc, "", "")
+    hosts = {name + colon + port for name in (host, request_host(host), unicode_host(host))}
     lower = _ESCAPE.sub(lambda m: m.group().lower(), rest)
     rests = {rest, lower}
     rests |= {_HIGH_ESCAPES.sub(_as_text, r) for r in rests}

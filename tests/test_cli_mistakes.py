@@ -179,6 +179,14 @@ def test_one_interval_alone_against_the_others_default_is_warned_of(
     ("a" * 64 + ".example", "host name label 'aaaaaaaaaaaaaaaaaaaa'... is 64 bytes as sent; "
                             "DNS allows 63"),
     ("news..example", "host 'news..example' has an empty label"),
+    # Every run failed with "invalid URL ...: Invalid IDNA hostname": a symbol and a
+    # ligature are no letters of a host name under IDNA 2008, which requests use.
+    ("☃.example", "host '☃.example' is no international domain name a request can send "
+                  "(Codepoint U+2603 at position 1 of '☃' not allowed); a registered one "
+                  "can be written in its xn-- form"),
+    ("ﬁnance.example", "host 'ﬁnance.example' is no international domain name a request "
+                       "can send (Codepoint U+FB01 at position 1 of 'ﬁnance' not allowed); "
+                       "a registered one can be written in its xn-- form"),
 ])
 def test_a_host_name_dns_cannot_carry_is_a_config_problem(host: str, reason: str) -> None:
     # It failed on every run with "encoding with 'idna' codec failed (UnicodeError:
@@ -188,7 +196,8 @@ def test_a_host_name_dns_cannot_carry_is_a_config_problem(host: str, reason: str
     (problem,) = raised.value.problems
     assert problem.endswith(f"refused: {reason}"), problem
     # Names DNS does carry pass: a trailing dot, an IDN, an address.
-    for fine in ("example.com.", "bücher.example", "127.0.0.1", "[::1]"):
+    for fine in ("example.com.", "bücher.example", "faß.example", "xn--n3h.example",
+                 "127.0.0.1", "[::1]"):
         parse_config(f'[[sources]]\nid = "a"\nurl = "https://{fine}/feed.xml"\n')
 
 

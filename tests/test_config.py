@@ -113,6 +113,14 @@ def test_duplicate_ids_and_canonical_urls(tmp_path: Path) -> None:
             parse_config(f'[[sources]]\nid = "a"\nurl = "{first}"\n'
                          f'[[sources]]\nid = "b"\nurl = "{second}"\n', path="x.toml")
         assert "the same feed as source 'a'" in str(info.value), (first, second)
+    # faß.example goes out as xn--fa-hia.example (IDNA 2008, as httpx sends it): the
+    # same feed as that spelling, and another site than fass.example, which was refused
+    # as "the same feed" while the xn-- spelling passed as a second source.
+    with pytest.raises(ConfigError, match="the same feed as source 'a'"):
+        parse_config('[[sources]]\nid = "a"\nurl = "https://faß.example/feed"\n'
+                     '[[sources]]\nid = "b"\nurl = "https://xn--fa-hia.example/feed"\n')
+    parse_config('[[sources]]\nid = "a"\nurl = "https://faß.example/feed"\n'
+                 '[[sources]]\nid = "b"\nurl = "https://fass.example/feed"\n')
     # A duplicate of a source with another problem is reported in the same run, not
     # after that problem is fixed.
     both = ('[[sources]]\nid = "dup"\nurl = "https://e.example/rss"\nreview_by = "soon"\n'

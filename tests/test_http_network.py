@@ -545,7 +545,9 @@ def test_no_proxy_names_a_host_in_either_spelling(server: ScenarioServer, proxy:
     port = urlsplit(server.base_url).port
     monkeypatch.setenv("HTTP_PROXY", proxy.url)
     for no_proxy, url in (("xn--bcher-kva.example", f"http://bücher.example:{port}/feeds/"),
-                          ("bücher.example", f"http://xn--bcher-kva.example:{port}/feeds/")):
+                          ("bücher.example", f"http://xn--bcher-kva.example:{port}/feeds/"),
+                          # IDNA 2003 made faß.example fass.example: no match either.
+                          ("xn--fa-hia.example", f"http://faß.example:{port}/feeds/")):
         monkeypatch.setenv("NO_PROXY", no_proxy)
         rep = run_fetch(make_config(db_path, {"idn": url + "demo-rss.xml"}), force=True,
                         resolver=resolve).get("idn")
@@ -597,3 +599,8 @@ def test_an_international_name_that_does_not_resolve_is_shown_as_written(
     assert (rep.status, rep.error) == (
         "failed", "cannot connect: cannot resolve host 'bücher.example' (sent as "
                   "xn--bcher-kva.example): Name or service not known")
+    # A name IDNA 2003 could not read back (it maps ß to ss) was shown as sent only.
+    rep = run_fetch(make_config(db_path, {"idn": "http://faß.example/feed.xml"}),
+                    force=True, resolver=resolve).get("idn")
+    assert rep.error == ("cannot connect: cannot resolve host 'faß.example' (sent as "
+                         "xn--fa-hia.example): Name or service not known")

@@ -29,6 +29,7 @@ from signal_feeds.http.addresses import (
     system_resolver,
 )
 from signal_feeds.http.network import AsyncioStream, open_stream
+from signal_feeds.urls import unicode_host
 
 __all__ = ["HAPPY_EYEBALLS_DELAY", "CheckedBackend", "resolve"]
 
@@ -61,10 +62,7 @@ def _as_written(host: str) -> str:
     """``'bücher.example' (sent as xn--bcher-kva.example)`` for a name that went out in
     IDNA, as the source list has it; any other name quoted as it is."""
     if "xn--" in host.lower():
-        try:
-            written = host.encode("ascii").decode("idna")
-        except UnicodeError:
-            written = host
+        written = unicode_host(host)
         if written != host:
             return f"{shown(written, 200)!r} (sent as {shown(host, 200)})"
     return repr(shown(host, 200))

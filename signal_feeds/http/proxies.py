@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from signal_feeds.errors import ConfigError
-from signal_feeds.urls import ascii_host, proxy_url_problem, without_credentials
+from signal_feeds.urls import proxy_url_problem, request_host, without_credentials
 
 if TYPE_CHECKING:
     import httpx
@@ -68,7 +68,7 @@ class ProxyRoutes:
         return proxy
 
     def _bypassed(self, host: str, port: int | None) -> bool:
-        host = ascii_host(host)  # httpx shows bücher.example; either may be written here
+        host = request_host(host)  # httpx shows bücher.example; either may be written here
         for entry in self.bypass:
             if entry == "*":
                 return True
@@ -85,7 +85,7 @@ class ProxyRoutes:
                     if ipaddress.ip_address(host) in ipaddress.ip_network(name, strict=False):
                         return True
                 continue
-            suffix = ascii_host(name.lstrip("."))
+            suffix = request_host(name.lstrip("."))
             if host == suffix or host.endswith("." + suffix):
                 return True
         return False

@@ -28,7 +28,7 @@ from urllib.parse import urlsplit
 
 from signal_feeds.decide.schedule import parse_retry_after
 from signal_feeds.records import SourceState
-from signal_feeds.urls import ascii_host
+from signal_feeds.urls import request_host
 
 __all__ = ["HostPause", "HostPaused", "HostPauses"]
 
@@ -60,7 +60,7 @@ class HostPaused(Exception):
 def _key(host: str) -> str:
     """One name for a host however it is written (a redirect's hop names
     ``bücher.example``, a response ``xn--bcher-kva.example``)."""
-    return ascii_host(host.lower())
+    return request_host(host.lower())
 
 
 class HostPauses:
