@@ -358,14 +358,17 @@ def test_links_that_only_look_alike_stay_two_entries(server: ScenarioServer,
     # An escaped slash is no separator, and %E9 (Latin-1) is not the UTF-8 é: other
     # pages, other entries.
     config = make_config(database, {"actu": server.url("/actu.xml")})
-    server.put("/actu.xml", _spelled_feed("https://a.example/x/a%2Fb", "https://a.example/%E9"))
+    # faß.example is xn--fa-hia.example (IDNA 2008, as requests send it), not fass.
+    server.put("/actu.xml", _spelled_feed("https://a.example/x/a%2Fb", "https://a.example/%E9",
+                                          "https://faß.example/"))
     run_fetch(config, force=True)
-    server.put("/actu.xml", _spelled_feed("https://a.example/x/a/b", "https://a.example/é"))
-    assert run_fetch(config, force=True).get("actu").created == 2
+    server.put("/actu.xml", _spelled_feed("https://a.example/x/a/b", "https://a.example/é",
+                                          "https://fass.example/"))
+    assert run_fetch(config, force=True).get("actu").created == 3
     # Two spellings of one link in one response are the feed's two items, as given.
     server.put("/actu.xml", _spelled_feed("https://a.example/ç", "https://a.example/%C3%A7"))
     assert run_fetch(config, force=True).get("actu").created == 2
-    assert rows_of(database, "SELECT count(*) FROM entries") == [(6,)]
+    assert rows_of(database, "SELECT count(*) FROM entries") == [(8,)]
 
 
 def test_a_respelled_link_makes_no_new_version(server: ScenarioServer,
