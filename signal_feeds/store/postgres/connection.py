@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import os
 import secrets
+import selectors
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -207,19 +208,44 @@ class Connection:
         except self._psycopg.Error as exc:
             self._raise(what, exc, source_id)
 
+    def ready(self) -> psycopg.Connection[Any]:
+        """The connection, for the next statement or transaction: connected again
+        first if the session ended since the last one (a restart, pg_terminate_backend,
+        ``idle_session_timeout``), as long as no transaction of it is open."""
+        if self._batch_depth or (not self.gone and self.conn.info.transaction_status
+                                 != self._psycopg.pq.TransactionStatus.IDLE):
+            if self.gone:  # the open transaction went with the connection
+                raise DatabaseUnavailableError(f"the connection to {self.name} was lost")
+            return self.conn
+        if self.gone or self._ended_while_idle():
+            # Between transactions nothing is lost with the old connection: a server
+            # back after a restart takes the next response (one attempt; else an error,
+            # which says all there is to say).
+            self._discard()
+            self._connect()
+            log.warning("the connection to %s was lost; connected again", self.name)
+        return self.conn
+
+    def _ended_while_idle(self) -> bool:
+        """Whether the server ended this idle session. libpq learns it only from the
+        next statement, which then failed (and a run stopped on it); but a server ending
+        a session says why first, so an idle connection with something to read is
+        probed, at the cost of one round trip and only then."""
+        try:
+            with selectors.DefaultSelector() as selector:
+                selector.register(self.conn.fileno(), selectors.EVENT_READ)
+                if not selector.select(0):
+                    return False
+            self.conn.execute("SELECT 1")
+        except (OSError, ValueError, self._psycopg.Error) as exc:
+            return self.gone or self._is_unavailable(exc)
+        return False
+
     @contextmanager
     def transaction(self) -> Iterator[psycopg.Connection[Any]]:
         """A transaction committed on exit, or inside :meth:`batch` a savepoint released
         on exit; either is undone on an error."""
-        if self.gone:
-            if self._batch_depth:  # the batch's transaction went with the connection
-                raise DatabaseUnavailableError(f"the connection to {self.name} was lost")
-            # Between transactions nothing is lost with the old connection: a server
-            # back after a restart takes the next response (one attempt; else an error,
-            # which says all there is to say).
-            self._connect()
-            log.warning("the connection to %s was lost; connected again", self.name)
-        with self.conn.transaction():
+        with self.ready().transaction():
             yield self.conn
 
     @contextmanager

@@ -77,7 +77,7 @@ class PostgresStore:
         self._common_keys = CommonKeys()
         try:
             with self._db.errors("cannot use database"):
-                found = schema_version(self._db.conn)
+                found = schema_version(self._db.ready())
                 check_version(found, self.path)
                 if check_writable or found < SCHEMA_VERSION:
                     with self._db.transaction() as conn:
@@ -119,7 +119,7 @@ class PostgresStore:
     def source_state(self, source_id: str, url: str) -> SourceState:
         """The stored state of a source (a fresh one if never fetched or its URL changed)."""
         with self._db.errors("cannot read source state", source_id):
-            stored = queries.stored_source_state(self._db.conn, source_id)
+            stored = queries.stored_source_state(self._db.ready(), source_id)
         return state_for_url(stored, source_id, url)
 
     def source_states_for(self, urls: Mapping[str, str]) -> dict[str, SourceState]:
@@ -130,7 +130,7 @@ class PostgresStore:
     def source_states(self) -> list[SourceState]:
         """Every stored source state, ordered by id."""
         with self._db.errors("cannot read sources"):
-            return queries.source_states(self._db.conn)
+            return queries.source_states(self._db.ready())
 
     def set_source_order(self, source_ids: Sequence[str]) -> bool:
         """Remember the config's order of the sources; True if it changed."""
@@ -194,7 +194,7 @@ class PostgresStore:
     def leases(self) -> dict[str, Lease]:
         """Every lease on record, by source id."""
         with self._db.errors("cannot read leases"):
-            return lease_rows.leases(self._db.conn)
+            return lease_rows.leases(self._db.ready())
 
     def host_gate(self) -> HostGate:
         """Host slots as advisory locks on a connection of their own."""
@@ -204,24 +204,24 @@ class PostgresStore:
                 include_duplicates: bool = False) -> list[StoredEntry]:
         """Stored entries, newest first (see the protocol)."""
         with self._db.errors("cannot read entries", source_id):
-            return queries.entries(self._db.conn, source_id=source_id, limit=limit,
+            return queries.entries(self._db.ready(), source_id=source_id, limit=limit,
                                    include_duplicates=include_duplicates)
 
     def entry(self, key: str) -> StoredEntry | None:
         """The entry with this key, if stored."""
         with self._db.errors("cannot read entry"):
-            return queries.entry(self._db.conn, key)
+            return queries.entry(self._db.ready(), key)
 
     def versions(self, key: str) -> list[StoredVersion]:
         """Every version an entry has had, oldest first."""
         with self._db.errors("cannot read versions"):
-            return queries.versions(self._db.conn, key)
+            return queries.versions(self._db.ready(), key)
 
     def entry_views(self, *, source_id: str | None, since: str | None,
                     limit: int | None, include_duplicates: bool) -> list[EntryView]:
         """Entries newest first, as readers see them (see the protocol)."""
         with self._db.errors("cannot read entries", source_id):
-            return queries.entry_views(self._db.conn, source_id=source_id,
+            return queries.entry_views(self._db.ready(), source_id=source_id,
                                        since=stored_since(since),
                                        limit=limit, include_duplicates=include_duplicates)
 
@@ -230,7 +230,7 @@ class PostgresStore:
                include_duplicates: bool = False) -> list[SearchHit]:
         """Entries matching an FTS5-syntax ``query``, best first (see the protocol)."""
         with self._db.errors("cannot search entries", source_id):
-            return searched(queries.search, queries.entry_view, self._db.conn, query,
+            return searched(queries.search, queries.entry_view, self._db.ready(), query,
                             source_id=source_id, since=stored_since(since), limit=limit,
                             include_duplicates=include_duplicates)
 
@@ -241,22 +241,22 @@ class PostgresStore:
     def entry_view(self, key: str) -> EntryView | None:
         """One entry as readers see it."""
         with self._db.errors("cannot read entry"):
-            return queries.entry_view(self._db.conn, key)
+            return queries.entry_view(self._db.ready(), key)
 
     def duplicates_of(self, keys: Sequence[str]) -> list[DuplicateLink]:
         """The rows whose ``duplicate_of`` is one of ``keys``."""
         with self._db.errors("cannot read duplicates"):
-            return queries.duplicates_of(self._db.conn, keys)
+            return queries.duplicates_of(self._db.ready(), keys)
 
     def keys_starting_with(self, prefix: str, *, limit: int) -> list[str]:
         """At most ``limit`` entry keys that start with ``prefix``, in order."""
         with self._db.errors("cannot read entry keys"):
-            return queries.keys_starting_with(self._db.conn, prefix, limit=limit)
+            return queries.keys_starting_with(self._db.ready(), prefix, limit=limit)
 
     def entries_with_link(self, match_url: str, url: str) -> list[EntryView]:
         """Entries with this match URL (when not empty) or exactly this link."""
         with self._db.errors("cannot look up link"):
-            return queries.entries_with_link(self._db.conn, match_url, url)
+            return queries.entries_with_link(self._db.ready(), match_url, url)
 
     # -- the change log --------------------------------------------------------------
 
@@ -264,7 +264,7 @@ class PostgresStore:
                 source_id: str | None = None) -> list[Change]:
         """At most ``limit`` changes after the cursor ``after``, oldest first."""
         with self._db.errors("cannot read changes", source_id):
-            return change_log.changes(self._db.conn, after=after, limit=limit,
+            return change_log.changes(self._db.ready(), after=after, limit=limit,
                                       source_id=source_id, where=self.path)
 
     # -- maintenance -----------------------------------------------------------------
@@ -300,9 +300,9 @@ class PostgresStore:
     def count(self, table: Table) -> int:
         """Number of rows in one of the store's tables."""
         with self._db.errors(f"cannot count {table}"):
-            return queries.count(self._db.conn, table)
+            return queries.count(self._db.ready(), table)
 
     def table_counts(self) -> dict[Table, int]:
         """Number of rows in each of the store's tables."""
         with self._db.errors("cannot count rows"):
-            return {table: queries.count(self._db.conn, table) for table in TABLES}
+            return {table: queries.count(self._db.ready(), table) for table in TABLES}
