@@ -206,3 +206,27 @@ def test_a_pool_in_session_mode_works_and_leaves_no_lock(
         assert store.count("entries") > 0
     time.sleep(0.2)  # pgbouncer resets (DISCARD ALL) a session its client has left
     assert _advisory_locks(postgres_url) == 0
+
+
+def _tcp_options(store: object) -> dict[str, int]:
+    """The keepalive settings of the store's own connection, read off its socket."""
+    conn = store._db.conn  # type: ignore[attr-defined]
+    with socket.socket(fileno=os.dup(conn.fileno())) as sock:
+        return {"keepalive": sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE),
+                "idle": sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE),
+                "interval": sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL),
+                "count": sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPCNT),
+                "user_timeout": sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT)}
+
+
+@pytest.mark.skipif(not hasattr(socket, "TCP_USER_TIMEOUT"), reason="Linux socket options")
+def test_a_server_gone_silent_is_given_up_within_a_minute_unless_the_url_says(
+        postgres_url: str) -> None:
+    # libpq left keepalives to the system (first probe after two hours on Linux): a
+    # run whose server vanished behind a firewall waited hours on its next answer.
+    with open_store(postgres_url) as store:
+        assert _tcp_options(store) == {"keepalive": 1, "idle": 30, "interval": 10,
+                                       "count": 3, "user_timeout": 60_000}
+    with open_store(f"{postgres_url}?keepalives_idle=300&tcp_user_timeout=0") as store:
+        options = _tcp_options(store)
+    assert (options["idle"], options["user_timeout"], options["interval"]) == (300, 0, 10)

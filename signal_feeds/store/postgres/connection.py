@@ -27,7 +27,8 @@ from signal_feeds.errors import DatabaseUnavailableError, StoreError
 if TYPE_CHECKING:
     import psycopg
 
-__all__ = ["DEFAULT_CONNECT_TIMEOUT", "INSTALL_HINT", "Connection", "import_psycopg"]
+__all__ = ["DEFAULT_CONNECT_TIMEOUT", "DEFAULT_DEAD_PEER_SECONDS", "INSTALL_HINT", "Connection",
+           "import_psycopg"]
 
 log = logging.getLogger("signal_feeds")
 
@@ -36,11 +37,22 @@ DEFAULT_CONNECT_TIMEOUT = 10
 INSTALL_HINT = "pip install 'signal-feeds[postgres]'"
 
 
+#: Seconds a connection may go without a word from the server's machine before it is
+#: given up (TCP keepalives and TCP_USER_TIMEOUT): a server behind a network that
+#: dropped out, or one that went away without closing, is found after this long.
+DEFAULT_DEAD_PEER_SECONDS = 60
+
 #: Connection parameters Signal sets where the operator did not: name -> (the libpq
-#: variable that also sets it, Signal's value).
+#: variable that also sets it, or "" for none, Signal's value). libpq's own keepalives
+#: wait for the system's idle time (two hours on Linux) before asking: a cron run whose
+#: server vanished behind a firewall waited that long on its next answer.
 _DEFAULTS: dict[str, tuple[str, str | int]] = {
     "connect_timeout": ("PGCONNECT_TIMEOUT", DEFAULT_CONNECT_TIMEOUT),
     "application_name": ("PGAPPNAME", "signal"),
+    "keepalives_idle": ("", DEFAULT_DEAD_PEER_SECONDS // 2),
+    "keepalives_interval": ("", DEFAULT_DEAD_PEER_SECONDS // 6),
+    "keepalives_count": ("", 3),
+    "tcp_user_timeout": ("", DEFAULT_DEAD_PEER_SECONDS * 1000),
 }
 
 #: SQLSTATEs that are the setup's problem, not one write's: what to check.
@@ -96,7 +108,9 @@ class Connection:
         except (self._psycopg.Error, ValueError):
             given = {}  # connecting says what is wrong with it
         return {name: value for name, (variable, value) in _DEFAULTS.items()
-                if name not in given and not os.environ.get(variable)}
+                if name not in given and not (variable and os.environ.get(variable))
+                # libpq before 12 refuses a parameter it does not know
+                and (name != "tcp_user_timeout" or self._psycopg.pq.version() >= 120000)}
 
     def _connect(self) -> psycopg.Connection[Any]:
         conn = self._open()
