@@ -7,7 +7,8 @@ import sqlite3
 import threading
 from pathlib import Path
 
-__all__ = ["CHECKPOINT_WAL_BYTES", "WAL_LIMIT_BYTES", "WAL_LIMIT_SHARE", "Checkpointer"]
+__all__ = ["CHECKPOINT_WAL_BYTES", "RESTART_WAIT", "WAL_LIMIT_BYTES", "WAL_LIMIT_SHARE",
+           "Checkpointer"]
 
 log = logging.getLogger("signal_feeds")
 
@@ -22,6 +23,11 @@ WAL_LIMIT_BYTES = 32 * 1024 * 1024
 #: large file new rows land on pages all over it: into 1,000,000 entries, restarting
 #: every 32 MB took a quarter of a cold run.
 WAL_LIMIT_SHARE = 1 / 32
+#: Seconds the writer's own restart of the log waits for other connections, at most.
+#: While it waits, SQLite keeps every other writer out; a reader on an older snapshot (a
+#: backup, an export, a long query) never lets it finish, so waiting ``busy_timeout``
+#: stalled the run at each commit and made other programs' writes give up.
+RESTART_WAIT = 1.0
 
 
 class Checkpointer:
@@ -42,20 +48,23 @@ class Checkpointer:
         self._thread: threading.Thread | None = None
         #: WAL content at the last background checkpoint.
         self.wal_bytes = 0
+        #: WAL content below which the writer does not try to restart the log again
+        #: after a reader held back the last try.
+        self._restart_from = 0
 
     def committed(self, conn: sqlite3.Connection) -> None:
         """After a commit, on the writer's connection (outside any transaction)."""
         # (The first test spares most commits the stat of the database file.)
-        if self.wal_bytes >= WAL_LIMIT_BYTES and self.wal_bytes >= self._limit():
+        if (self.wal_bytes >= WAL_LIMIT_BYTES and self.wal_bytes >= self._restart_from
+                and self.wal_bytes >= (limit := self._limit())):
             # A writer that never pauses keeps a PASSIVE checkpoint from ever reaching
             # the end of the log, and the WAL grew without end (800 MB in one cold run).
             # Between two transactions the writer itself copies what is left and makes
             # the next transaction start the log over.
-            self.wal_bytes = 0
-            try:
-                conn.execute("PRAGMA wal_checkpoint(RESTART)").fetchone()
-            except sqlite3.Error as exc:
-                log.debug("checkpoint of %s failed: %s", self._path, exc)
+            seen, self.wal_bytes = self.wal_bytes, 0
+            # Held back by a reader: try again once the log has grown by another limit,
+            # not at every commit.
+            self._restart_from = seen + limit if self._held_back(conn) else 0
         try:
             size = self._wal.stat().st_size
         except OSError:
@@ -67,6 +76,23 @@ class Checkpointer:
                                             daemon=True)
             self._thread.start()
         self._wake.set()
+
+    def _held_back(self, conn: sqlite3.Connection) -> bool:
+        """Copy the rest of the log into the file and make the next transaction start
+        the log over, waiting at most :data:`RESTART_WAIT` for other connections; True
+        if one of them held it back."""
+        wait = min(RESTART_WAIT, self._busy_timeout)
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {int(wait * 1000)}")
+            try:
+                busy, frames, _copied = conn.execute("PRAGMA wal_checkpoint(RESTART)").fetchone()
+            finally:
+                conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout * 1000)}")
+        except sqlite3.Error as exc:
+            log.debug("checkpoint of %s failed: %s", self._path, exc)
+            return False
+        # No frame count: the background checkpoint had the log; the next commit retries.
+        return bool(busy) and frames >= 0
 
     def _limit(self) -> int:
         try:
