@@ -26,7 +26,7 @@ from signal_feeds.identity.keys import EntryRow, digest, identify, link_key_cand
 from signal_feeds.parse.feed import parse_feed
 from signal_feeds.records import ApplyCounts, FetchRecord, SourceState
 from signal_feeds.store import Store, open_store
-from signal_feeds.store.sqlite.schema import SCHEMA_VERSION
+from signal_feeds.store.sqlite.schema import SCHEMA_VERSION, create_schema, schema_version
 
 
 def _version_13(path: Path) -> Path:
@@ -219,3 +219,26 @@ def test_an_entry_this_signal_keyed_by_its_link_is_another_entry(
     assert _apply(database, [page]).created == 1
     assert _apply(database, list(today)).created == 2
     assert link_key_candidates([today[0], replace(today[1], url=today[0].url)]) == {}
+
+
+def test_a_new_file_is_built_in_the_callers_transaction_with_any_sqlite_utils(
+        tmp_path: Path) -> None:
+    # sqlite-utils before 4.0 committed the caller's transaction in Table.create (a
+    # `with conn:`), so with the lowest version pyproject allowed every first run failed
+    # ("cannot commit - no transaction is active") on a half-built file; 4.x opens a
+    # savepoint there instead. Only Signal's own statements may steer the transaction.
+    control = ("BEGIN", "COMMIT", "END", "SAVEPOINT", "RELEASE", "ROLLBACK")
+    with closing(sqlite3.connect(tmp_path / "new.db", isolation_level=None)) as conn:
+        conn.execute("BEGIN IMMEDIATE")
+        steering: list[str] = []
+        conn.set_trace_callback(
+            lambda sql: steering.append(sql) if sql.lstrip().upper().startswith(control)
+            else None)
+        create_schema(conn)
+        conn.set_trace_callback(None)
+        assert steering == []
+        assert conn.in_transaction
+        conn.execute("ROLLBACK")
+        # Rolled back whole: not one table of the half-built schema stays.
+        assert conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] == 0
+        assert schema_version(conn) == 0

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
+from collections.abc import Iterable
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -80,42 +81,43 @@ def schema_version(conn: sqlite3.Connection) -> int:
 def create_schema(conn: sqlite3.Connection) -> None:
     """Create the tables of a new file, or upgrade an older one to SCHEMA_VERSION
     (inside the caller's transaction)."""
-    # sqlite-utils builds the schema (only on first use: it is slow to import).
+    # sqlite-utils writes the tables' SQL (only on first use: it is slow to import). Only
+    # the text: its Table.create commits the connection's transaction before 4.0 (a `with
+    # conn:`), which left a new file half built and the caller's COMMIT failing.
     import sqlite_utils
 
     before = schema_version(conn)
 
     db = sqlite_utils.Database(conn)
-    db.table("sources").create(
-        {"id": str, "url": str, "fetch_url": str, "etag": str, "last_modified": str,
-         "body_digest": str, "body_normalizer_version": int, "body_entries": int,
-         "ttl_seconds": int, "status": str,
-         "http_status": int, "last_fetch_at": str, "last_success_at": str,
-         "next_due_at": str, "retry_after": str, "error_count": int, "last_error": str,
-         "moved_to": str, "gone": int},
-        pk="id", not_null={"url"}, defaults={"error_count": 0, "gone": 0, "status": "new"},
-        if_not_exists=True,
-    )
-    db.table("entries").create(
-        {"id": str, "source_id": str, "remote_id": str, "url": str, "title": str,
-         "published": str, "updated": str, "author": str, "summary": str, "content": str,
-         "fingerprint": str, "content_fingerprint": str, "first_seen_at": str,
-         "last_seen_at": str, "normalizer_version": int},
-        pk="id", not_null={"source_id", "fingerprint", "first_seen_at", "last_seen_at"},
-        if_not_exists=True,
-    )
-    db.table("entry_versions").create(
-        {"id": int, "entry_id": str, "fingerprint": str, "content_fingerprint": str,
-         "title": str, "url": str, "published": str, "updated": str,
-         "first_seen_at": str, "last_seen_at": str, "normalizer_version": int},
-        pk="id", not_null={"entry_id", "fingerprint"}, if_not_exists=True,
-    )
-    db.table("fetches").create(
-        {"id": int, "source_id": str, "started_at": str, "url": str, "outcome": str,
-         "http_status": int, "created": int, "updated": int, "unchanged": int,
-         "skipped": int, "error": str, "duration_ms": float, "bytes": int},
-        pk="id", if_not_exists=True,
-    )
+
+    def create(table: str, columns: dict[str, type], not_null: Iterable[str] = (),
+               defaults: dict[str, object] | None = None) -> None:
+        conn.execute(db.create_table_sql(table, columns, pk="id", not_null=not_null,
+                                         defaults=defaults, if_not_exists=True))
+
+    create("sources",
+           {"id": str, "url": str, "fetch_url": str, "etag": str, "last_modified": str,
+            "body_digest": str, "body_normalizer_version": int, "body_entries": int,
+            "ttl_seconds": int, "status": str,
+            "http_status": int, "last_fetch_at": str, "last_success_at": str,
+            "next_due_at": str, "retry_after": str, "error_count": int, "last_error": str,
+            "moved_to": str, "gone": int},
+           not_null={"url"}, defaults={"error_count": 0, "gone": 0, "status": "new"})
+    create("entries",
+           {"id": str, "source_id": str, "remote_id": str, "url": str, "title": str,
+            "published": str, "updated": str, "author": str, "summary": str, "content": str,
+            "fingerprint": str, "content_fingerprint": str, "first_seen_at": str,
+            "last_seen_at": str, "normalizer_version": int},
+           not_null={"source_id", "fingerprint", "first_seen_at", "last_seen_at"})
+    create("entry_versions",
+           {"id": int, "entry_id": str, "fingerprint": str, "content_fingerprint": str,
+            "title": str, "url": str, "published": str, "updated": str,
+            "first_seen_at": str, "last_seen_at": str, "normalizer_version": int},
+           not_null={"entry_id", "fingerprint"})
+    create("fetches",
+           {"id": int, "source_id": str, "started_at": str, "url": str, "outcome": str,
+            "http_status": int, "created": int, "updated": int, "unchanged": int,
+            "skipped": int, "error": str, "duration_ms": float, "bytes": int})
     conn.execute("CREATE INDEX IF NOT EXISTS entries_url ON entries (url)")
     conn.execute("CREATE INDEX IF NOT EXISTS fetches_source_started "
                  "ON fetches (source_id, started_at)")
