@@ -22,6 +22,9 @@ NEEDED = {
     ("dependencies", "click"): (
         "8.1.4", "echo with no stream to write to (`signal fetch 2>&-` from a daemon) "
                  "is a no-op; 8.1.0 to 8.1.3 raised AttributeError and the run exited 1"),
+    ("dependencies", "nh3"): (
+        "0.3.7", "'<' and '>' inside attribute values are stored escaped; 0.3.6 stored "
+                 "title=\"<img src=x onerror=...>\" as it came"),
 }
 
 
