@@ -25,6 +25,12 @@ NEEDED = {
     ("dependencies", "nh3"): (
         "0.3.7", "'<' and '>' inside attribute values are stored escaped; 0.3.6 stored "
                  "title=\"<img src=x onerror=...>\" as it came"),
+    ("test", "click"): (
+        "8.2", "CliRunner keeps stderr apart (result.stderr) and result.output holds "
+               "both streams, as the CLI tests read them"),
+    ("test", "pytest-httpserver"): (
+        "1.0.7", "imports with Werkzeug 3; 1.0.0 to 1.0.6 asked werkzeug.http for "
+                 "parse_authorization_header and every test module using it failed"),
 }
 
 
