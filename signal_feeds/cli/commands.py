@@ -321,7 +321,14 @@ def main() -> None:
 
 
 # The reading commands live in reading_cli (issue 7).
-from signal_feeds.cli.reading import dedupe, entries, export, history, import_opml, lookup  # noqa: E402
+from signal_feeds.cli.reading import (  # noqa: E402
+    dedupe,
+    entries,
+    export,
+    history,
+    import_opml,
+    lookup,
+)
 
 for _command in (entries, history, lookup, export, dedupe):
     cli.add_command(_command)
