@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
@@ -31,7 +31,9 @@ __all__ = [
     "digest",
     "entry_key",
     "identify",
+    "FindStoredKeys",
     "keep_link_keys",
+    "keys_to_keep",
     "link_key_candidates",
     "metadata_fingerprint",
     "skip_reason",
@@ -223,6 +225,30 @@ def spelling_key_candidates(rows: Sequence[EntryRow], unstored: Iterable[str]
             if other not in own:
                 claims.setdefault(other, []).append(row.key)
     return {other: keys[0] for other, keys in claims.items() if len(keys) == 1}
+
+
+#: How a store finds which of some keys it holds: ``find(candidates, old_rules_only)``
+#: with ``{stored key: row key}`` returns ``{row key: stored key}`` for those stored for
+#: an entry without a remote id (only those first stored under the link rules before
+#: :data:`LINK_KEYED_UNTIL` when ``old_rules_only``).
+FindStoredKeys = Callable[[Mapping[str, str], bool], dict[str, str]]
+
+
+def keys_to_keep(rows: Sequence[EntryRow], stored: Container[str],
+                 find: FindStoredKeys) -> dict[str, str]:
+    """``{row key: stored key}`` for the rows (none of them in ``stored``) that are
+    entries already stored under another key: the key an older Signal gave them (see
+    :func:`link_key_candidates`) or that of another spelling of their link (see
+    :func:`spelling_key_candidates`). Both backends ask it; ``find`` is their lookup."""
+    candidates = {old: key for old, key in link_key_candidates(rows).items()
+                  if key not in stored}
+    kept = find(candidates, True) if candidates else {}
+    unstored = [r.key for r in rows if r.key not in stored and r.key not in kept]
+    spelled = {other: key for other, key in spelling_key_candidates(rows, unstored).items()
+               if other not in candidates}
+    if spelled:
+        kept.update(find(spelled, False))
+    return kept
 
 
 def keep_link_keys(rows: Sequence[EntryRow], kept: Mapping[str, str]) -> list[EntryRow]:

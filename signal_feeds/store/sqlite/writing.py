@@ -23,8 +23,7 @@ from signal_feeds.identity.keys import (
     Outcome,
     classify_change,
     keep_link_keys,
-    link_key_candidates,
-    spelling_key_candidates,
+    keys_to_keep,
 )
 from signal_feeds.identity.matching import (
     UNLISTED_RANK,
@@ -180,38 +179,31 @@ def _stored(conn: sqlite3.Connection, keys: Sequence[str]) -> dict[str, _Stored]
 
 def _keep_link_keys(conn: sqlite3.Connection, rows: Sequence[EntryRow],
                     stored: dict[str, _Stored]) -> Sequence[EntryRow]:
-    """``rows``, those an older Signal stored under the key of their link alone under
-    that key (see :func:`~signal_feeds.identity.keys.link_key_candidates`), and those
-    stored under another spelling of their link under that one (see
-    :func:`~signal_feeds.identity.keys.spelling_key_candidates`); their stored state is
-    added to ``stored``."""
-    candidates = {old: key for old, key in link_key_candidates(rows).items()
-                  if key not in stored}
-    kept = _stored_keys(conn, candidates, "AND (SELECT min(v.normalizer_version) FROM "
-                        "entry_versions AS v WHERE v.entry_seq = e.seq) <= ?",
-                        [LINK_KEYED_UNTIL])
-    unstored = [r.key for r in rows if r.key not in stored and r.key not in kept]
-    spelled = {other: key for other, key in spelling_key_candidates(rows, unstored).items()
-               if other not in candidates}
-    kept.update(_stored_keys(conn, spelled, "", []))
+    """``rows``, those already stored under another key under that one (see
+    :func:`~signal_feeds.identity.keys.keys_to_keep`); their stored state is added to
+    ``stored``."""
+    kept = keys_to_keep(rows, stored, lambda candidates, old_rules_only: _stored_keys(
+        conn, candidates, old_rules_only))
     if not kept:
         return rows
     stored.update(_stored(conn, list(kept.values())))
     return keep_link_keys(rows, kept)
 
 
-def _stored_keys(conn: sqlite3.Connection, candidates: Mapping[str, str], condition: str,
-                 values: list[Any]) -> dict[str, str]:
-    """``{row key: stored key}`` for the ``candidates`` (``{stored key: row key}``)
-    stored for an entry without a remote id and meeting ``condition``."""
+def _stored_keys(conn: sqlite3.Connection, candidates: Mapping[str, str],
+                 old_rules_only: bool) -> dict[str, str]:
+    """The lookup of :func:`~signal_feeds.identity.keys.keys_to_keep`."""
     olds = list(candidates)
+    condition, values = ((" AND (SELECT min(v.normalizer_version) FROM entry_versions AS v"
+                          " WHERE v.entry_seq = e.seq) <= ?", [LINK_KEYED_UNTIL])
+                         if old_rules_only else ("", []))
     kept: dict[str, str] = {}
     for start in range(0, len(olds), _KEY_CHUNK):
         chunk = olds[start:start + _KEY_CHUNK]
         marks = ",".join("?" * len(chunk))
         for (old,) in conn.execute(
                 f"SELECT e.id FROM entries AS e WHERE e.id IN ({marks}) "
-                f"AND coalesce(e.remote_id, '') = '' {condition}", [*chunk, *values]):
+                f"AND coalesce(e.remote_id, '') = ''{condition}", [*chunk, *values]):
             kept[candidates[old]] = old
     return kept
 
