@@ -306,21 +306,26 @@ def export(config_path: str | None, db_path: str | None, fmt: str, output: str,
         if given:
             raise click.UsageError(f"{', '.join(given)}: choose entries, and --format opml "
                                    "exports the source list, not entries")
-    pieces: Iterable[str]
     try:
         if fmt == "opml":
-            pieces = [_sources_as_opml(config_path, db_path)]
-        else:
-            with open_store(config_path, db_path) as store:
-                if source_id is not None and not list_entries(
-                        store, source_id=source_id, limit=1, include_duplicates=True):
-                    known_source(store, source_id, config_path, db_path)
-                pieces = iter_export(store, format="atom" if fmt == "atom" else "json",
-                                     source_id=source_id, since=when, limit=limit,
-                                     include_duplicates=include_duplicates,
-                                     source_titles=_source_titles(config_path, db_path))
+            _write_export(output, [_sources_as_opml(config_path, db_path)], fmt)
+            return
+        # Open while the pieces are written: an export reads its entries a page at a
+        # time as it goes, never the whole database at once.
+        with open_store(config_path, db_path) as store:
+            if source_id is not None and not list_entries(
+                    store, source_id=source_id, limit=1, include_duplicates=True):
+                known_source(store, source_id, config_path, db_path)
+            _write_export(output, iter_export(
+                store, format="atom" if fmt == "atom" else "json", source_id=source_id,
+                since=when, limit=limit, include_duplicates=include_duplicates,
+                source_titles=_source_titles(config_path, db_path)), fmt)
     except SignalError as exc:
         fail(exc)
+
+
+def _write_export(output: str, pieces: Iterable[str], fmt: str) -> None:
+    """Write an export's pieces, as they come, to standard output or ``--output``."""
     kind = "json" if fmt == "json" else "xml"
     clean = json_escaped if fmt == "json" else xml_escaped
     if output == "-":

@@ -239,12 +239,17 @@ class FeedStore(Protocol):
         ...
 
     def entry_views(self, *, source_id: str | None, since: str | None,
-                    limit: int | None, include_duplicates: bool) -> list[EntryView]:
+                    limit: int | None, include_duplicates: bool,
+                    after: str | None = None) -> list[EntryView]:
         """Entries newest first, as readers see them: ordered by the entry's date
         (``published``, else ``updated``, else ``first_seen_at``), newest first, then by
         key. Without ``include_duplicates`` only canonical rows (with ``source_id``:
         rows not duplicating a row of that same source); ``since`` is an ISO 8601 date
-        or time, compared as text with that same date."""
+        or time, compared as text with that same date.
+
+        ``after`` (the key of an entry) starts the listing after that entry's place in
+        the order: a long listing is read a page at a time, each page a seek in the
+        order's index (:class:`~signal_feeds.errors.QueryError` if no entry has it)."""
         ...
 
     def search(self, query: str, *, source_id: str | None = None,

@@ -24,7 +24,7 @@ import json
 import re
 import textwrap
 import xml.etree.ElementTree as ET
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from typing import Literal
 
 from signal_feeds import __version__
@@ -48,6 +48,7 @@ __all__ = [
     "DEFAULT_EXPORT_ID",
     "DEFAULT_EXPORT_TITLE",
     "DEFAULT_LIMIT",
+    "EXPORT_PAGE",
     "MAX_LISTED_CANDIDATES",
     "MIN_KEY_PREFIX",
     "EntryHistory",
@@ -82,17 +83,27 @@ _HEX = re.compile(r"^[0-9a-f]+$")
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 
 
-def _with_duplicates(store: FeedStore, views: list[EntryView]) -> list[EntryView]:
-    """Fill ``duplicates``/``also_in`` with every row whose marker chain ends at a view."""
+#: Tells whether a row of a marker chain is itself listed, on another page of the
+#: listing: (key, its source, its parent's source) -> listed.
+Listed = Callable[[str, str, str], bool]
+
+
+def _with_duplicates(store: FeedStore, views: list[EntryView],
+                     listed: Listed | None = None) -> list[EntryView]:
+    """Fill ``duplicates``/``also_in`` with every row whose marker chain ends at a view
+    (and not at a row ``listed`` elsewhere, which collects its own)."""
     root_of = {v.key: v.key for v in views}
+    source_of = {v.key: v.source_id for v in views}
     found: dict[str, list[tuple[str, str]]] = {v.key: [] for v in views}
     frontier = list(root_of)
     while frontier:  # markers point at strictly older rows, so this ends
         next_frontier: list[str] = []
         for key, source, parent in store.duplicates_of(frontier):
-            if key in root_of:
+            if key in root_of or (listed is not None and listed(key, source,
+                                                                source_of[parent])):
                 continue
             root_of[key] = root_of[parent]
+            source_of[key] = source
             found[root_of[key]].append((key, source))
             next_frontier.append(key)
         frontier = next_frontier
@@ -292,28 +303,32 @@ def _element_text(element: ET.Element, level: int) -> str:
     return "  " * level + ET.tostring(element, encoding="unicode") + "\n"
 
 
-def _atom(views: list[EntryView], *, title: str, feed_id: str,
+def _stamp(view: EntryView) -> str:
+    return view.updated or view.published or view.first_seen_at
+
+
+def _atom(pages: Callable[[bool], Iterable[list[EntryView]]], *, title: str, feed_id: str,
           now: dt.datetime, source_titles: Mapping[str, str]) -> Iterator[str]:
     """The Atom document in pieces: the feed's head, then one piece per entry, so that
-    a large export is written as it is made, never held whole."""
-    stamps = [v.updated or v.published or v.first_seen_at for v in views]
+    a large export is written as it is made, never held whole. The head's ``<updated>``
+    needs every entry's date first: ``pages(False)`` reads them once without their
+    duplicates, then ``pages(True)`` again for the entries."""
     written = format_time(now)
     head = ET.Element("feed")
     _sub(head, "id", feed_id)
     _sub(head, "title", title)
-    _sub(head, "updated", max(_believed(v, s, written) for v, s in zip(views, stamps,
-                                                                       strict=True))
-         if stamps else written)
+    _sub(head, "updated", max((_believed(v, _stamp(v), written) for page in pages(False)
+                               for v in page), default=written))
     _sub(_sub(head, "author"), "name", title)
     _sub(head, "generator", "Signal", version=__version__,
          uri="https://github.com/signal-feeds/signal")
     yield f'<?xml version="1.0" encoding="utf-8"?>\n<feed xmlns="{ATOM_NS}">\n'
     yield "".join(_element_text(child, 1) for child in head)
-    for view, stamp in zip(views, stamps, strict=True):
+    for view in (view for page in pages(True) for view in page):
         entry = ET.Element("entry")
         _sub(entry, "id", entry_urn(view.key))
         _sub(entry, "title", view.title, type="text")
-        _sub(entry, "updated", stamp)
+        _sub(entry, "updated", _stamp(view))
         if view.published:
             _sub(entry, "published", view.published)
         if view.url:
@@ -335,22 +350,22 @@ def _atom(views: list[EntryView], *, title: str, feed_id: str,
     yield "</feed>\n"
 
 
-def _json(views: list[EntryView], *, now: dt.datetime,
+def _json(pages: Iterable[list[EntryView]], *, now: dt.datetime,
           include_duplicates: bool) -> Iterator[str]:
     """The JSON document in pieces, one per entry (the text ``json.dumps(indent=2)``
     gives the whole document)."""
     head = json.dumps({"generator": f"signal-feeds {__version__}",
                        "exported_at": format_time(now), "collapsed": not include_duplicates,
                        "channels": list(CHANNELS)}, ensure_ascii=False, indent=2)
-    if not views:
-        yield head[:-2] + ',\n  "entries": []\n}\n'
-        return
-    yield head[:-2] + ',\n  "entries": [\n'
-    for i, view in enumerate(views):
+    first = True
+    for view in (view for page in pages for view in page):
+        if first:
+            yield head[:-2] + ',\n  "entries": [\n'
         # A JSON text holds no raw line break inside a string: each line is indented.
         text = json.dumps(view.to_dict(), ensure_ascii=False, indent=2)
-        yield ("" if i == 0 else ",\n") + textwrap.indent(text, "    ")
-    yield "\n  ]\n}\n"
+        yield ("" if first else ",\n") + textwrap.indent(text, "    ")
+        first = False
+    yield head[:-2] + ',\n  "entries": []\n}\n' if first else "\n  ]\n}\n"
 
 
 def export_entries(
@@ -393,14 +408,55 @@ def iter_export(
     source_titles: Mapping[str, str] | None = None,
 ) -> Iterator[str]:
     """:func:`export_entries` in pieces (the document's head, then one piece per entry),
-    to be written as they come: the whole text of a large export is never held."""
+    to be written as they come: the whole text of a large export is never held, nor
+    (without ``limit``) its entries: they are read :data:`EXPORT_PAGE` at a time, while
+    the pieces are taken, so ``store`` must stay open until the last one."""
     if format not in ("atom", "json"):
         raise ValueError(f"unknown export format {format!r}")
-    views = list_entries(store, source_id=source_id, since=since, limit=limit,
-                         include_duplicates=include_duplicates)
+    bound = stored_since(since)  # a bad one is refused now, not at the first piece
+    if limit is not None:  # as many as asked for, read at once
+        views = list_entries(store, source_id=source_id, since=bound, limit=limit,
+                             include_duplicates=include_duplicates)
+
+    def pages(filled: bool) -> Iterable[list[EntryView]]:
+        if limit is not None:
+            return [views]
+        return _pages(store, source_id=source_id, since=bound,
+                      include_duplicates=include_duplicates, filled=filled)
+
     moment = now or utcnow()
     if format == "atom":
         titles = {s.source_id: s.feed_title for s in store.source_states() if s.feed_title}
         titles.update({k: v for k, v in (source_titles or {}).items() if v})
-        return _atom(views, title=title, feed_id=feed_id, now=moment, source_titles=titles)
-    return _json(views, now=moment, include_duplicates=include_duplicates)
+        return _atom(pages, title=title, feed_id=feed_id, now=moment, source_titles=titles)
+    return _json(pages(True), now=moment, include_duplicates=include_duplicates)
+
+
+#: Entries an export reads and holds at a time.
+EXPORT_PAGE = 500
+
+
+def _pages(store: FeedStore, *, source_id: str | None, since: str | None,
+           include_duplicates: bool, filled: bool) -> Iterator[list[EntryView]]:
+    """The whole selection of :func:`list_entries` a page at a time, each page after the
+    last one's final entry (a seek in the order's index, not a walk from the top);
+    ``filled``: with the rows collapsed into each entry, as :func:`list_entries` gives
+    them."""
+    def listed(key: str, source: str, parent_source: str) -> bool:
+        # A source's copy of another source's row is listed too (see list_entries): on
+        # another page, it collects its own duplicates, as in a single listing.
+        if source != source_id or parent_source == source_id:
+            return False
+        view = store.entry_view(key) if since is not None else None
+        return since is None or (view is not None and view.date >= since)
+
+    after: str | None = None
+    while True:
+        views = store.entry_views(source_id=source_id, since=since, limit=EXPORT_PAGE,
+                                  include_duplicates=include_duplicates, after=after)
+        if views:
+            yield (_with_duplicates(store, views, listed if source_id is not None else None)
+                   if filled and not include_duplicates else views)
+        if len(views) < EXPORT_PAGE:
+            return
+        after = views[-1].key

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import fields
 from typing import Any
 
-from signal_feeds.errors import StoreError
+from signal_feeds.errors import QueryError, StoreError
 from signal_feeds.records import (
     SourceState,
     StoredEntry,
@@ -20,7 +20,7 @@ from signal_feeds.store.postgres.schema import ENTRY_ORDER_EXPR
 from signal_feeds.store.postgres.search import RANK_WEIGHTS, to_tsquery
 from signal_feeds.store.postgres.snippets import snippet
 from signal_feeds.store.protocol import TABLES, DuplicateLink, Table
-from signal_feeds.store.views import VIEW_FIELDS, EntryView, SearchHit
+from signal_feeds.store.views import MOST_ROWS, VIEW_FIELDS, EntryView, SearchHit
 
 __all__ = ["count", "duplicates_of", "entries", "entries_with_link", "entry", "entry_view",
            "entry_views", "keys_starting_with", "search", "source_states",
@@ -92,7 +92,8 @@ def _selection(*, source_id: str | None, since: str | None,
 
 # Text compared byte by byte, as SQLite does: the same order whatever the server's locale.
 # Entries of one date in the feed's order (see the schema's version 5).
-_ORDER = f"ORDER BY ({ENTRY_ORDER_EXPR}) COLLATE \"C\" DESC, seq DESC"
+_DATE = f"({ENTRY_ORDER_EXPR}) COLLATE \"C\""
+_ORDER = f"ORDER BY {_DATE} DESC, seq DESC"
 
 
 def _listing(select: str, *, source_id: str | None, since: str | None, limit: int | None,
@@ -142,11 +143,29 @@ def count(conn: Any, table: Table) -> int:
 
 
 def entry_views(conn: Any, *, source_id: str | None, since: str | None, limit: int | None,
-                include_duplicates: bool) -> list[EntryView]:
+                include_duplicates: bool, after: str | None = None) -> list[EntryView]:
     """Entries newest first, as readers see them (see the protocol)."""
-    sql, args = _listing(_VIEW_SELECT, source_id=source_id, since=since, limit=limit,
-                         include_duplicates=include_duplicates)
-    return [_view(r) for r in conn.execute(sql, args)]
+    if after is None:
+        sql, args = _listing(_VIEW_SELECT, source_id=source_id, since=since, limit=limit,
+                             include_duplicates=include_duplicates)
+        return [_view(r) for r in conn.execute(sql, args)]
+    where = conn.execute(f"SELECT {_DATE}, seq FROM entries WHERE id = %s",
+                         (after,)).fetchone()
+    if where is None:
+        raise QueryError(f"no entry {after!r} to list after", query=after)
+    selection, args = _selection(source_id=source_id, since=since,
+                                 include_duplicates=include_duplicates)
+    head = f"{_VIEW_SELECT} FROM entries WHERE " + " AND ".join([*selection, ""])
+    left = MOST_ROWS if limit is None else max(limit, 0)
+    # The rest of the entry's date, then the older dates: each a seek in the order's
+    # index, as in SQLite (see its after_queries).
+    views = [_view(r) for r in conn.execute(
+        f"{head}{_DATE} = %s AND seq < %s ORDER BY seq DESC LIMIT %s",
+        [*args, where[0], where[1], left])]
+    if len(views) < left:
+        views.extend(_view(r) for r in conn.execute(
+            f"{head}{_DATE} < %s {_ORDER} LIMIT %s", [*args, where[0], left - len(views)]))
+    return views
 
 
 def search(conn: Any, query: str, *, source_id: str | None, since: str | None, limit: int,

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import fields
 from typing import Any
 
-from signal_feeds.errors import StoreError
+from signal_feeds.errors import QueryError, StoreError
 from signal_feeds.records import (
     SourceState,
     StoredEntry,
@@ -23,11 +23,12 @@ from signal_feeds.records import (
 from signal_feeds.store.protocol import TABLES, DuplicateLink, Table
 from signal_feeds.store.sqlite import search as fulltext
 from signal_feeds.store.sqlite.schema import ENTRY_ORDER, ENTRY_ORDER_EXPR
-from signal_feeds.store.views import VIEW_FIELDS, EntryView, SearchHit
+from signal_feeds.store.views import MOST_ROWS, VIEW_FIELDS, EntryView, SearchHit
 from signal_feeds.timeutil import parse_time
 
 __all__ = [
     "LOOKUP_SQL",
+    "after_queries",
     "count",
     "duplicates_of",
     "entries",
@@ -169,12 +170,41 @@ def entries_query(*, source_id: str | None, since: str | None, limit: int | None
     return sql, args
 
 
+def after_queries(date: str, seq: int, *, source_id: str | None, since: str | None,
+                  limit: int, include_duplicates: bool) -> list[tuple[str, list[Any]]]:
+    """The SQL of :func:`entry_views` after the entry of ``date`` (its
+    :data:`ENTRY_ORDER_EXPR`) and ``seq``: the rest of that date, then the older dates.
+    Each is a seek in the order's index; one row-value comparison would walk the index
+    from the top at every page (SQLite does not seek on it over an expression)."""
+    where, args = _selection(source_id=source_id, since=since,
+                             include_duplicates=include_duplicates)
+    head = "SELECT * FROM entries WHERE " + " AND ".join([*where, ""])
+    return [(f"{head}{ENTRY_ORDER_EXPR} = ? AND seq < ? ORDER BY seq DESC LIMIT ?",
+             [*args, date, seq, limit]),
+            (f"{head}{ENTRY_ORDER_EXPR} < ? ORDER BY {ENTRY_ORDER} LIMIT ?",
+             [*args, date, limit])]
+
+
 def entry_views(conn: sqlite3.Connection, *, source_id: str | None, since: str | None,
-                limit: int | None, include_duplicates: bool) -> list[EntryView]:
+                limit: int | None, include_duplicates: bool,
+                after: str | None = None) -> list[EntryView]:
     """Entries newest first, as readers see them (see the protocol)."""
-    sql, args = entries_query(source_id=source_id, since=since, limit=limit,
-                              include_duplicates=include_duplicates)
-    return [_view(r) for r in conn.execute(sql, args).fetchall()]
+    if after is None:
+        sql, args = entries_query(source_id=source_id, since=since, limit=limit,
+                                  include_duplicates=include_duplicates)
+        return [_view(r) for r in conn.execute(sql, args).fetchall()]
+    where = conn.execute(f"SELECT {ENTRY_ORDER_EXPR}, seq FROM entries WHERE id = ?",
+                         (after,)).fetchone()
+    if where is None:
+        raise QueryError(f"no entry {after!r} to list after", query=after)
+    left = MOST_ROWS if limit is None else max(limit, 0)
+    views: list[EntryView] = []
+    for sql, args in after_queries(where[0], where[1], source_id=source_id, since=since,
+                                   limit=left, include_duplicates=include_duplicates):
+        if len(views) < left:
+            args[-1] = left - len(views)
+            views.extend(_view(r) for r in conn.execute(sql, args).fetchall())
+    return views
 
 
 def search(conn: sqlite3.Connection, query: str, *, source_id: str | None,

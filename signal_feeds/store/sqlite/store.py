@@ -261,12 +261,13 @@ class Store:
             return queries.versions(self._db.conn, key)
 
     def entry_views(self, *, source_id: str | None, since: str | None,
-                    limit: int | None, include_duplicates: bool) -> list[EntryView]:
+                    limit: int | None, include_duplicates: bool,
+                    after: str | None = None) -> list[EntryView]:
         """Entries newest first, as readers see them (see the protocol)."""
         with self._db.errors("cannot read entries", source_id):
             return queries.entry_views(self._db.conn, source_id=source_id,
-                                       since=stored_since(since),
-                                       limit=limit, include_duplicates=include_duplicates)
+                                       since=stored_since(since), limit=limit,
+                                       include_duplicates=include_duplicates, after=after)
 
     def search(self, query: str, *, source_id: str | None = None,
                since: str | None = None, limit: int = DEFAULT_SEARCH_LIMIT,
