@@ -536,6 +536,27 @@ def test_copy_round_trips_the_demo_database(tmp_path: Path, postgres_url: str,
             assert table_digest(a, table) == table_digest(b, table), table
 
 
+def test_copy_keeps_match_keys_an_older_signal_computed(tmp_path: Path, postgres_url: str
+                                                        ) -> None:
+    # The copy recomputed every entry's match keys by today's rules, so a database whose
+    # keys came from an older Signal (or another rule set) failed its own check after
+    # copying everything: "failed its check (entries); nothing was committed".
+    import sqlite3
+
+    demo = tmp_path / "demo.db"
+    assert invoke("demo", "--db", str(demo)).exit_code == 0
+    with sqlite3.connect(demo) as conn:
+        conn.execute("UPDATE entries SET norm_title = 'older rules ' || seq, "
+                     "match_url = 'https://older.example/' || seq, "
+                     "text_tokens = x'00000000000000070000000000000009'")
+    conn.close()
+    for target in (str(tmp_path / "copy.db"), postgres_url):
+        result = invoke("copy", "--db", str(demo), "--to", target)
+        assert result.exit_code == 0, result.output
+        with open_store(demo) as a, open_store(target) as b:
+            assert table_digest(a, "entries") == table_digest(b, "entries")
+
+
 def test_signal_sources_shows_the_same_view_on_both_backends(
         server: ScenarioServer, tmp_path: Path, postgres_url: str) -> None:
     from conftest import Clock

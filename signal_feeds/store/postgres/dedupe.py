@@ -300,9 +300,11 @@ def mark_new_entries(conn: Any, rows: Sequence[DedupeRow], *, created: Collectio
 _REFRESH_BATCH = 1000
 
 
-def refresh_match_keys(conn: Any) -> None:
+def refresh_match_keys(conn: Any, *, recompute: bool = True) -> None:
     """Recompute every entry's match keys and text tokens from its stored fields and
-    rebuild ``dedupe_text`` (inside the caller's transaction), a batch at a time."""
+    rebuild ``dedupe_text`` (inside the caller's transaction), a batch at a time.
+    Without ``recompute``, ``dedupe_text`` is rebuilt from the tokens as stored (a copy
+    keeps every row as it was: keys an older Signal computed included)."""
     conn.execute("DELETE FROM dedupe_text")
     last = ""
     while True:
@@ -314,6 +316,10 @@ def refresh_match_keys(conn: Any) -> None:
         updates: list[tuple[str, str, bytes, str]] = []
         tokens: list[tuple[int, int]] = []
         for key, url, title, summary, old_url, old_title, old_tokens, seq in batch:
+            if not recompute:
+                stored = unpack_tokens(bytes(old_tokens) if old_tokens is not None else None)
+                tokens.extend((token, seq) for token in posted_tokens(stored))
+                continue
             keys = match_keys(url or "", title or "", summary or "")
             packed = pack_tokens(keys.tokens)
             if (keys.match_url, keys.norm_title, packed) != (

@@ -268,10 +268,12 @@ def mark_new_entries(conn: sqlite3.Connection, rows: Sequence[DedupeRow], *,
 _REFRESH_BATCH = 500
 
 
-def refresh_match_keys(conn: sqlite3.Connection) -> None:
+def refresh_match_keys(conn: sqlite3.Connection, *, recompute: bool = True) -> None:
     """Recompute every entry's match keys and text tokens from its stored fields,
     rewrite those that changed, and rebuild ``dedupe_text`` (inside the caller's
-    transaction). Walks the table in key order, a batch at a time."""
+    transaction). Walks the table in key order, a batch at a time. Without
+    ``recompute``, ``dedupe_text`` is rebuilt from the tokens as stored (a copy keeps
+    every row as it was: keys an older Signal computed included)."""
     # Rows written by other means (an older Signal, by hand) may have no seq yet: number
     # them after every seq in use.
     conn.execute("UPDATE entries SET seq = (SELECT coalesce(max(seq), 0) FROM entries) "
@@ -287,6 +289,10 @@ def refresh_match_keys(conn: sqlite3.Connection) -> None:
         updates: list[tuple[str, str, bytes, str]] = []
         tokens: list[tuple[int, int]] = []
         for key, url, title, summary, old_url, old_title, old_tokens, seq in batch:
+            if not recompute:
+                stored = unpack_tokens(old_tokens)
+                tokens.extend((token, seq) for token in posted_tokens(stored))
+                continue
             keys = match_keys(url or "", title or "", summary or "")
             packed = pack_tokens(keys.tokens)
             if (keys.match_url, keys.norm_title, packed) != (old_url, old_title,
