@@ -6,7 +6,9 @@ response's transaction takes :data:`CHANGE_LOCK`, a transaction-level advisory l
 held until it commits, before it writes anything; positions are handed out from
 ``change_log.last_position`` under it. They are therefore gap-free and increase in
 commit order, and a position is never issued twice (a rolled-back transaction gives its
-numbers back before anyone could see them).
+numbers back before anyone could see them). The whole-table rewrites (``signal dedupe``,
+``signal search --rebuild``) take it too, so they and the responses' writes never wait
+for each other's row locks in opposite orders.
 """
 
 from __future__ import annotations

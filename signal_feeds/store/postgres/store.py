@@ -282,14 +282,19 @@ class PostgresStore:
         return self._rewrite_all("cannot recompute duplicates", rewrite)
 
     def _rewrite_all(self, what: str, rewrite: Callable[[Any], _T]) -> _T:
-        """``rewrite`` (of every entry, in one transaction), tried again when the server
-        ended it to break a deadlock: it updates rows in another order than the workers'
-        writes beside it (a rebuild beside running workers met one about once in
-        fifteen). Either side may be the one ended; a worker's response then fails
-        alone, as any other failed write does."""
+        """``rewrite`` (of every entry, in one transaction) under the change-log lock.
+
+        It locks every entry (and token posting) in an order of its own, while a
+        worker's batch holds the rows of the responses it wrote and goes on to write
+        others: beside two workers most rewrites met a deadlock, and a retry took the
+        same locks in the same order again. Every response write takes the change-log
+        lock first, so with it a rewrite waits for the batch under way to commit and
+        the workers' writes wait for the rewrite (each at most ``busy_timeout``).
+        A deadlock the server still reports (with some other program) is tried again."""
         for attempt in range(1, _REWRITE_TRIES + 1):
             try:
                 with self._db.errors(what), self._db.transaction() as conn:
+                    change_log.lock_log(conn)
                     return rewrite(conn)
             except StoreError as exc:
                 deadlocked = getattr(exc.__cause__, "sqlstate", None) in ("40P01", "40001")
