@@ -157,15 +157,28 @@ def test_settings_past_any_schedule_are_config_problems(settings: str, problem: 
     assert list(raised.value.problems) == [f"[settings]: {problem}"]
 
 
+def test_a_max_interval_under_the_min_interval_is_named_as_written() -> None:
+    with pytest.raises(ConfigError) as raised:
+        parse_config("[settings]\nmin_interval = 2592000\nmax_interval = 1209600\n",
+                     path="signal.toml")
+    assert list(raised.value.problems) == [
+        "[settings]: max_interval: 1209600 is less than min_interval (2592000); "
+        "polls could not be both"]
+
+
 @pytest.mark.parametrize(("settings", "warned"), [
     # One of the pair alone, against the other's default: min_interval wins, as it did,
     # and the user is told (a max_interval of 60 was silently overruled).
     ("max_interval = 60", "signal.toml: [settings]: max_interval (60) is less than the "
                           "default min_interval (3600); min_interval wins (set "
                           "min_interval too to silence this)"),
-    ("min_interval = 1000000", "signal.toml: [settings]: min_interval (1e+06) is more than "
+    # A number is shown as written: a two-week min_interval read "(1.2096e+06)".
+    ("min_interval = 1209600", "signal.toml: [settings]: min_interval (1209600) is more than "
                                "the default max_interval (604800); min_interval wins (set "
                                "max_interval too to silence this)"),
+    ("max_interval = 0.5", "signal.toml: [settings]: max_interval (0.5) is less than the "
+                           "default min_interval (3600); min_interval wins (set "
+                           "min_interval too to silence this)"),
 ])
 def test_one_interval_alone_against_the_others_default_is_warned_of(
         settings: str, warned: str, caplog: pytest.LogCaptureFixture) -> None:

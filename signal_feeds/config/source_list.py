@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from signal_feeds import __version__
-from signal_feeds.config.values import out_of_bounds, typed
+from signal_feeds.config.values import as_written, out_of_bounds, typed
 from signal_feeds.dsn import Database, is_database_url, not_a_location
 from signal_feeds.errors import ConfigError, did_you_mean
 from signal_feeds.urls import (
@@ -312,8 +312,9 @@ def _settings(table: object, problems: _Problems, base_dir: Path | None) -> Sett
     given = [key for key in ("min_interval", "max_interval") if key in values]
     low = values.get("min_interval", DEFAULT_MIN_INTERVAL)
     high = values.get("max_interval", DEFAULT_MAX_INTERVAL)
+    lo, hi = as_written(low), as_written(high)
     if len(given) == 2 and high < low:
-        problems.add(where, f"max_interval: {high:g} is less than min_interval ({low:g}); "
+        problems.add(where, f"max_interval: {hi} is less than min_interval ({lo}); "
                             "polls could not be both")
         del values["max_interval"]
     elif given and high < low:
@@ -321,10 +322,10 @@ def _settings(table: object, problems: _Problems, base_dir: Path | None) -> Sett
         # always has (a weekly min_interval alone means weekly polls), but a max_interval
         # of 60 under the default hour is not what it says, so the user is told.
         if given == ["max_interval"]:
-            said = f"max_interval ({high:g}) is less than the default min_interval ({low:g})"
+            said = f"max_interval ({hi}) is less than the default min_interval ({lo})"
             other = "min_interval"
         else:
-            said = f"min_interval ({low:g}) is more than the default max_interval ({high:g})"
+            said = f"min_interval ({lo}) is more than the default max_interval ({hi})"
             other = "max_interval"
         log.warning("%s%s: %s; min_interval wins (set %s too to silence this)",
                     f"{problems.where}: " if problems.where else "", where, said, other)

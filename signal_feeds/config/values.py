@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-__all__ = ["out_of_bounds", "typed"]
+__all__ = ["as_written", "out_of_bounds", "typed"]
 
 #: Settings that must be at least 1 (0 would stop every run, or read nothing).
 _AT_LEAST_ONE = ("concurrency", "per_host", "max_entries", "lease_seconds")
@@ -64,3 +64,9 @@ def typed(value: object, kind: type) -> tuple[Any, str]:
     if kind in (int, float) and value < 0:  # type: ignore[operator]
         return None, "must not be negative"
     return value, ""
+
+
+def as_written(value: float) -> str:
+    """A number of a setting as a config file writes it: ``:g`` showed a two-week
+    ``min_interval`` as 1.2096e+06, which no one wrote."""
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
