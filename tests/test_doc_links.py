@@ -1,6 +1,6 @@
 """Every link from one of the repository's Markdown pages to another file of it, or to a
 heading, leads somewhere (a renamed heading broke the README's link to the
-benchmarks' CPU breakdown)."""
+benchmarks' CPU breakdown); the names and commands the pages give exist."""
 
 from __future__ import annotations
 
@@ -143,3 +143,60 @@ def test_every_name_the_architecture_page_gives_exists() -> None:
             elif not set(bare.split(".")) <= words:
                 missing.append(f"word {name}")
     assert missing == [], missing
+
+
+# -- the commands the pages give ----------------------------------------------------------
+
+#: Commands the README shows being refused, with what is refused.
+_REFUSED_AS_SHOWN = {"signal search harvest -market": "-market"}
+
+
+def _command_lines(page: Path) -> list[str]:
+    """Each ``signal ...`` command of the page: a line of a console block (after a cron
+    schedule, say), or a code span of the prose."""
+    text = page.read_text(encoding="utf-8")
+    found = []
+    for block in re.findall(r"```console\n(.*?)```", text, flags=re.DOTALL):
+        for line in block.splitlines():
+            m = re.search(r"(?:^|\s)(signal [a-z].*)", line.split("  #")[0])
+            if m:
+                found.append(m.group(1).strip())
+    prose = " ".join(re.sub(r"```.*?```", "", text, flags=re.DOTALL).split())
+    found += re.findall(r"`(signal [a-z][^`]*)`", prose)
+    return found
+
+
+@pytest.mark.parametrize("page", [REPO / "README.md", ARCHITECTURE],
+                         ids=lambda p: str(p.relative_to(REPO)))
+def test_every_command_the_page_gives_exists_with_its_options(page: Path) -> None:
+    # A renamed option left a page telling users to type what the command refuses.
+    import shlex
+
+    import click
+
+    from signal_feeds.cli.commands import cli
+
+    lines = _command_lines(page)
+    assert lines, "no command found: the page's layout changed under this test"
+    wrong = []
+    for line in lines:
+        try:
+            words = shlex.split(line)
+        except ValueError:
+            words = line.split()
+        command: click.Command = cli
+        i = 1
+        while (i < len(words) and isinstance(command, click.Group)
+               and words[i] in command.commands):
+            command, i = command.commands[words[i]], i + 1
+        if command is cli:
+            wrong.append(f"{line}: no such command")
+            continue
+        known = {"--help", "-h"} | {o for p in command.params
+                                    for o in [*p.opts, *p.secondary_opts]}
+        for word in words[i:]:
+            option = word.strip("[]").split("=")[0]
+            if (option.startswith("-") and option != "--" and option not in known
+                    and _REFUSED_AS_SHOWN.get(line) != option):
+                wrong.append(f"{line}: {command.name} has no option {option}")
+    assert wrong == [], wrong
