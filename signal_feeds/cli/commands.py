@@ -171,7 +171,7 @@ def _fetch_lines(report: RunReport, *, verbose: bool, quiet: bool) -> list[str]:
     due prints one line, not thousands (cron mails whatever a job prints)."""
     *per_source, _ = report.lines()
     shown = []
-    hidden_skips = False
+    hidden_skips: list[str] = []
     for rep, line in zip(report.sources, per_source, strict=True):
         # A source left alone while a Retry-After runs (no request, no status) is as
         # quiet as one not due: its line on every run was cron mail for up to a month.
@@ -184,10 +184,16 @@ def _fetch_lines(report: RunReport, *, verbose: bool, quiet: bool) -> list[str]:
                     or rep.created > 0 or rep.updated > 0)
         if keep:
             shown.append(line)
-        elif rep.skip_reasons and not quiet:
-            hidden_skips = True
-    # The reasons are on source lines not printed: say where to find them.
-    summary = report.summary(skipped_note=" (-v says why)" if hidden_skips else "")
+        elif not quiet:
+            hidden_skips.extend(r for r in rep.skip_reasons if r not in hidden_skips)
+    # The reasons are on source lines not printed, and the next run may not parse that
+    # feed again (a 304, the same body): the summary says them ("-v says why" sent
+    # people to a run that could not).
+    note = ""
+    if hidden_skips:
+        more = len(hidden_skips) - 1
+        note = f" ({hidden_skips[0]}" + (f"; {more} more in --json" if more else "") + ")"
+    summary = report.summary(skipped_note=note)
     return shown if quiet else [*shown, summary]
 
 
