@@ -103,6 +103,21 @@ def test_every_method_works_on_a_healthy_database(database: Path | str) -> None:
                 assert store.count("entries") == len(ROWS)
 
 
+def test_a_closed_store_refuses_every_call_and_opens_nothing(database: Path | str) -> None:
+    """After close() a call is a StoreError naming the database; the PostgreSQL store
+    used to connect again, warn of a "lost" connection and leave that one open."""
+    store = open_store(database)
+    store.close()
+    store.close()  # closing twice is fine
+    for name, call in CALLS.items():
+        if name in ("close", "host_gate"):  # a gate has a connection of its own
+            continue
+        with pytest.raises(StoreError) as raised:
+            call(store)
+        assert str(store.path) in str(raised.value), name
+        assert "closed" in str(raised.value).lower(), name
+
+
 def test_the_postgresql_store_is_a_feed_store_as_narrow_as_sqlites(postgres_url: str) -> None:
     from signal_feeds.store.postgres.store import PostgresStore
 

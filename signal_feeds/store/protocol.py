@@ -102,7 +102,11 @@ class DuplicateLink(NamedTuple):
 
 @runtime_checkable
 class FeedStore(Protocol):
-    """A Signal database, open until :meth:`close` (or the end of a ``with`` block)."""
+    """A Signal database, open until :meth:`close` (or the end of a ``with`` block).
+
+    Closing twice is fine; any other call on a closed store (but :meth:`host_gate`,
+    whose gate has its own connection) raises
+    :class:`~signal_feeds.errors.StoreError`, never opening the database again."""
 
     def __enter__(self) -> FeedStore: ...
 

@@ -86,6 +86,8 @@ class Connection:
         self.busy_timeout = busy_timeout
         self._psycopg = import_psycopg()
         self._batch_depth = 0
+        #: Set by :meth:`close`: reconnecting is for a lost session, never a closed store.
+        self.closed = False
         self.conn: psycopg.Connection[Any] = self._connect()
 
     def _open(self) -> psycopg.Connection[Any]:
@@ -226,6 +228,7 @@ class Connection:
         """The connection, for the next statement or transaction: connected again
         first if the session ended since the last one (a restart, pg_terminate_backend,
         ``idle_session_timeout``), as long as no transaction of it is open."""
+        self.check_open()
         if self._batch_depth or (not self.gone and self.conn.info.transaction_status
                                  != self._psycopg.pq.TransactionStatus.IDLE):
             if self.gone:  # the open transaction went with the connection
@@ -272,8 +275,15 @@ class Connection:
             finally:
                 self._batch_depth -= 1
 
+    def check_open(self) -> None:
+        """Refuse use after :meth:`close`: the store once reconnected silently (warning
+        of a lost connection) and left that new connection open."""
+        if self.closed:
+            raise StoreError(f"cannot use {self.name}: the store was closed")
+
     def close(self) -> None:
-        """Close the connection (a closed or broken one is fine)."""
+        """Close the connection (a closed or broken one is fine; closing twice too)."""
+        self.closed = True
         if not self.conn.closed:
             with self.errors("cannot close the connection to"):
                 self.conn.close()
