@@ -118,6 +118,23 @@ def test_a_closed_store_refuses_every_call_and_opens_nothing(database: Path | st
         assert "closed" in str(raised.value).lower(), name
 
 
+@pytest.mark.parametrize("limit", [10**20, -1])
+def test_any_int_limit_is_a_row_count_on_both_backends(database: Path | str,
+                                                       limit: int) -> None:
+    """A limit past 64 bits was SQLite's OverflowError and PostgreSQL's "bigint out of
+    range"; a negative one listed every key on SQLite and failed on PostgreSQL."""
+    with open_store(database) as store:
+        store.apply_response(STATE, ROWS, RECORD, NOW)
+        want = len(ROWS) if limit > 0 else 0
+        assert len(store.entries(limit=limit)) == want
+        assert len(store.entry_views(source_id=None, since=None, limit=limit,
+                                     include_duplicates=True)) == want
+        assert len(store.changes(limit=limit)) == want
+        assert len(store.keys_starting_with("", limit=limit)) == want
+        assert len(store.search("release", limit=limit, include_duplicates=True)) == (
+            len(store.search("release", limit=99, include_duplicates=True)) if want else 0)
+
+
 def test_the_postgresql_store_is_a_feed_store_as_narrow_as_sqlites(postgres_url: str) -> None:
     from signal_feeds.store.postgres.store import PostgresStore
 

@@ -16,7 +16,9 @@ the same rules:
   undone alone and the others commit together at the end;
 - every failure raises :class:`~signal_feeds.errors.StoreError` (never a driver's
   exception), naming the database without its password;
-- a locked or busy database gives up after the store's busy timeout.
+- a locked or busy database gives up after the store's busy timeout;
+- a ``limit`` is any ``int``: below 1 gives nothing, one past what the database can
+  count gives every row (the reading functions refuse below 1 with a ``ValueError``).
 
 A backend is opened by :func:`signal_feeds.store.open_store` with the location,
 ``busy_timeout`` and ``check_writable``, and has two public attributes besides these

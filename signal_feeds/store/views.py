@@ -13,7 +13,7 @@ from signal_feeds.records import StoredVersion
 from signal_feeds.timeutil import format_time, parse_since
 
 __all__ = ["MOST_ROWS", "VIEW_FIELDS", "EntryHistory", "EntryView", "LookupResult", "SearchHit",
-           "collapsed_hits", "searched", "stored_since"]
+           "collapsed_hits", "row_limit", "searched", "stored_since"]
 
 
 @dataclass(frozen=True)
@@ -146,6 +146,13 @@ def stored_since(since: str | dt.date | dt.datetime | None) -> str | None:
 #: The largest row count asked of a backend: its 64-bit integers hold it, and no
 #: database has more rows (a larger --limit was an OverflowError's traceback).
 MOST_ROWS = 1 << 62
+
+
+def row_limit(limit: int) -> int:
+    """``limit`` as a backend's ``LIMIT``: none below 0, and every row above
+    :data:`MOST_ROWS` (a larger one was SQLite's OverflowError, PostgreSQL's "bigint out
+    of range", from ``Store.entries(limit=...)``)."""
+    return min(max(limit, 0), MOST_ROWS)
 
 
 def searched(search: Callable[..., list[SearchHit]],

@@ -25,6 +25,7 @@ from signal_feeds.store.cursor import (
     verify_position,
 )
 from signal_feeds.store.sqlite.change_log import PendingChange
+from signal_feeds.store.views import row_limit
 
 __all__ = ["CHANGE_LOCK", "changes", "lock_log", "log_changes"]
 
@@ -99,7 +100,7 @@ def changes(conn: Any, *, after: str | None, limit: int, source_id: str | None,
         args: list[object] = [position]
         if source_id is not None:
             args.append(source_id)
-        args.append(max(limit, 0))
+        args.append(row_limit(limit))
         rows = conn.execute(_READ.format(
             source="AND c.source_id = %s" if source_id is not None else ""), args).fetchall()
     return [Change(cursor=format_cursor(database_id, r[0], change_check(r[2], r[8], r[11])),

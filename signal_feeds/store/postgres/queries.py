@@ -20,7 +20,7 @@ from signal_feeds.store.postgres.schema import ENTRY_ORDER_EXPR
 from signal_feeds.store.postgres.search import RANK_WEIGHTS, to_tsquery
 from signal_feeds.store.postgres.snippets import snippet
 from signal_feeds.store.protocol import TABLES, DuplicateLink, Table
-from signal_feeds.store.views import MOST_ROWS, VIEW_FIELDS, EntryView, SearchHit
+from signal_feeds.store.views import MOST_ROWS, VIEW_FIELDS, EntryView, SearchHit, row_limit
 
 __all__ = ["count", "duplicates_of", "entries", "entries_with_link", "entry", "entry_view",
            "entry_views", "keys_starting_with", "search", "source_states",
@@ -106,7 +106,7 @@ def _listing(select: str, *, source_id: str | None, since: str | None, limit: in
     sql += f" {_ORDER}"
     if limit is not None:
         sql += " LIMIT %s"
-        args.append(max(limit, 0))
+        args.append(row_limit(limit))
     return sql, args
 
 
@@ -156,7 +156,7 @@ def entry_views(conn: Any, *, source_id: str | None, since: str | None, limit: i
     selection, args = _selection(source_id=source_id, since=since,
                                  include_duplicates=include_duplicates)
     head = f"{_VIEW_SELECT} FROM entries WHERE " + " AND ".join([*selection, ""])
-    left = MOST_ROWS if limit is None else max(limit, 0)
+    left = MOST_ROWS if limit is None else row_limit(limit)
     # The rest of the entry's date, then the older dates: each a seek in the order's
     # index, as in SQLite (see its after_queries).
     views = [_view(r) for r in conn.execute(
@@ -181,7 +181,7 @@ def search(conn: Any, query: str, *, source_id: str | None, since: str | None, l
     for condition in where:
         sql += f" AND {condition}"
     sql += " ORDER BY score DESC, seq DESC LIMIT %s"
-    rows = conn.execute(sql, [RANK_WEIGHTS, translated.tsquery, *args, max(limit, 0)])
+    rows = conn.execute(sql, [RANK_WEIGHTS, translated.tsquery, *args, row_limit(limit)])
     hits = []
     for r in rows:
         view = _view(r[:-1])
@@ -211,7 +211,7 @@ def keys_starting_with(conn: Any, prefix: str, *, limit: int) -> list[str]:
     """Entry keys that start with ``prefix`` (lower-case hex), in order."""
     return [str(r[0]) for r in conn.execute(
         "SELECT id FROM entries WHERE id COLLATE \"C\" >= %s AND id COLLATE \"C\" < %s "
-        "ORDER BY id COLLATE \"C\" LIMIT %s", (prefix, prefix + "g", limit))]
+        "ORDER BY id COLLATE \"C\" LIMIT %s", (prefix, prefix + "g", row_limit(limit)))]
 
 
 def entries_with_link(conn: Any, match_url: str, url: str) -> list[EntryView]:

@@ -21,6 +21,7 @@ from signal_feeds.store.cursor import (
     parse_cursor,
     verify_position,
 )
+from signal_feeds.store.views import row_limit
 
 __all__ = ["PendingChange", "changes", "log_changes"]
 
@@ -136,7 +137,7 @@ def changes(conn: sqlite3.Connection, *, after: str | None, limit: int,
         args: list[object] = [position]
         if source_id is not None:
             args.append(source_id)
-        args.append(max(limit, 0))
+        args.append(row_limit(limit))
         rows = conn.execute(_READ.format(source="AND c.source_id = ?" if source_id is not None
                                          else ""), args).fetchall()
     finally:

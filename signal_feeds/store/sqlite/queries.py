@@ -23,7 +23,7 @@ from signal_feeds.records import (
 from signal_feeds.store.protocol import TABLES, DuplicateLink, Table
 from signal_feeds.store.sqlite import search as fulltext
 from signal_feeds.store.sqlite.schema import ENTRY_ORDER, ENTRY_ORDER_EXPR
-from signal_feeds.store.views import MOST_ROWS, VIEW_FIELDS, EntryView, SearchHit
+from signal_feeds.store.views import MOST_ROWS, VIEW_FIELDS, EntryView, SearchHit, row_limit
 from signal_feeds.timeutil import parse_time
 
 __all__ = [
@@ -166,7 +166,7 @@ def entries_query(*, source_id: str | None, since: str | None, limit: int | None
     sql += f" ORDER BY {ENTRY_ORDER}"
     if limit is not None:
         sql += " LIMIT ?"
-        args.append(max(limit, 0))
+        args.append(row_limit(limit))
     return sql, args
 
 
@@ -197,7 +197,7 @@ def entry_views(conn: sqlite3.Connection, *, source_id: str | None, since: str |
                          (after,)).fetchone()
     if where is None:
         raise QueryError(f"no entry {after!r} to list after", query=after)
-    left = MOST_ROWS if limit is None else max(limit, 0)
+    left = MOST_ROWS if limit is None else row_limit(limit)
     views: list[EntryView] = []
     for sql, args in after_queries(where[0], where[1], source_id=source_id, since=since,
                                    limit=left, include_duplicates=include_duplicates):
@@ -213,7 +213,7 @@ def search(conn: sqlite3.Connection, query: str, *, source_id: str | None,
     query = fulltext.checked_query(conn, query)
     where, args = _selection(source_id=source_id, since=since,
                              include_duplicates=include_duplicates)
-    ranked = fulltext.search_keys(conn, query, where=where, args=args, limit=limit)
+    ranked = fulltext.search_keys(conn, query, where=where, args=args, limit=row_limit(limit))
     if not ranked:
         return []
     seqs = [seq for seq, _ in ranked]
@@ -248,7 +248,7 @@ def keys_starting_with(conn: sqlite3.Connection, prefix: str, *, limit: int) -> 
     # Hex digits sort below "g": [prefix, prefix + "g") is exactly the keys it starts.
     return [str(r[0]) for r in conn.execute(
         "SELECT id FROM entries WHERE id >= ? AND id < ? ORDER BY id LIMIT ?",
-        (prefix, prefix + "g", limit))]
+        (prefix, prefix + "g", row_limit(limit)))]
 
 
 LOOKUP_SQL = ("SELECT * FROM entries WHERE (match_url = ? AND match_url != '') OR url = ? "
