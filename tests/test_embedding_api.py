@@ -47,6 +47,30 @@ def test_parse_config_given_a_dict_says_it_wants_text() -> None:
         signal_feeds.parse_config({"sources": []})  # type: ignore[arg-type]
 
 
+A = signal_feeds.Source(id="a", url="https://a.example/feed")
+
+
+@pytest.mark.parametrize(("sources", "settings", "problem", "source_id"), [
+    ((A, signal_feeds.Source(id="a", url="https://b.example/feed")), {},
+     "sources[1] (id 'a'): id: duplicate (first at sources[0])", "a"),
+    ((A,), {"concurrency": 0}, "[settings]: concurrency: must be at least 1", None),
+    ((A,), {"per_host": 2.5}, "[settings]: per_host: must be a whole number, not 2.5", None),
+    ((A,), {"busy_timeout": float("inf")},
+     "[settings]: busy_timeout: must be a finite number, not inf", None),
+    ((replace(A, min_interval=-1.0),), {},
+     "sources[0] (id 'a'): min_interval: must not be negative", "a"),
+])
+def test_a_config_made_in_code_is_checked_as_a_file_is(
+        tmp_path: Path, sources: tuple[signal_feeds.Source, ...], settings: dict[str, object],
+        problem: str, source_id: str | None) -> None:
+    # Unchecked, a duplicate id or concurrency = 0 made run_fetch wait for ever.
+    with pytest.raises(ConfigError) as raised:
+        signal_feeds.Config(sources=sources, settings=signal_feeds.Settings(
+            database=tmp_path / "signal.db", **settings))  # type: ignore[arg-type]
+    assert raised.value.problems == (problem,)
+    assert raised.value.source_id == source_id
+
+
 @pytest.mark.parametrize("given", ["signal.toml", Path("signal.toml")])
 def test_run_fetch_given_a_path_says_it_wants_a_config(given: object) -> None:
     # It was "AttributeError: 'str' object has no attribute 'sources'" from inside.

@@ -28,7 +28,14 @@ from pathlib import Path
 from typing import Any
 
 from signal_feeds import __version__
-from signal_feeds.config.values import as_written, out_of_bounds, typed
+from signal_feeds.config.values import (
+    SETTING_TYPES,
+    SOURCE_OVERRIDES,
+    as_written,
+    built_problems,
+    out_of_bounds,
+    typed,
+)
 from signal_feeds.dsn import Database, is_database_url, not_a_location
 from signal_feeds.errors import ConfigError, did_you_mean
 from signal_feeds.urls import (
@@ -94,9 +101,6 @@ DEFAULT_LEASE_SECONDS = 600.0
 #: about half a millisecond per entry, so a document of 100,000 tiny entries (a few MB,
 #: well under the body cap) would hold a parser for a minute.
 DEFAULT_MAX_ENTRIES = 10_000
-
-#: Settings a source may override with a key of the same name.
-SOURCE_OVERRIDES = ("min_interval", "require_https_links", "max_body_bytes")
 
 log = logging.getLogger("signal_feeds")
 
@@ -165,11 +169,22 @@ class Source:
 
 @dataclass(frozen=True)
 class Config:
-    """A validated source list and its settings."""
+    """A validated source list and its settings.
+
+    One made in code is checked as :func:`parse_config` checks a file's (each
+    setting's type and range, each source id once, the sources' overrides): a
+    :class:`ConfigError` lists what cannot work."""
 
     sources: tuple[Source, ...]
     settings: Settings = field(default_factory=Settings)
     path: Path | None = None
+
+    def __post_init__(self) -> None:
+        # Made in code, it skipped parse_config: a duplicate id or concurrency = 0 hung
+        # run_fetch for ever.
+        problems = _Problems(str(self.path) if self.path else "")
+        problems.found.extend(built_problems(self.settings, self.sources))
+        problems.raise_if_any()
 
     def source(self, source_id: str) -> Source:
         """The source with this id; ``ConfigError`` if there is none."""
@@ -190,25 +205,6 @@ class Config:
         return replace(self.settings, **overrides) if overrides else self.settings
 
 
-_SETTING_TYPES: dict[str, type] = {
-    "database": str,
-    "user_agent": str,
-    "connect_timeout": float,
-    "read_timeout": float,
-    "deadline": float,
-    "max_body_bytes": int,
-    "max_redirects": int,
-    "min_interval": float,
-    "max_interval": float,
-    "concurrency": int,
-    "per_host": int,
-    "busy_timeout": float,
-    "require_https_links": bool,
-    "allow_private_redirects": bool,
-    "max_entries": int,
-    "proxy": str,
-    "lease_seconds": float,
-}
 #: The old name of ``require_https_links``, with the opposite meaning.
 _OLD_HTTP_KEY = "allow_http_links"
 _SOURCE_KEYS = frozenset({"id", "url", "title", "owner", "review_by", *SOURCE_OVERRIDES})
@@ -253,7 +249,7 @@ class _Problems:
 def _home_of(key: str, what: str) -> str:
     """Where a known key misplaced as an unknown ``what`` belongs, said to the user; ''
     for a key Signal does not know anywhere."""
-    if what != "setting" and key in _SETTING_TYPES:
+    if what != "setting" and key in SETTING_TYPES:
         # TOML puts every key below a [[sources]] header into that source, so a setting
         # appended at the end of the file lands in the last source.
         below = ("; a key below a [[sources]] header belongs to that source"
@@ -294,10 +290,10 @@ def _settings(table: object, problems: _Problems, base_dir: Path | None) -> Sett
     for key, raw in table.items():
         if key == _OLD_HTTP_KEY:
             continue
-        if key not in _SETTING_TYPES:
-            problems.unknown(where, key, set(_SETTING_TYPES), "setting")
+        if key not in SETTING_TYPES:
+            problems.unknown(where, key, set(SETTING_TYPES), "setting")
             continue
-        value, reason = typed(raw, _SETTING_TYPES[key])
+        value, reason = typed(raw, SETTING_TYPES[key])
         reason = reason or out_of_bounds(key, value)
         if reason:
             problems.add(where, f"{key}: {reason}")
@@ -380,7 +376,7 @@ def _source(entry: object, index: int, problems: _Problems) -> Source | None:
     opt: dict[str, Any] = _old_http_key(entry, label, problems.where, problems, sid)
     for key in ("title", "owner", *SOURCE_OVERRIDES):
         if key in entry:
-            value, reason = typed(entry[key], _SETTING_TYPES.get(key, str))
+            value, reason = typed(entry[key], SETTING_TYPES.get(key, str))
             reason = reason or out_of_bounds(key, value)
             if reason:
                 problems.add(label, f"{key}: {reason}", sid)

@@ -3,9 +3,34 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["as_written", "out_of_bounds", "typed"]
+__all__ = ["SETTING_TYPES", "SOURCE_OVERRIDES", "as_written", "built_problems", "out_of_bounds",
+           "typed"]
+
+#: Each setting of ``[settings]`` and the type its value must have.
+SETTING_TYPES: dict[str, type] = {
+    "database": str,
+    "user_agent": str,
+    "connect_timeout": float,
+    "read_timeout": float,
+    "deadline": float,
+    "max_body_bytes": int,
+    "max_redirects": int,
+    "min_interval": float,
+    "max_interval": float,
+    "concurrency": int,
+    "per_host": int,
+    "busy_timeout": float,
+    "require_https_links": bool,
+    "allow_private_redirects": bool,
+    "max_entries": int,
+    "proxy": str,
+    "lease_seconds": float,
+}
+#: Settings a source may override with a key of the same name.
+SOURCE_OVERRIDES = ("min_interval", "require_https_links", "max_body_bytes")
 
 #: Settings that must be at least 1 (0 would stop every run, or read nothing).
 _AT_LEAST_ONE = ("concurrency", "per_host", "max_entries", "lease_seconds")
@@ -70,3 +95,29 @@ def as_written(value: float) -> str:
     """A number of a setting as a config file writes it: ``:g`` showed a two-week
     ``min_interval`` as 1.2096e+06, which no one wrote."""
     return str(int(value)) if float(value).is_integer() else repr(float(value))
+
+
+def built_problems(settings: Any, sources: Iterable[Any]) -> list[tuple[str, str | None]]:
+    """What a ``Config`` made in code holds that cannot work, as ``parse_config`` would
+    word it: (problem, source id or ``None``). ``database`` is a path or a URL there."""
+    found: list[tuple[str, str | None]] = []
+    for key, kind in SETTING_TYPES.items():
+        if key != "database" and (reason := _problem(key, getattr(settings, key), kind)):
+            found.append((f"[settings]: {key}: {reason}", None))
+    first: dict[str, int] = {}
+    for index, source in enumerate(sources):
+        sid = source.id
+        label = f"sources[{index}] (id {sid!r})"
+        if sid in first:
+            found.append((f"{label}: id: duplicate (first at sources[{first[sid]}])", sid))
+        first.setdefault(sid, index)
+        for key in SOURCE_OVERRIDES:
+            value = getattr(source, key)
+            if value is not None and (reason := _problem(key, value, SETTING_TYPES[key])):
+                found.append((f"{label}: {key}: {reason}", sid))
+    return found
+
+
+def _problem(key: str, value: object, kind: type) -> str:
+    checked, reason = typed(value, kind)
+    return reason or out_of_bounds(key, checked)
