@@ -135,6 +135,19 @@ def test_any_int_limit_is_a_row_count_on_both_backends(database: Path | str,
             len(store.search("release", limit=99, include_duplicates=True)) if want else 0)
 
 
+@pytest.mark.parametrize(("timeout", "error"), [
+    (float("inf"), ValueError), (float("nan"), ValueError), (-1, ValueError),
+    ("5", TypeError)])
+def test_a_busy_timeout_that_cannot_be_waited_is_refused_plainly(
+        database: Path | str, timeout: object, error: type[Exception]) -> None:
+    # inf ("wait for ever") was an OverflowError from setting up the connection.
+    with pytest.raises(error, match="busy_timeout"):
+        open_store(database, busy_timeout=timeout)  # type: ignore[arg-type]
+    if isinstance(database, Path):
+        with pytest.raises(error, match="busy_timeout"):
+            Store(database, busy_timeout=timeout)  # type: ignore[arg-type]
+
+
 def test_the_postgresql_store_is_a_feed_store_as_narrow_as_sqlites(postgres_url: str) -> None:
     from signal_feeds.store.postgres.store import PostgresStore
 

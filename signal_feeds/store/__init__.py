@@ -50,7 +50,8 @@ def open_store(database: str | Path, *, busy_timeout: float | None = None,
                check_writable: bool = False) -> FeedStore:
     """Open the store at ``database``: a ``postgresql://`` (or ``postgres://``) URL opens
     the PostgreSQL store (the ``postgres`` extra), anything else is a SQLite file path.
-    ``busy_timeout`` in seconds (``None``: the default) bounds waiting for locks. With
+    ``busy_timeout`` in seconds (``None``: :data:`DEFAULT_BUSY_TIMEOUT`) bounds waiting
+    for locks; one that is negative or not finite is a :class:`ValueError`. With
     ``check_writable`` (a fetch run) the store takes its write lock once while opening,
     so that a database another program holds, or one that cannot be written, fails here,
     before any work is done.

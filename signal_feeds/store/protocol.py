@@ -29,6 +29,7 @@ docs/architecture.md, "Adding a store backend", lists what else a backend provid
 from __future__ import annotations
 
 import datetime as dt
+import math
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -54,11 +55,23 @@ if TYPE_CHECKING:
     from signal_feeds.identity.search_text import SearchText
     from signal_feeds.store.views import EntryView, SearchHit
 
-__all__ = ["TABLES", "DedupeReport", "DuplicateLink", "FeedStore", "Table", "first_seen_stamp"]
+__all__ = ["TABLES", "DedupeReport", "DuplicateLink", "FeedStore", "Table", "checked_busy_timeout",
+           "first_seen_stamp"]
 
 #: The tables every backend keeps, as counted by :meth:`FeedStore.table_counts`.
 Table = Literal["sources", "entries", "entry_versions", "fetches"]
 TABLES: tuple[Table, ...] = ("sources", "entries", "entry_versions", "fetches")
+
+
+def checked_busy_timeout(value: float) -> float:
+    """A backend's ``busy_timeout``: a finite number of seconds, at least 0. ``inf`` (as
+    "wait for ever") was an OverflowError from deep inside opening the store."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"busy_timeout is a number of seconds, not {type(value).__name__}")
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"busy_timeout must be a finite number of seconds, at least 0, "
+                         f"not {value!r}")
+    return float(value)
 
 
 def first_seen_stamp(now: dt.datetime, seen_at: dt.datetime | None) -> str:

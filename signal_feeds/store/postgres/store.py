@@ -38,7 +38,13 @@ from signal_feeds.store.postgres.schema import (
     create_schema,
     schema_version,
 )
-from signal_feeds.store.protocol import TABLES, DedupeReport, DuplicateLink, Table
+from signal_feeds.store.protocol import (
+    TABLES,
+    DedupeReport,
+    DuplicateLink,
+    Table,
+    checked_busy_timeout,
+)
 from signal_feeds.store.sqlite.connection import DEFAULT_BUSY_TIMEOUT
 from signal_feeds.store.sqlite.queries import state_for_url
 from signal_feeds.store.views import searched, stored_since
@@ -70,7 +76,8 @@ class PostgresStore:
 
     def __init__(self, url: str, *, busy_timeout: float | None = None,
                  check_writable: bool = False) -> None:
-        self.busy_timeout = DEFAULT_BUSY_TIMEOUT if busy_timeout is None else busy_timeout
+        self.busy_timeout = checked_busy_timeout(
+            DEFAULT_BUSY_TIMEOUT if busy_timeout is None else busy_timeout)
         self._db = Connection(url, busy_timeout=self.busy_timeout)
         #: The database as messages name it (the URL without its password).
         self.path = self._db.name

@@ -29,7 +29,13 @@ from signal_feeds.records import (
 from signal_feeds.store.fulltext import DEFAULT_SEARCH_LIMIT
 from signal_feeds.store.leases import DEFAULT_LEASE_SECONDS, HostGate, Lease
 from signal_feeds.store.marking import CommonKeys
-from signal_feeds.store.protocol import TABLES, DedupeReport, DuplicateLink, Table
+from signal_feeds.store.protocol import (
+    TABLES,
+    DedupeReport,
+    DuplicateLink,
+    Table,
+    checked_busy_timeout,
+)
 from signal_feeds.store.sqlite import change_log, dedupe, queries, search, writing
 from signal_feeds.store.sqlite import leases as lease_rows
 from signal_feeds.store.sqlite.bulk import SqliteBulk
@@ -74,7 +80,7 @@ class Store:
             raise StoreError(f"cannot open database {str(path)!r}: a path cannot hold a "
                              "NUL character")
         self.path = Path(path)
-        self.busy_timeout = busy_timeout
+        self.busy_timeout = busy_timeout = checked_busy_timeout(busy_timeout)
         self._common_keys = CommonKeys()
         # A newer Signal keeps tables this one does not know (the change log was one):
         # writing would leave them silently stale. The connection refuses such a file
