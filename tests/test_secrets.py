@@ -84,9 +84,8 @@ def test_a_source_built_in_code_with_a_password_is_refused_before_any_request(
                         b"Content-Length: 0\r\n\r\n")
     db_path = tmp_path / "signal.db"
     url = base.replace("http://", f"http://ana:{SECRET}@") + "/feed"
-    config = make_config(db_path, {"private": url})
     with pytest.raises(ConfigError) as caught:
-        run_fetch(config, force=True)
+        run_fetch(make_config(db_path, {"private": url}), force=True)
     assert caught.value.source_id == "private"
     message = str(caught.value)
     assert SECRET not in message and "'http://***@127.0.0.1:" in message, message
@@ -104,9 +103,8 @@ def test_a_source_built_in_code_gets_load_configs_url_check(
     # A Config built in code skipped the url check: an ftp:// url ended the run in
     # "internal error: KeyError: b'ftp'" instead of a config error naming the source.
     db_path = tmp_path / "signal.db"
-    config = make_config(db_path, {"odd": url})
-    with pytest.raises(ConfigError) as caught:
-        run_fetch(config, force=True)
+    with pytest.raises(ConfigError) as caught:  # when the Config is made
+        run_fetch(make_config(db_path, {"odd": url}), force=True)
     assert caught.value.source_id == "odd"
     assert reason in str(caught.value), str(caught.value)
     assert not db_path.exists()

@@ -6,6 +6,8 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
+from signal_feeds.urls import UrlRejected, canonical_source_url, without_credentials
+
 __all__ = ["SETTING_TYPES", "SOURCE_OVERRIDES", "as_written", "built_problems", "out_of_bounds",
            "typed"]
 
@@ -111,6 +113,13 @@ def built_problems(settings: Any, sources: Iterable[Any]) -> list[tuple[str, str
         if sid in first:
             found.append((f"{label}: id: duplicate (first at sources[{first[sid]}])", sid))
         first.setdefault(sid, index)
+        try:
+            canonical_source_url(source.url)
+        except UrlRejected as exc:
+            # An ftp:// url ended the run in "internal error: KeyError"; one with a
+            # password was fetched without it and stored with it.
+            found.append((f"{label}: url: {without_credentials(source.url)!r} refused: "
+                          f"{exc}", sid))
         for key in SOURCE_OVERRIDES:
             value = getattr(source, key)
             if value is not None and (reason := _problem(key, value, SETTING_TYPES[key])):
