@@ -170,7 +170,7 @@ def test_a_kept_alive_connection_closed_as_the_request_goes_out_is_asked_again(
     server = _OneAnswerPerConnection(how)
     try:
         here = f"http://127.0.0.1:{server.port}"
-        host, proxy = ("http://feeds.invalid", here) if via == "proxy" else (here, None)
+        host, proxy = ("http://feeds.invalid", here) if via == "proxy" else (here, "")
         sources = {f"s{i}": f"{host}/feed/{i}.xml" for i in range(3)}
         report = run_fetch(make_config(db_path, sources, per_host=1, concurrency=1,
                                        proxy=proxy), force=True)
