@@ -383,15 +383,18 @@ def _as_text(match: re.Match[str]) -> str:
     return match.group() if _CONTROL.search(text) or _SPACE.search(text) else text
 
 
-def _host_and_rest(url: str) -> tuple[str, str, str]:
-    """``url`` (as :func:`check_link` returns it) as its scheme and ``://``, its host and
-    port, and the rest, in the form a request sends: unreserved characters unescaped,
-    others past ASCII percent-encoded, every escape in upper case."""
+def _link_parts(url: str) -> tuple[str, str, str, str]:
+    """``url`` (as :func:`check_link` returns it) as its scheme and ``://``, its host,
+    its ``:port`` (or ``""``) and the rest, in the form a request sends: unreserved
+    characters unescaped, others past ASCII percent-encoded, every escape in upper case."""
     scheme, sep, after = url.partition("://")
     cut = min((i for i in (after.find(c) for c in "/?") if i >= 0), default=len(after))
+    netloc = after[:cut]
+    host, colon, port = netloc.rpartition(":") if netloc.rfind(":") > netloc.rfind("]") \
+        else (netloc, "", "")
     rest = _ESCAPE.sub(_unescaped_unreserved, after[cut:])
     rest = _ESCAPE.sub(lambda m: m.group().upper(), _NON_ASCII.sub(_percent_encoded, rest))
-    return scheme + sep, after[:cut], rest
+    return scheme + sep, host, colon + port, rest
 
 
 def link_form(url: str) -> str:
@@ -399,10 +402,8 @@ def link_form(url: str) -> str:
     returns it): the host as DNS carries it and the rest as a request sends it. Two
     links of one form name the same page (``/caf%c3%a9`` and ``/café``, ``/%7Euser``
     and ``/~user``); an escaped reserved character (``a%2Fb``) stays apart from it."""
-    head, netloc, rest = _host_and_rest(url)
-    host, colon, port = netloc.rpartition(":") if netloc.rfind(":") > netloc.rfind("]") \
-        else (netloc, "", "")
-    return head + request_host(host) + colon + port + rest
+    head, host, port, rest = _link_parts(url)
+    return head + request_host(host) + port + rest
 
 
 def link_spellings(url: str) -> frozenset[str]:
@@ -410,10 +411,10 @@ def link_spellings(url: str) -> frozenset[str]:
     :func:`check_link` keeps them: its host in Unicode or as IDNA, the rest with
     non-ASCII text as characters or percent-encoded (escapes in upper or lower case),
     ``~`` as itself or escaped. ``url`` itself included."""
-    head, netloc, rest = _host_and_rest(url)
-    host, colon, port = netloc.rpartition(":") if netloc.rfind(":") > netloc.rfind("]") \
-        else (netloc, "", "")
-    hosts = {name + colon + port for name in (host, request_host(host), unicode_host(host))}
+    if url.isascii() and "%" not in url and "~" not in url and "xn--" not in url.lower():
+        return frozenset({url})  # the usual link has no other spelling: spare the work
+    head, host, port, rest = _link_parts(url)
+    hosts = {name + port for name in (host, request_host(host), unicode_host(host))}
     lower = _ESCAPE.sub(lambda m: m.group().lower(), rest)
     rests = {rest, lower}
     rests |= {_HIGH_ESCAPES.sub(_as_text, r) for r in rests}
