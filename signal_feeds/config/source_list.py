@@ -33,7 +33,7 @@ from signal_feeds.config.values import (
     SOURCE_OVERRIDES,
     as_written,
     built_problems,
-    out_of_bounds,
+    checked_setting,
     typed,
 )
 from signal_feeds.dsn import Database, is_database_url, not_a_location
@@ -293,8 +293,7 @@ def _settings(table: object, problems: _Problems, base_dir: Path | None) -> Sett
         if key not in SETTING_TYPES:
             problems.unknown(where, key, set(SETTING_TYPES), "setting")
             continue
-        value, reason = typed(raw, SETTING_TYPES[key])
-        reason = reason or out_of_bounds(key, value)
+        value, reason = checked_setting(key, raw, SETTING_TYPES[key])
         if reason:
             problems.add(where, f"{key}: {reason}")
             continue
@@ -376,8 +375,7 @@ def _source(entry: object, index: int, problems: _Problems) -> Source | None:
     opt: dict[str, Any] = _old_http_key(entry, label, problems.where, problems, sid)
     for key in ("title", "owner", *SOURCE_OVERRIDES):
         if key in entry:
-            value, reason = typed(entry[key], SETTING_TYPES.get(key, str))
-            reason = reason or out_of_bounds(key, value)
+            value, reason = checked_setting(key, entry[key], SETTING_TYPES.get(key, str))
             if reason:
                 problems.add(label, f"{key}: {reason}", sid)
             opt[key] = value

@@ -8,8 +8,8 @@ from typing import Any
 
 from signal_feeds.urls import UrlRejected, canonical_source_url, without_credentials
 
-__all__ = ["SETTING_TYPES", "SOURCE_OVERRIDES", "as_written", "built_problems", "out_of_bounds",
-           "typed"]
+__all__ = ["SETTING_TYPES", "SOURCE_OVERRIDES", "as_written", "built_problems",
+           "checked_setting", "out_of_bounds", "typed"]
 
 #: Each setting of ``[settings]`` and the type its value must have.
 SETTING_TYPES: dict[str, type] = {
@@ -104,7 +104,7 @@ def built_problems(settings: Any, sources: Iterable[Any]) -> list[tuple[str, str
     word it: (problem, source id or ``None``). ``database`` is a path or a URL there."""
     found: list[tuple[str, str | None]] = []
     for key, kind in SETTING_TYPES.items():
-        if key != "database" and (reason := _problem(key, getattr(settings, key), kind)):
+        if key != "database" and (reason := checked_setting(key, getattr(settings, key), kind)[1]):
             found.append((f"[settings]: {key}: {reason}", None))
     first: dict[str, int] = {}
     for index, source in enumerate(sources):
@@ -122,11 +122,13 @@ def built_problems(settings: Any, sources: Iterable[Any]) -> list[tuple[str, str
                           f"{exc}", sid))
         for key in SOURCE_OVERRIDES:
             value = getattr(source, key)
-            if value is not None and (reason := _problem(key, value, SETTING_TYPES[key])):
+            if value is not None and (reason := checked_setting(key, value, SETTING_TYPES[key])[1]):
                 found.append((f"{label}: {key}: {reason}", sid))
     return found
 
 
-def _problem(key: str, value: object, kind: type) -> str:
+def checked_setting(key: str, value: object, kind: type) -> tuple[Any, str]:
+    """``value`` of the setting ``key`` as ``kind`` (see :func:`typed`), or the reason
+    it is not one, or cannot work (see :func:`out_of_bounds`)."""
     checked, reason = typed(value, kind)
-    return reason or out_of_bounds(key, checked)
+    return checked, reason or out_of_bounds(key, checked)
