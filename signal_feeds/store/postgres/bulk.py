@@ -116,9 +116,7 @@ class PostgresBulk:
             self.conn.execute(
                 f"SELECT setval(pg_get_serial_sequence('{table}', '{column}'), "
                 f"greatest((SELECT max({column}) FROM {table}), 1))")
-        # The rows as copied, keys included: recomputed by today's rules, an older
-        # Signal's keys made the copy differ from its source and fail its check.
-        dedupe.refresh_match_keys(self.conn, recompute=False)
+        dedupe.post_stored_tokens(self.conn)
         reindex(self.conn)
 
     @contextmanager

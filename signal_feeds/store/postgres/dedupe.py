@@ -10,7 +10,7 @@ parameter (``= ANY(%s)``), never one statement per key.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -33,7 +33,7 @@ from signal_feeds.store.marking import (
 )
 from signal_feeds.store.protocol import DedupeReport
 
-__all__ = ["mark_new_entries", "recompute", "refresh_match_keys"]
+__all__ = ["mark_new_entries", "post_stored_tokens", "recompute", "refresh_match_keys"]
 
 _ROW_SQL = ("SELECT id, source_id, first_seen_at, "
             "coalesce(nullif(published, ''), nullif(updated, ''), first_seen_at), "
@@ -300,26 +300,31 @@ def mark_new_entries(conn: Any, rows: Sequence[DedupeRow], *, created: Collectio
 _REFRESH_BATCH = 1000
 
 
-def refresh_match_keys(conn: Any, *, recompute: bool = True) -> None:
-    """Recompute every entry's match keys and text tokens from its stored fields and
-    rebuild ``dedupe_text`` (inside the caller's transaction), a batch at a time.
-    Without ``recompute``, ``dedupe_text`` is rebuilt from the tokens as stored (a copy
-    keeps every row as it was: keys an older Signal computed included)."""
-    conn.execute("DELETE FROM dedupe_text")
+def _entry_batches(conn: Any, columns: str) -> Iterator[list[Any]]:
+    """Every entry's ``id`` and ``columns``, in key order, a batch at a time."""
     last = ""
-    while True:
-        batch = conn.execute(
-            "SELECT id, url, title, summary, match_url, norm_title, text_tokens, seq "
-            "FROM entries WHERE id > %s ORDER BY id LIMIT %s", (last, _REFRESH_BATCH)).fetchall()
-        if not batch:
-            return
+    while batch := conn.execute(f"SELECT id, {columns} FROM entries WHERE id > %s ORDER BY "
+                                "id LIMIT %s", (last, _REFRESH_BATCH)).fetchall():
+        yield batch
+        last = batch[-1][0]
+
+
+def _post(conn: Any, tokens: list[tuple[int, int]]) -> None:
+    if tokens:
+        conn.execute("INSERT INTO dedupe_text (token, entry) SELECT * FROM "
+                     "unnest(%s::bigint[], %s::bigint[]) ON CONFLICT DO NOTHING",
+                     ([t for t, _ in tokens], [s for _, s in tokens]))
+
+
+def refresh_match_keys(conn: Any) -> None:
+    """Recompute every entry's match keys and text tokens from its stored fields and
+    rebuild ``dedupe_text`` (inside the caller's transaction), a batch at a time."""
+    conn.execute("DELETE FROM dedupe_text")
+    for batch in _entry_batches(conn, "url, title, summary, match_url, norm_title, "
+                                      "text_tokens, seq"):
         updates: list[tuple[str, str, bytes, str]] = []
         tokens: list[tuple[int, int]] = []
         for key, url, title, summary, old_url, old_title, old_tokens, seq in batch:
-            if not recompute:
-                stored = unpack_tokens(bytes(old_tokens) if old_tokens is not None else None)
-                tokens.extend((token, seq) for token in posted_tokens(stored))
-                continue
             keys = match_keys(url or "", title or "", summary or "")
             packed = pack_tokens(keys.tokens)
             if (keys.match_url, keys.norm_title, packed) != (
@@ -329,11 +334,18 @@ def refresh_match_keys(conn: Any, *, recompute: bool = True) -> None:
         with conn.cursor() as cur:
             cur.executemany("UPDATE entries SET match_url = %s, norm_title = %s, "
                             "text_tokens = %s WHERE id = %s", updates)
-        if tokens:
-            conn.execute("INSERT INTO dedupe_text (token, entry) SELECT * FROM "
-                         "unnest(%s::bigint[], %s::bigint[]) ON CONFLICT DO NOTHING",
-                         ([t for t, _ in tokens], [s for _, s in tokens]))
-        last = batch[-1][0]
+        _post(conn, tokens)
+
+
+def post_stored_tokens(conn: Any) -> None:
+    """Rebuild ``dedupe_text`` from the text tokens as stored (inside the caller's
+    transaction): a copy keeps every row as it was, keys an older Signal computed
+    included (recomputed, they made the copy differ from its source)."""
+    conn.execute("DELETE FROM dedupe_text")
+    for batch in _entry_batches(conn, "text_tokens, seq"):
+        _post(conn, [(token, seq) for _, blob, seq in batch
+                     for token in posted_tokens(unpack_tokens(
+                         bytes(blob) if blob is not None else None))])
 
 
 def recompute(conn: Any) -> DedupeReport:

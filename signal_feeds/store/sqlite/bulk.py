@@ -104,9 +104,7 @@ class SqliteBulk:
     @_guarded
     def finish(self) -> None:
         """Number new rows after the copied keys; rebuild dedupe postings and search."""
-        # The rows as copied, keys included: recomputed by today's rules, an older
-        # Signal's keys made the copy differ from its source and fail its check.
-        dedupe.refresh_match_keys(self.conn, recompute=False)
+        dedupe.post_stored_tokens(self.conn)
         search.rebuild_search_index(self.conn)
 
     @contextmanager

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import functools
 import sqlite3
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import replace
 from typing import Any, TypeVar
 
@@ -42,6 +42,7 @@ from signal_feeds.store.protocol import DedupeReport
 __all__ = [
     "mark_new_entries",
     "recompute",
+    "post_stored_tokens",
     "refresh_match_keys",
     "remark",
 ]
@@ -268,31 +269,37 @@ def mark_new_entries(conn: sqlite3.Connection, rows: Sequence[DedupeRow], *,
 _REFRESH_BATCH = 500
 
 
-def refresh_match_keys(conn: sqlite3.Connection, *, recompute: bool = True) -> None:
-    """Recompute every entry's match keys and text tokens from its stored fields,
-    rewrite those that changed, and rebuild ``dedupe_text`` (inside the caller's
-    transaction). Walks the table in key order, a batch at a time. Without
-    ``recompute``, ``dedupe_text`` is rebuilt from the tokens as stored (a copy keeps
-    every row as it was: keys an older Signal computed included)."""
-    # Rows written by other means (an older Signal, by hand) may have no seq yet: number
-    # them after every seq in use.
+def _entry_batches(conn: sqlite3.Connection, columns: str) -> Iterator[list[Any]]:
+    """Every entry's ``id`` and ``columns``, in key order, a batch at a time."""
+    last = ""
+    while batch := conn.execute(f"SELECT id, {columns} FROM entries WHERE id > ? ORDER BY id "
+                                "LIMIT ?", (last, _REFRESH_BATCH)).fetchall():
+        yield batch
+        last = batch[-1][0]
+
+
+def _start_postings(conn: sqlite3.Connection) -> None:
+    """Empty ``dedupe_text`` for a rebuild. Rows written by other means (an older
+    Signal, by hand) may have no seq yet: they are numbered after every seq in use."""
     conn.execute("UPDATE entries SET seq = (SELECT coalesce(max(seq), 0) FROM entries) "
                  "+ rowid WHERE seq IS NULL")
     conn.execute("DELETE FROM dedupe_text")
-    last = ""
-    while True:
-        batch = conn.execute(
-            "SELECT id, url, title, summary, match_url, norm_title, text_tokens, seq "
-            "FROM entries WHERE id > ? ORDER BY id LIMIT ?", (last, _REFRESH_BATCH)).fetchall()
-        if not batch:
-            return
+
+
+def _post(conn: sqlite3.Connection, tokens: list[tuple[int, int]]) -> None:
+    conn.executemany("INSERT OR IGNORE INTO dedupe_text (token, entry) VALUES (?, ?)", tokens)
+
+
+def refresh_match_keys(conn: sqlite3.Connection) -> None:
+    """Recompute every entry's match keys and text tokens from its stored fields,
+    rewrite those that changed, and rebuild ``dedupe_text`` (inside the caller's
+    transaction). Walks the table in key order, a batch at a time."""
+    _start_postings(conn)
+    for batch in _entry_batches(conn, "url, title, summary, match_url, norm_title, "
+                                      "text_tokens, seq"):
         updates: list[tuple[str, str, bytes, str]] = []
         tokens: list[tuple[int, int]] = []
         for key, url, title, summary, old_url, old_title, old_tokens, seq in batch:
-            if not recompute:
-                stored = unpack_tokens(old_tokens)
-                tokens.extend((token, seq) for token in posted_tokens(stored))
-                continue
             keys = match_keys(url or "", title or "", summary or "")
             packed = pack_tokens(keys.tokens)
             if (keys.match_url, keys.norm_title, packed) != (old_url, old_title,
@@ -301,9 +308,17 @@ def refresh_match_keys(conn: sqlite3.Connection, *, recompute: bool = True) -> N
             tokens.extend((token, seq) for token in posted_tokens(keys.tokens))
         conn.executemany("UPDATE entries SET match_url = ?, norm_title = ?, text_tokens = ? "
                          "WHERE id = ?", updates)
-        conn.executemany("INSERT OR IGNORE INTO dedupe_text (token, entry) VALUES (?, ?)",
-                         tokens)
-        last = batch[-1][0]
+        _post(conn, tokens)
+
+
+def post_stored_tokens(conn: sqlite3.Connection) -> None:
+    """Rebuild ``dedupe_text`` from the text tokens as stored (inside the caller's
+    transaction): a copy keeps every row as it was, keys an older Signal computed
+    included (recomputed, they made the copy differ from its source)."""
+    _start_postings(conn)
+    for batch in _entry_batches(conn, "text_tokens, seq"):
+        _post(conn, [(token, seq) for _, blob, seq in batch
+                     for token in posted_tokens(unpack_tokens(blob))])
 
 
 def recompute(conn: sqlite3.Connection) -> DedupeReport:
