@@ -34,6 +34,7 @@ __all__ = [
     "FindStoredKeys",
     "keep_link_keys",
     "keys_to_keep",
+    "under_stored_keys",
     "link_key_candidates",
     "metadata_fingerprint",
     "skip_reason",
@@ -249,6 +250,15 @@ def keys_to_keep(rows: Sequence[EntryRow], stored: Container[str],
     if spelled:
         kept.update(find(spelled, False))
     return kept
+
+
+def under_stored_keys(rows: Sequence[EntryRow], stored: Container[str],
+                      find: FindStoredKeys) -> tuple[list[EntryRow], list[str]]:
+    """``rows``, each one that is an entry stored under another key (see
+    :func:`keys_to_keep`) under that key, and the stored keys so taken: the store still
+    has to read their stored state."""
+    kept = keys_to_keep(rows, stored, find)
+    return keep_link_keys(rows, kept), list(kept.values())
 
 
 def keep_link_keys(rows: Sequence[EntryRow], kept: Mapping[str, str]) -> list[EntryRow]:

@@ -10,6 +10,7 @@ writers: ``INSERT ... ON CONFLICT``.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
 import logging
 import sqlite3
@@ -22,8 +23,7 @@ from signal_feeds.identity.keys import (
     EntryRow,
     Outcome,
     classify_change,
-    keep_link_keys,
-    keys_to_keep,
+    under_stored_keys,
 )
 from signal_feeds.identity.matching import (
     UNLISTED_RANK,
@@ -177,22 +177,9 @@ def _stored(conn: sqlite3.Connection, keys: Sequence[str]) -> dict[str, _Stored]
     return found
 
 
-def _keep_link_keys(conn: sqlite3.Connection, rows: Sequence[EntryRow],
-                    stored: dict[str, _Stored]) -> Sequence[EntryRow]:
-    """``rows``, those already stored under another key under that one (see
-    :func:`~signal_feeds.identity.keys.keys_to_keep`); their stored state is added to
-    ``stored``."""
-    kept = keys_to_keep(rows, stored, lambda candidates, old_rules_only: _stored_keys(
-        conn, candidates, old_rules_only))
-    if not kept:
-        return rows
-    stored.update(_stored(conn, list(kept.values())))
-    return keep_link_keys(rows, kept)
-
-
 def _stored_keys(conn: sqlite3.Connection, candidates: Mapping[str, str],
                  old_rules_only: bool) -> dict[str, str]:
-    """The lookup of :func:`~signal_feeds.identity.keys.keys_to_keep`."""
+    """The lookup of :func:`~signal_feeds.identity.keys.under_stored_keys`."""
     olds = list(candidates)
     condition, values = ((" AND (SELECT min(v.normalizer_version) FROM entry_versions AS v"
                           " WHERE v.entry_seq = e.seq) <= ?", [LINK_KEYED_UNTIL])
@@ -217,7 +204,9 @@ def _write_entries(conn: sqlite3.Connection, rows: Sequence[EntryRow], stamp: st
     """Write the rows; return the counts, the dedupe view of what changed, the changes
     to log once duplicates are marked, and the change to the full-text index."""
     stored = _stored(conn, [r.key for r in rows])
-    rows = _keep_link_keys(conn, rows, stored)
+    rows, taken = under_stored_keys(rows, stored, functools.partial(_stored_keys, conn))
+    if taken:
+        stored.update(_stored(conn, taken))
     rank = _source_rank(conn, rows[0].source_id) if rows else UNLISTED_RANK
     upserts: list[tuple[Any, ...]] = []
     versions: list[tuple[Any, ...]] = []
