@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import sqlite3
 import threading
 import time
@@ -86,3 +87,42 @@ def test_a_reader_on_an_old_snapshot_stalls_neither_the_run_nor_other_writers(
             time.sleep(0.01)
     finally:
         db.close()
+
+
+def test_after_a_reader_held_the_restart_back_the_writer_pauses_before_trying_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Each try keeps other writers out for up to RESTART_WAIT; tries 80 ms apart (the log
+    # grew fast) left gaps SQLite's busy handler, polling every 100 ms, could miss: the
+    # other program waited through two tries and gave up.
+    monkeypatch.setattr(maintenance, "CHECKPOINT_WAL_BYTES", 64 * 1024)
+    monkeypatch.setattr(maintenance, "WAL_LIMIT_BYTES", 256 * 1024)
+    monkeypatch.setattr(maintenance, "RESTART_WAIT", 0.2)
+    monkeypatch.setattr(maintenance, "RESTART_PAUSE", 0.6)
+    tries: list[tuple[float, float]] = []
+    held_back = maintenance.Checkpointer._held_back
+
+    def timed(self: maintenance.Checkpointer, conn: sqlite3.Connection) -> bool:
+        start = time.monotonic()
+        try:
+            return held_back(self, conn)
+        finally:
+            tries.append((start, time.monotonic()))
+
+    monkeypatch.setattr(maintenance.Checkpointer, "_held_back", timed)
+    path = tmp_path / "signal.db"
+    db = Connection(path, busy_timeout=BUSY_TIMEOUT)
+    try:
+        with db.transaction() as conn:
+            conn.execute("CREATE TABLE t (x BLOB)")
+        with closing(sqlite3.connect(path, isolation_level=None)) as reader:
+            reader.execute("BEGIN")
+            reader.execute("SELECT count(*) FROM t").fetchone()
+            deadline = time.monotonic() + 30
+            while len(tries) < 3:
+                assert time.monotonic() < deadline, f"only {len(tries)} tries"
+                _write(db)
+            reader.execute("COMMIT")
+    finally:
+        db.close()
+    gaps = [start - end for (_, end), (start, _) in itertools.pairwise(tries)]
+    assert min(gaps) >= 0.6, f"tries {gaps} s apart"

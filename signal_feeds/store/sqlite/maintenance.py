@@ -5,10 +5,11 @@ from __future__ import annotations
 import logging
 import sqlite3
 import threading
+import time
 from pathlib import Path
 
-__all__ = ["CHECKPOINT_WAL_BYTES", "RESTART_WAIT", "WAL_LIMIT_BYTES", "WAL_LIMIT_SHARE",
-           "Checkpointer"]
+__all__ = ["CHECKPOINT_WAL_BYTES", "RESTART_PAUSE", "RESTART_WAIT", "WAL_LIMIT_BYTES",
+           "WAL_LIMIT_SHARE", "Checkpointer"]
 
 log = logging.getLogger("signal_feeds")
 
@@ -28,6 +29,11 @@ WAL_LIMIT_SHARE = 1 / 32
 #: backup, an export, a long query) never lets it finish, so waiting ``busy_timeout``
 #: stalled the run at each commit and made other programs' writes give up.
 RESTART_WAIT = 1.0
+#: Seconds after a restart a reader held back before the writer tries again, however
+#: fast the log grows: SQLite's busy handler retries only every 100 ms, so another
+#: program waiting for the lock could miss a shorter gap between two tries and give up.
+#: With the pause, no other writer waits much longer than one :data:`RESTART_WAIT`.
+RESTART_PAUSE = 2.0
 
 
 class Checkpointer:
@@ -49,22 +55,29 @@ class Checkpointer:
         #: WAL content at the last background checkpoint.
         self.wal_bytes = 0
         #: WAL content below which the writer does not try to restart the log again
-        #: after a reader held back the last try.
+        #: after a reader held back the last try, and the moment (monotonic) before
+        #: which it does not try.
         self._restart_from = 0
+        self._restart_after = 0.0
 
     def committed(self, conn: sqlite3.Connection) -> None:
         """After a commit, on the writer's connection (outside any transaction)."""
         # (The first test spares most commits the stat of the database file.)
         if (self.wal_bytes >= WAL_LIMIT_BYTES and self.wal_bytes >= self._restart_from
+                and time.monotonic() >= self._restart_after
                 and self.wal_bytes >= (limit := self._limit())):
             # A writer that never pauses keeps a PASSIVE checkpoint from ever reaching
             # the end of the log, and the WAL grew without end (800 MB in one cold run).
             # Between two transactions the writer itself copies what is left and makes
             # the next transaction start the log over.
             seen, self.wal_bytes = self.wal_bytes, 0
-            # Held back by a reader: try again once the log has grown by another limit,
-            # not at every commit.
-            self._restart_from = seen + limit if self._held_back(conn) else 0
+            # Held back by a reader: try again once the log has grown by another limit
+            # and the pause is over, not at every commit.
+            if self._held_back(conn):
+                self._restart_from = seen + limit
+                self._restart_after = time.monotonic() + RESTART_PAUSE
+            else:
+                self._restart_from, self._restart_after = 0, 0.0
         try:
             size = self._wal.stat().st_size
         except OSError:
