@@ -38,6 +38,15 @@ MISREAD = [
     "Fri, 31 Dec 9999 23:59:59 America/New_York",
     "1733047200000000",
 ]
+#: Offsets no zone has (past 14 hours, or 60 minutes), applied as written: 2026-11-27
+#: 05:21, 2026-12-02 10:00, 2026-11-30 09:00, 2026-11-30 11:00, 2026-12-01 08:20.
+NO_SUCH_OFFSET = [
+    "Tue, 01 Dec 2026 10:00:00 +9999",
+    "Tue, 01 Dec 2026 10:00:00 -2400",
+    "2026-12-01T10:00:00+25:00",
+    "2026-12-01T10:00:00+23:00",
+    "2026-12-01 10:00 +0160",
+]
 GOOD = ("Thu, 03 Dec 2026 10:00:00 GMT", "2026-12-03T10:00:00Z")
 
 
@@ -63,7 +72,7 @@ def _json(date: str) -> bytes:
 
 
 @pytest.mark.parametrize("form", [_rss, _atom, _json], ids=["rss", "atom", "json"])
-@pytest.mark.parametrize("date", PAST_THE_ENDS + MISREAD)
+@pytest.mark.parametrize("date", PAST_THE_ENDS + MISREAD + NO_SUCH_OFFSET)
 def test_one_date_past_the_calendar_costs_that_date_alone(form, date: str) -> None:  # type: ignore[no-untyped-def]
     feed = parse_feed(form(date))
     dates = [(e.remote_id.rpartition(":")[2], e.published or e.updated) for e in feed.entries]

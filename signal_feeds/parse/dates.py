@@ -36,11 +36,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from signal_feeds.parse.fields import text_value
+from signal_feeds.parse.months import MONTH_NAMES
 from signal_feeds.parsed import ParsedEntry
 
 __all__ = ["EARLIEST", "EPOCH", "MONTH_NAMES", "ZONE_OFFSETS", "date_warnings", "dates_warning",
-           "entry_date", "named_month_date", "plausible", "text_date", "timestamp_date",
-           "unknown_iso_zone"]
+           "entry_date", "named_month_date", "no_zone_offset", "plausible", "text_date",
+           "timestamp_date", "unknown_iso_zone"]
 
 _ISO = "%Y-%m-%dT%H:%M:%SZ"
 #: Zone names feedparser's RFC 822 reader does not know, with their offsets from UTC in
@@ -196,23 +197,6 @@ def _in_utc(clock: dt.datetime, offset: int) -> str:
         return ""
 
 
-#: Month names and abbreviations by month, in English and the languages a server's locale
-#: most often leaks into feeds; no name is in two months (a test checks).
-MONTH_NAMES = (
-    "january jan janvier janv enero ene gennaio gen janeiro januar januari jänner jän",
-    "february feb février fevrier févr fevr fév febrero febbraio fevereiro fev februar "
-    "februari",
-    "march mar märz maerz mär mrz mars marzo março marco maart mrt",
-    "april apr avril avr abril abr aprile",
-    "may mai mayo maggio mag maio mei",
-    "june jun juin junio giugno giu junho juni",
-    "july jul juillet juil julio luglio lug julho juli",
-    "august aug août aout agosto ago augustus",
-    "september sep sept septembre septiembre setiembre set settembre setembro",
-    "october oct octobre octubre ottobre ott outubro out oktober okt",
-    "november nov novembre noviembre novembro",
-    "december dec décembre decembre déc diciembre dic dicembre dezembro dezember dez",
-)
 _MONTHS: Mapping[str, int] = {name: number for number, names in enumerate(MONTH_NAMES, start=1)
                               for name in names.split()}
 # Drupal's medium date: "Saturday, December 5, 2026 - 10:00".
@@ -415,10 +399,25 @@ def _no_such_iso_day(text: str) -> bool:
 _ISO_YEAR = re.compile(r"^([+-]?)(\d{4,})-\d")
 
 
-def _year_out_of_range(text: str) -> bool:
+# An offset at the end, after a clock time: "10:00:00 +0530", "T1000+25:00", "UTC-5".
+_END_OFFSET = re.compile(r"(?:\d:\d{2}|T\d{4})(?::?\d{2})?(?:[.,]\d+)?\s*(?:(?:GMT|UTC)\s*)?"
+                         r"[+-](\d{1,2})(?::?(\d{2}))?$", re.IGNORECASE)
+
+
+def no_zone_offset(text: str) -> bool:
+    """``text`` ends in an offset no zone has: past 14 hours, or 60 minutes (``+9999``,
+    ``-2400``, ``+23:00``), which feedparser and ``fromisoformat`` apply: days off."""
+    end = _END_OFFSET.search(text) if len(text) <= _LONGEST_DATE else None
+    return end is not None and (int(end[1]) > 14 or int(end[2] or 0) > 59)
+
+
+def _out_of_range(text: str) -> bool:
     """``text`` writes a year before 1000 or past 9999 (``-0001-01-01``, ``10000-01-01``,
     ``01 Jan 0001``), which feedparser, when it reads it at all, reads as another date:
-    2000, 2010, or the year 2359 out of the offset of ``01 Jan 0001 00:00:00 +2359``."""
+    2000, 2010, or the year 2359 out of the offset of ``01 Jan 0001 00:00:00 +2359``; or
+    an offset no zone has (:func:`no_zone_offset`)."""
+    if no_zone_offset(text):
+        return True
     if (iso := _ISO_YEAR.match(text)) is not None:
         return bool(iso[1]) or not 1000 <= int(iso[2]) <= 9999
     if len(text) > _LONGEST_DATE:
@@ -434,6 +433,8 @@ _NAMED_OFFSET = re.compile(r"\s*(?:GMT|UTC)([+-])(\d{1,2})(?::?(\d{2}))?$", re.I
 
 
 def _read(text: str, parsed: Any) -> str:
+    if _no_such_iso_day(text) or _out_of_range(text):
+        return ""
     if (named := _NAMED_OFFSET.search(text)) is not None and (
             int(named[2]) <= 14 and int(named[3] or 0) < 60):
         # Read with the plain offset it names (+05:30), as the other forms are.
@@ -441,8 +442,6 @@ def _read(text: str, parsed: Any) -> str:
                      f"{named[3] or '00'}", None)
     if (numeric := _numeric_date(text)) is not None:
         return numeric
-    if _no_such_iso_day(text) or _year_out_of_range(text):
-        return ""
     if _unread(parsed):
         misread = _iso_misread(text, None)
         return misread if misread is not None else named_month_date(text)

@@ -18,6 +18,7 @@ from typing import Any
 from signal_feeds.errors import ParseError
 from signal_feeds.parse.dates import (
     dates_warning,
+    no_zone_offset,
     plausible,
     text_date,
     timestamp_date,
@@ -117,7 +118,9 @@ def _date(value: Any, unread: list[str], unknown: list[str]) -> str:
         if moment.tzinfo is None:  # RFC 3339 requires an offset; read a bare time as UTC
             moment = moment.replace(tzinfo=dt.UTC)
         try:
-            read = plausible(moment.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
+            # fromisoformat takes any offset under 24 hours: +23:00 is no zone's.
+            read = "" if no_zone_offset(text) else plausible(
+                moment.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
         except OverflowError:  # 0001-01-01T00:00:00+01:00 is before the year 1
             read = ""
     if not read:
