@@ -1171,6 +1171,14 @@ def assert_date_read(date: str, stored: str) -> None:
     # RFC 850, dashes between day, month and year: not read at all.
     ("Thursday, 03-Dec-26 10:00:00 GMT", "2026-12-03T10:00:00Z"),
     ("03-Dec-2026", "2026-12-03T00:00:00Z"),
+    # A two-digit year from 50 to 89 is 1950 to 1989 (RFC 5322, 4.3), as in the RFC 850
+    # form; feedparser put it in 2050 to 2089, a date that held the top of every list.
+    ("Mon, 01 Dec 69 10:00:00 GMT", "1969-12-01T10:00:00Z"),
+    ("Mon, 01 Dec 69 10:00:00 CET", "1969-12-01T09:00:00Z"),
+    ("Sun, 31 Dec 89 23:00:00 -0500", "1990-01-01T04:00:00Z"),
+    ("01 Dec 50 10:00 GMT", "1950-12-01T10:00:00Z"),
+    ("Wed, 01 Dec 49 10:00:00 GMT", "2049-12-01T10:00:00Z"),
+    ("Wed, 01 Dec 99 10:00:00 GMT", "1999-12-01T10:00:00Z"),
 ])
 def test_a_date_feedparser_misreads_is_read_whole(date: str, stored: str) -> None:
     for element in ("pubDate", "dc:date"):

@@ -36,7 +36,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from signal_feeds.parse.fields import text_value
-from signal_feeds.parse.months import MONTH_NAMES
+from signal_feeds.parse.months import DAY_FIRST, MONTH_FIRST, MONTH_NAMES, MONTHS
 from signal_feeds.parsed import ParsedEntry
 
 __all__ = ["EARLIEST", "EPOCH", "MONTH_NAMES", "ZONE_OFFSETS", "date_warnings", "dates_warning",
@@ -197,22 +197,6 @@ def _in_utc(clock: dt.datetime, offset: int) -> str:
         return ""
 
 
-_MONTHS: Mapping[str, int] = {name: number for number, names in enumerate(MONTH_NAMES, start=1)
-                              for name in names.split()}
-# Drupal's medium date: "Saturday, December 5, 2026 - 10:00".
-_CLOCK = (r"(?:,?\s+(?:at\s+|um\s+|à\s+|a las\s+|alle\s+|às\s+|om\s+|-\s+)?(\d{1,2})[:.](\d{2})"
-          r"(?:[:.](\d{2}))?\s*([AaPp]\.?[Mm]\.?)?)?")
-_ZONE = r"(?:\s*(Z|[+-]\d{2}:?\d{2}|(?:GMT|UTC)[+-]\d{1,2}(?::?\d{2})?|[A-Za-z]{1,5}))?"
-_WEEKDAY = r"(?:[^\W\d_]{2,12}\.?(?:,\s*|\s+))?"
-# "Sa, 05 Dez 2026 09:00:00 +0100", "Sat,05 Dec 2026 09:00 GMT", "5. Dezember 2026",
-# "Thursday, 03-Dec-26 10:00:00 GMT"
-_DAY_FIRST = re.compile(rf"^{_WEEKDAY}(\d{{1,2}})(?:\.?\s*|-)(?:de\s+)?([^\W\d_]{{3,10}})"
-                        rf"(?:\.?,?\s+|-)(?:de\s+)?(\d{{4}}|\d{{2}}){_CLOCK}{_ZONE}$")
-# "Saturday, December 5, 2026 9:00 AM", "Dec 5th, 2026"
-_MONTH_FIRST = re.compile(rf"^{_WEEKDAY}([^\W\d_]{{3,10}})\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?,?\s+"
-                          rf"(\d{{4}}){_CLOCK}{_ZONE}$")
-
-
 #: Longer than any date these forms write ("Wednesday, September 30th, 2026 at 12:30
 #: p.m. GMT+05:30" is 50 characters).
 _LONGEST_DATE = 80
@@ -227,14 +211,14 @@ def named_month_date(text: str) -> str:
     # One space between words: the expressions' adjacent optional spaces then cannot
     # split a long run of white space in every way (quadratic backtracking).
     text = " ".join(text.split())
-    match = _DAY_FIRST.match(text)
+    match = DAY_FIRST.match(text)
     if match is not None:
         day, month, year = match[1], match[2], match[3]
-    elif (match := _MONTH_FIRST.match(text)) is not None:
+    elif (match := MONTH_FIRST.match(text)) is not None:
         month, day, year = match[1], match[2], match[3]
     else:
         return ""
-    number = _MONTHS.get(month.lower())
+    number = MONTHS.get(month.lower())
     offset = _offset_minutes(match[8])
     if number is None or offset is None:
         return ""
@@ -423,7 +407,7 @@ def _out_of_range(text: str) -> bool:
     if len(text) > _LONGEST_DATE:
         return False
     words = " ".join(text.split())
-    named = _DAY_FIRST.match(words) or _MONTH_FIRST.match(words)
+    named = DAY_FIRST.match(words) or MONTH_FIRST.match(words)
     return named is not None and len(named[3]) == 4 and int(named[3]) < 1000
 
 
@@ -432,9 +416,23 @@ def _out_of_range(text: str) -> bool:
 _NAMED_OFFSET = re.compile(r"\s*(?:GMT|UTC)([+-])(\d{1,2})(?::?(\d{2}))?$", re.IGNORECASE)
 
 
+# An RFC 822 date's two-digit year: "Mon, 01 Dec 69 10:00:00 GMT".
+_TWO_DIGIT_YEAR = re.compile(r"^(?:[A-Za-z]{2,9},?\s+)?\d{1,2}\s+[A-Za-z]{3,9}\.?\s+(\d{2})\s")
+
+
+def _last_century(text: str, parsed: Any) -> Any:
+    """``parsed`` a century back when ``text`` writes a year from 50 to 89 in two digits:
+    1950 to 1989 (RFC 5322, 4.3), which feedparser reads as 2050 to 2089."""
+    two = _TWO_DIGIT_YEAR.match(text)
+    if two is None or int(two[1]) < 50 or _unread(parsed) or parsed.tm_year < 2050:
+        return parsed
+    return time.struct_time((parsed.tm_year - 100, *parsed[1:]))
+
+
 def _read(text: str, parsed: Any) -> str:
     if _no_such_iso_day(text) or _out_of_range(text):
         return ""
+    parsed = _last_century(text, parsed)
     if (named := _NAMED_OFFSET.search(text)) is not None and (
             int(named[2]) <= 14 and int(named[3] or 0) < 60):
         # Read with the plain offset it names (+05:30), as the other forms are.
