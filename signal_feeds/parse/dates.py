@@ -388,10 +388,20 @@ _END_OFFSET = re.compile(r"(?:\d:\d{2}|T\d{4})(?::?\d{2})?(?:[.,]\d+)?\s*(?:(?:G
                          r"[+-](\d{1,2})(?::?(\d{2}))?$", re.IGNORECASE)
 
 
+def _real_offset(sign: str, hours: str, minutes: str) -> bool:
+    return (sign in ("+", "-") and hours.isdigit() and minutes.isdigit()
+            and int(hours) <= 14 and int(minutes) <= 59)
+
+
 def no_zone_offset(text: str) -> bool:
     """``text`` ends in an offset no zone has: past 14 hours, or 60 minutes (``+9999``,
     ``-2400``, ``+23:00``), which feedparser and ``fromisoformat`` apply: days off."""
-    end = _END_OFFSET.search(text) if len(text) <= _LONGEST_DATE else None
+    # Every date is checked: those ending in a zone name or a real +hhmm / +hh:mm are
+    # let through without the search.
+    if not text[-1:].isdigit() or _real_offset(text[-5:-4], text[-4:-2], text[-2:]) or (
+            text[-3:-2] == ":" and _real_offset(text[-6:-5], text[-5:-3], text[-2:])):
+        return False
+    end = _END_OFFSET.search(text, max(0, len(text) - 18)) if len(text) <= _LONGEST_DATE else None
     return end is not None and (int(end[1]) > 14 or int(end[2] or 0) > 59)
 
 
@@ -430,9 +440,6 @@ def _last_century(text: str, parsed: Any) -> Any:
 
 
 def _read(text: str, parsed: Any) -> str:
-    if _no_such_iso_day(text) or _out_of_range(text):
-        return ""
-    parsed = _last_century(text, parsed)
     if (named := _NAMED_OFFSET.search(text)) is not None and (
             int(named[2]) <= 14 and int(named[3] or 0) < 60):
         # Read with the plain offset it names (+05:30), as the other forms are.
@@ -440,6 +447,9 @@ def _read(text: str, parsed: Any) -> str:
                      f"{named[3] or '00'}", None)
     if (numeric := _numeric_date(text)) is not None:
         return numeric
+    if _no_such_iso_day(text) or _out_of_range(text):
+        return ""
+    parsed = _last_century(text, parsed)
     if _unread(parsed):
         misread = _iso_misread(text, None)
         return misread if misread is not None else named_month_date(text)
