@@ -1,6 +1,7 @@
 """The change feed: a durable cursor over created entries and new versions.
 
-Real HTTP on 127.0.0.1 through ``run_fetch``, real SQLite files, the CLI through
+Real HTTP on 127.0.0.1 through ``run_fetch``, real SQLite files (and, for the tests
+that take the ``database`` fixture, each store backend), the CLI through
 CliRunner, and the README's consumer in a subprocess against a local webhook server.
 """
 
@@ -30,6 +31,7 @@ from signal_feeds import Change, CursorError, Store, digest, read_changes, run_f
 from signal_feeds.cli.commands import cli
 from signal_feeds.decide.report import RunReport
 from signal_feeds.parse.processes import ParserPool
+from signal_feeds.store import open_store
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 
@@ -54,20 +56,29 @@ def parser() -> Iterator[ParserPool]:
     pool.close()
 
 
-@pytest.fixture
-def fetch(server: ScenarioServer, db_path: Path, parser: ParserPool) -> Fetch:
-    """Serve ``body`` as a source's feed and fetch that source into ``db_path``."""
-
+def _fetcher(server: ScenarioServer, db: Path | str, parser: ParserPool) -> Fetch:
     def run(source_id: str, body: bytes) -> RunReport:
         server.put(f"/{source_id}.xml", body)
-        return run_fetch(make_config(db_path, {source_id: server.url(f"/{source_id}.xml")}),
+        return run_fetch(make_config(db, {source_id: server.url(f"/{source_id}.xml")}),
                          force=True, parser=parser)
 
     return run
 
 
-def all_changes(db: Path, after: str | None = None) -> list[Change]:
-    with Store(db) as store:
+@pytest.fixture
+def fetch(server: ScenarioServer, db_path: Path, parser: ParserPool) -> Fetch:
+    """Serve ``body`` as a source's feed and fetch that source into ``db_path``."""
+    return _fetcher(server, db_path, parser)
+
+
+@pytest.fixture
+def fetch_any(server: ScenarioServer, database: Path | str, parser: ParserPool) -> Fetch:
+    """:func:`fetch` into ``database``: the change feed is the same on every backend."""
+    return _fetcher(server, database, parser)
+
+
+def all_changes(db: Path | str, after: str | None = None) -> list[Change]:
+    with open_store(db) as store:
         return read_changes(store, after=after, limit=10_000)
 
 
@@ -77,17 +88,17 @@ def changes_cli(*args: str) -> tuple[int, str, str]:
 
 
 def test_an_edit_and_a_new_entry_are_one_update_and_one_creation_in_order(
-        fetch: Fetch, db_path: Path) -> None:
-    first = fetch("news", rss(("a", "Alpha"), ("b", "Beta")))
+        fetch_any: Fetch, database: Path | str) -> None:
+    first = fetch_any("news", rss(("a", "Alpha"), ("b", "Beta")))
     assert first.totals["created"] == 2
-    logged = all_changes(db_path)
+    logged = all_changes(database)
     assert [(c.kind, c.title) for c in logged] == [("created", "Alpha"), ("created", "Beta")]
     last = logged[-1].cursor
 
-    second = fetch("news", rss(("a", "Alpha, corrected"), ("b", "Beta"), ("c", "Gamma")))
+    second = fetch_any("news", rss(("a", "Alpha, corrected"), ("b", "Beta"), ("c", "Gamma")))
     assert (second.totals["created"], second.totals["updated"],
             second.totals["unchanged"]) == (1, 1, 1)
-    after = all_changes(db_path, last)
+    after = all_changes(database, last)
     assert [(c.kind, c.key, c.title) for c in after] == [
         ("updated", digest(["news", "a"]), "Alpha, corrected"),
         ("created", digest(["news", "c"]), "Gamma")]
@@ -97,58 +108,58 @@ def test_an_edit_and_a_new_entry_are_one_update_and_one_creation_in_order(
     assert created.previous_fingerprint == ""
     assert (created.source_id, created.url) == ("news", "https://news.example/c")
     # Cursors grow with the log; the last one reads nothing more.
-    assert [c.cursor for c in all_changes(db_path)] == [*(c.cursor for c in logged),
-                                                         updated.cursor, created.cursor]
-    assert all_changes(db_path, created.cursor) == []
+    assert [c.cursor for c in all_changes(database)] == [*(c.cursor for c in logged),
+                                                          updated.cursor, created.cursor]
+    assert all_changes(database, created.cursor) == []
 
 
-def test_a_change_keeps_the_version_it_wrote(fetch: Fetch, db_path: Path) -> None:
-    fetch("news", rss(("a", "First title")))
-    fetch("news", rss(("a", "Second title")))
-    fetch("news", rss(("a", "First title")))  # back to the first version: a change too
-    assert [(c.kind, c.title) for c in all_changes(db_path)] == [
+def test_a_change_keeps_the_version_it_wrote(fetch_any: Fetch, database: Path | str) -> None:
+    fetch_any("news", rss(("a", "First title")))
+    fetch_any("news", rss(("a", "Second title")))
+    fetch_any("news", rss(("a", "First title")))  # back to the first version: a change too
+    assert [(c.kind, c.title) for c in all_changes(database)] == [
         ("created", "First title"), ("updated", "Second title"), ("updated", "First title")]
 
 
-def test_unchanged_entries_and_304s_add_no_change(fetch: Fetch, db_path: Path,
+def test_unchanged_entries_and_304s_add_no_change(fetch_any: Fetch, database: Path | str,
                                                   server: ScenarioServer,
                                                   parser: ParserPool) -> None:
-    fetch("news", rss(("a", "Alpha"), ("b", "Beta")))
-    before = all_changes(db_path)
+    fetch_any("news", rss(("a", "Alpha"), ("b", "Beta")))
+    before = all_changes(database)
     # Other bytes, the same entries: parsed again, every entry unchanged.
-    report = fetch("news", rss(("a", "Alpha"), ("b", "Beta")).replace(b"<title>t<",
-                                                                      b"<title>t2<"))
+    report = fetch_any("news", rss(("a", "Alpha"), ("b", "Beta")).replace(b"<title>t<",
+                                                                          b"<title>t2<"))
     assert report.totals["unchanged"] == 2 and report.sources[0].status == "fetched"
-    config = make_config(db_path, {"news": server.url("/news.xml")})
+    config = make_config(database, {"news": server.url("/news.xml")})
     assert run_fetch(config, force=True, parser=parser).sources[0].status == "not_modified"
-    assert all_changes(db_path) == before
+    assert all_changes(database) == before
 
 
-def test_a_rejected_response_adds_no_change(server: ScenarioServer, db_path: Path,
+def test_a_rejected_response_adds_no_change(server: ScenarioServer, database: Path | str,
                                             parser: ParserPool) -> None:
-    config = make_config(db_path, {"demo-rss": server.url("/feeds/demo-rss.xml")})
+    config = make_config(database, {"demo-rss": server.url("/feeds/demo-rss.xml")})
     run_fetch(config, force=True, parser=parser)
-    before = all_changes(db_path)
+    before = all_changes(database)
     assert len(before) == 3
     server.put("/feeds/demo-rss.xml",
                (FIXTURES / "variants" / "demo-rss-contradiction.xml").read_bytes())
     report = run_fetch(config, force=True, parser=parser)
     assert report.sources[0].status == "rejected"
-    assert all_changes(db_path) == before
-    assert all_changes(db_path, before[-1].cursor) == []
+    assert all_changes(database) == before
+    assert all_changes(database, before[-1].cursor) == []
 
 
 def test_a_cross_source_duplicate_is_a_change_marked_with_its_canonical_key(
-        fetch: Fetch, db_path: Path) -> None:
+        fetch_any: Fetch, database: Path | str) -> None:
     story = ("s-1", "Parliament passes the long-awaited budget bill")
-    fetch("publisher", rss(story))
-    fetch("mirror", rss(story))  # same link and title: a duplicate of the publisher's row
-    publisher, mirror = all_changes(db_path)
+    fetch_any("publisher", rss(story))
+    fetch_any("mirror", rss(story))  # same link and title: a duplicate of the publisher's row
+    publisher, mirror = all_changes(database)
     assert (publisher.source_id, publisher.duplicate_of) == ("publisher", "")
     assert mirror.source_id == "mirror" and mirror.kind == "created"
     assert mirror.duplicate_of == publisher.key == digest(["publisher", "s-1"])
     # The mirror's own source filter still sees it: it is that source's change.
-    with Store(db_path) as store:
+    with open_store(database) as store:
         assert [c.key for c in read_changes(store, source_id="mirror")] == [mirror.key]
         assert [c.key for c in read_changes(store, source_id="nobody")] == []
 
@@ -202,19 +213,19 @@ def test_a_restored_database_that_was_fetched_again_refuses_the_cursor(
                                                        "Other 2"]
 
 
-def test_a_cursor_of_the_first_format_is_still_read(fetch: Fetch, db_path: Path) -> None:
-    fetch("news", rss(("a", "Alpha"), ("b", "Beta")))
-    first, _ = all_changes(db_path)
+def test_a_cursor_of_the_first_format_is_still_read(fetch_any: Fetch, database: Path | str) -> None:
+    fetch_any("news", rss(("a", "Alpha"), ("b", "Beta")))
+    first, _ = all_changes(database)
     old = first.cursor.rpartition(".")[0].replace("v2.", "v1.", 1)  # v1.<id>.<position>
     assert re.fullmatch(r"v1\.[0-9a-f]{12}\.[0-9]+", old)
-    assert [c.title for c in all_changes(db_path, old)] == ["Beta"]
+    assert [c.title for c in all_changes(database, old)] == ["Beta"]
 
 
-def test_pages_walk_the_log_without_gaps_or_repeats(fetch: Fetch, db_path: Path) -> None:
-    fetch("news", rss(*((f"e{i}", f"Entry {i}") for i in range(7))))
+def test_pages_walk_the_log_without_gaps_or_repeats(fetch_any: Fetch, database: Path | str) -> None:
+    fetch_any("news", rss(*((f"e{i}", f"Entry {i}") for i in range(7))))
     seen: list[str] = []
     cursor = None
-    with Store(db_path) as store:
+    with open_store(database) as store:
         while page := read_changes(store, after=cursor, limit=3):
             assert len(page) <= 3
             seen.extend(c.title for c in page)
@@ -242,23 +253,24 @@ def test_a_version_5_database_gets_a_log_of_what_it_holds(fetch: Fetch,
 # -- the command ----------------------------------------------------------------------
 
 
-def test_signal_changes_prints_json_lines_and_resumes(fetch: Fetch, db_path: Path) -> None:
-    fetch("news", rss(("a", "Alpha"), ("b", "Beta")))
-    code, out, _ = changes_cli("--db", str(db_path), "--json")
+def test_signal_changes_prints_json_lines_and_resumes(fetch_any: Fetch,
+                                                      database: Path | str) -> None:
+    fetch_any("news", rss(("a", "Alpha"), ("b", "Beta")))
+    code, out, _ = changes_cli("--db", str(database), "--json")
     lines = [json.loads(line) for line in out.splitlines()]
     assert code == 0 and [(d["kind"], d["title"]) for d in lines] == [
         ("created", "Alpha"), ("created", "Beta")]
     assert all(d["cursor"] and d["key"] for d in lines)
 
-    code, out, err = changes_cli("--db", str(db_path), "--after", lines[-1]["cursor"])
+    code, out, err = changes_cli("--db", str(database), "--after", lines[-1]["cursor"])
     assert (code, out, err) == (0, "", "")  # nothing new prints nothing
 
-    code, out, _ = changes_cli("--db", str(db_path), "--limit", "1")
+    code, out, _ = changes_cli("--db", str(database), "--limit", "1")
     assert code == 0 and len(out.splitlines()) == 1
     assert out.startswith(lines[0]["cursor"] + "  created  ") and "Alpha" in out
 
-    fetch("news", rss(("a", "Alpha, corrected"), ("b", "Beta")))
-    code, out, _ = changes_cli("--db", str(db_path), "--after", lines[-1]["cursor"],
+    fetch_any("news", rss(("a", "Alpha, corrected"), ("b", "Beta")))
+    code, out, _ = changes_cli("--db", str(database), "--after", lines[-1]["cursor"],
                                "--source", "news", "--json")
     assert [json.loads(line)["kind"] for line in out.splitlines()] == ["updated"]
 
