@@ -144,7 +144,8 @@ class FeedStore(Protocol):
         ...
 
     def source_states(self) -> list[SourceState]:
-        """Every stored source state, ordered by id."""
+        """Every stored source state, ordered by id (byte order), a source claimed but
+        never fetched included (see :meth:`claim_sources`)."""
         ...
 
     def set_source_order(self, source_ids: Sequence[str]) -> bool:
@@ -163,7 +164,12 @@ class FeedStore(Protocol):
         ...
 
     def reset_source(self, source_id: str) -> bool:
-        """Clear gone, moved, backoff and schedule state; True if the source was known."""
+        """Clear gone, moved, backoff and schedule state; True if the source was known.
+
+        A pause this source's host asked for ends for the host's other sources too:
+        :meth:`release_sources` gave them the same instant as their own ``retry_after``,
+        and every source whose ``retry_after`` is that instant loses it and its next
+        poll time."""
         ...
 
     def save_attempt(self, state: SourceState, fetch: FetchRecord) -> None:
@@ -177,6 +183,17 @@ class FeedStore(Protocol):
                        seen_at: dt.datetime | None = None) -> ApplyCounts:
         """Store one response's entries, versions, the source's new state and the fetch
         row in one transaction; mark cross-source duplicates of what changed.
+
+        Each row is ``created``, ``updated`` or ``unchanged`` by
+        :func:`~signal_feeds.identity.keys.classify_change` against what its key holds
+        (an unchanged entry has only its ``last_seen_at`` set to ``now``), after
+        :func:`~signal_feeds.identity.keys.under_stored_keys` has moved a row that is
+        an entry stored under another key (an older Signal's key, or another spelling
+        of its link) to that key. The returned counts, with each key's outcome in
+        ``keys``, are also the fetch row's ``created``/``updated``/``unchanged``: the
+        run passes a ``fetch`` whose counts are 0, as only the store knows them. A
+        failure of duplicate marking is undone alone and logged: the response is
+        stored unmarked, never lost (``signal dedupe`` marks it later).
 
         ``match_keys`` and ``search_texts`` (by entry key) are what the parser process
         already derived from the rows; a store uses them where given and derives them
@@ -207,7 +224,9 @@ class FeedStore(Protocol):
         pending ``Retry-After`` or a gone source): see
         :func:`~signal_feeds.store.leases.choose_claims`. The lease expires
         ``lease_seconds`` later by the database's clock. Sources another worker is
-        claiming at the same moment are skipped, never waited for.
+        claiming at the same moment are skipped, never waited for. A claimed source
+        without a stored row gets one (its state as never fetched) to hold the lease:
+        it is then among :meth:`source_states`.
         """
         ...
 
@@ -254,17 +273,25 @@ class FeedStore(Protocol):
         ...
 
     def versions(self, key: str) -> list[StoredVersion]:
-        """Every version an entry has had, oldest first."""
+        """Every version an entry has had, oldest first (by ``first_seen_at``): one per
+        distinct (fingerprint, content fingerprint). A response that brings back an
+        earlier version sets that version's ``last_seen_at`` and adds none; one that
+        finds the entry unchanged touches only the entry (the reading functions take
+        the version last seen as the current one, and give it the entry's
+        ``last_seen_at``)."""
         ...
 
     def entry_views(self, *, source_id: str | None, since: str | None,
                     limit: int | None, include_duplicates: bool,
                     after: str | None = None) -> list[EntryView]:
         """Entries newest first, as readers see them: ordered by the entry's date
-        (``published``, else ``updated``, else ``first_seen_at``), newest first, then by
-        key. Without ``include_duplicates`` only canonical rows (with ``source_id``:
-        rows not duplicating a row of that same source); ``since`` is an ISO 8601 date
-        or time, compared as text with that same date.
+        (``published``, else ``updated``, else ``first_seen_at``, the earliest of it and
+        ``first_seen_at``: :attr:`EntryView.date
+        <signal_feeds.store.views.EntryView.date>`), newest first; entries of one date
+        in the feed's own order, a later response's first, as :meth:`entries`.
+        Without ``include_duplicates`` only canonical rows (with ``source_id``: rows
+        not duplicating a row of that same source); ``since`` is an ISO 8601 date or
+        time, compared as text with that same date.
 
         ``after`` (the key of an entry) starts the listing after that entry's place in
         the order: a long listing is read a page at a time, each page a seek in the
@@ -317,12 +344,12 @@ class FeedStore(Protocol):
         ...
 
     def keys_starting_with(self, prefix: str, *, limit: int) -> list[str]:
-        """At most ``limit`` entry keys that start with ``prefix``, in order."""
+        """At most ``limit`` entry keys that start with ``prefix``, in byte order."""
         ...
 
     def entries_with_link(self, match_url: str, url: str) -> list[EntryView]:
         """Entries whose match URL is ``match_url`` (when not empty) or whose stored link
-        is exactly ``url``, oldest first."""
+        is exactly ``url``, oldest first (by ``first_seen_at``, then key)."""
         ...
 
     # -- the change log (programs downstream) ---------------------------------------
