@@ -108,15 +108,18 @@ def table_digest(store: FeedStore, table: str, *, batch: int = DEFAULT_COPY_BATC
                  ) -> tuple[int, str]:
     """(rows, sha256) of a table of :data:`COPIED`, computed the same way on every backend."""
     digest = _Digest()
-    for rows in _rows(_bulk(store), table, batch):
+    for rows in _rows(_bulk(store, repr(store)), table, batch):
         digest.add(rows)
     return digest.rows, digest.hash.hexdigest()
 
 
-def _bulk(store: FeedStore) -> BulkAccess:
+def _bulk(store: FeedStore, name: str) -> BulkAccess:
+    """The store's bulk access; ``name`` is the database as messages name it (a
+    backend without the hook was named by its object's repr, "<... at 0x7f...>")."""
     bulk = getattr(store, "_bulk", None)
     if bulk is None:
-        raise StoreError(f"{store!r} cannot be copied (no bulk access)")
+        raise StoreError(f"{name} cannot take part in a copy: its store backend offers no "
+                         "bulk access (a private _bulk(), see docs/architecture.md)")
     access: BulkAccess = bulk()
     return access
 
@@ -143,7 +146,7 @@ def copy_store(source: Database, target: Database, *, replace: bool = False,
             counts = ", ".join(f"{n} {t}" for t, n in held.items())
             raise ConfigError(f"{names[1]} is not empty ({counts}); copy into an empty "
                               "database, or pass --replace to delete its rows first")
-        read, write = _bulk(src), _bulk(dst)
+        read, write = _bulk(src, names[0]), _bulk(dst, names[1])
         copied: list[TableCopy] = []
         with read.snapshot(), write.transaction():
             if replace:
