@@ -8,6 +8,7 @@ import gc
 import json
 import logging
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -330,6 +331,64 @@ def test_a_worker_that_crashes_costs_its_own_document_and_its_trace_is_logged(
     [record] = [r for r in caplog.records if "crashing" in r.getMessage()]
     assert "Segmentation fault" in record.getMessage()  # faulthandler, via the stderr file
     assert [o.message for o in after] == ["", ""]
+
+
+def _segfault_once(marker: str) -> bytes:
+    """In the worker: crash the first time only (as a worker the OOM killer took, or
+    a crash that does not come back), then hand over a document that parses."""
+    if not os.path.exists(marker):
+        Path(marker).touch()
+        import ctypes
+        ctypes.string_at(0)
+    return FINE
+
+
+class _CrashOnce:
+    def __init__(self, marker: Path) -> None:
+        self.marker = str(marker)
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        return _segfault_once, (self.marker,)
+
+
+def test_a_worker_that_dies_once_is_logged_though_its_documents_parse_again(
+        caplog: pytest.LogCaptureFixture, tmp_path: Path) -> None:
+    # The documents of a worker that died were parsed again and all went well: the
+    # run said nothing, and faulthandler's trace went with the executor's stderr file.
+    pool = ParserPool(workers=2)
+    culprit = ParseJob(source_id="crashing", body=_CrashOnce(tmp_path / "crashed"),  # type: ignore[arg-type]
+                       url="", content_type="", settings=ParseSettings())
+    try:
+        with caplog.at_level(logging.WARNING, logger="signal_feeds.parse"):
+            crashed, *others = asyncio.run(_parse_together(pool, culprit, 3))
+    finally:
+        pool.close()
+    assert (tmp_path / "crashed").exists()
+    assert [(o.message, o.entries) for o in [crashed, *others]] == [("", 1)] * 4
+    [record] = caplog.records
+    assert record.levelno == logging.WARNING and record.name == "signal_feeds.parse"
+    text = record.getMessage()
+    # Named by whichever of the executor's documents noticed first.
+    assert re.match(r"a parser process died \(killed, out of memory or crashed\) while "
+                    r"source (crashing|fine-\d)'s document was among those it held; each is "
+                    r"parsed again alone; its stderr ends with:\nFatal Python error: "
+                    r"Segmentation fault", text), text
+    assert "_segfault_once" in text  # the crashing frame, which faulthandler writes first
+
+
+def test_workers_signal_kills_after_an_overrun_are_no_death_to_report(
+        caplog: pytest.LogCaptureFixture) -> None:
+    pool = ParserPool(workers=2, timeout=1.0)
+    culprit = ParseJob(source_id="stuck", body=_Crash("sleep"),  # type: ignore[arg-type]
+                       url="", content_type="", settings=ParseSettings())
+    try:
+        with caplog.at_level(logging.WARNING, logger="signal_feeds.parse"):
+            stuck, *others = asyncio.run(_parse_together(pool, culprit, 2))
+    finally:
+        pool.close()
+    assert stuck.message == "parsing took longer than 1 s"
+    assert [o.message for o in others] == ["", ""]
+    assert caplog.records == []
 
 
 def test_a_worker_stuck_where_its_alarm_cannot_reach_is_killed() -> None:

@@ -18,8 +18,9 @@ that imports Signal keeps feedparser as it ships. A worker that finds feedparser
 internals changed parses with stock feedparser, and the parent logs why. A worker's
 unexpected error reaches the parent's log with its traceback; a worker that dies (a
 crash, the kernel's OOM killer) breaks the executor: the documents it held are parsed
-again one by one in executors of their own, so that only the culprit fails, and its
-stderr (where :mod:`faulthandler` writes) is logged. Outcomes come back through files,
+again one by one in executors of their own, so that only the culprit fails. Its death
+is logged with its stderr (where :mod:`faulthandler` writes), even when every document
+then parses. Outcomes come back through files,
 not the executor's pipe (see :func:`parse_in_worker`).
 """
 
@@ -138,6 +139,10 @@ class _Executor:
         self._pids_queue = context.SimpleQueue()
         self._pids: set[int] = set()
         self.broken = False
+        #: Signal killed the workers (an overrun, a parse nobody waits for): the
+        #: documents' own outcomes say so, and no death is to be reported.
+        self.killed = False
+        self._death_noted = threading.Lock()
         if threading.active_count() > 1:
             # Another thread of the program may be importing a module at the moment of
             # the fork: the child inherits that module's import lock held by a thread it
@@ -198,6 +203,7 @@ class _Executor:
     def kill(self, forked: set[int] | None = None) -> None:
         """Kill every worker (the executor then reports itself broken)."""
         self.broken = True
+        self.killed = True
         self._pids |= forked or set()
         while not self._pids_queue.empty():
             self._pids.add(self._pids_queue.get())
@@ -205,14 +211,23 @@ class _Executor:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
 
+    def first_to_note_death(self) -> bool:
+        """True for the one caller that first notices a worker that died of itself
+        (a crash, the OOM killer), never after Signal killed the workers."""
+        return not self.killed and self._death_noted.acquire(blocking=False)
+
     def stderr_tail(self, size: int = 4000) -> str:
-        """The end of what the workers wrote to stderr (a crash's trace, if any)."""
+        """What the workers last wrote to stderr: from the start of the last crash's
+        trace, if any, else the end. faulthandler writes the crashing frame first; a
+        deep stack's plain tail kept only the outermost frames, not even the signal."""
         try:
             self.stderr.seek(0, os.SEEK_END)
-            self.stderr.seek(max(0, self.stderr.tell() - size))
-            return self.stderr.read().decode("utf-8", "replace").strip()
+            self.stderr.seek(max(0, self.stderr.tell() - 4 * size))
+            text = self.stderr.read().decode("utf-8", "replace")
         except (OSError, ValueError):
             return ""
+        start = text.rfind("Fatal Python error")
+        return (text[start:start + size] if start >= 0 else text[-size:]).strip()
 
     def close(self) -> None:
         if self.pid != os.getpid():
@@ -222,6 +237,11 @@ class _Executor:
         self.stderr.close()
         # Outcomes nobody took: a parse stopped after its worker had finished.
         self._remove_handover()
+
+
+class _NoDeath(BrokenProcessPool):
+    """The executor cannot take the document, though no worker of it died (closed
+    meanwhile, its manager thread gone): parsed again alone, with nothing to report."""
 
 
 _noted: set[str] = set()
@@ -281,9 +301,17 @@ class ParserPool:
         shared = self._executor()
         try:
             outcome = await self._run(shared, job)
-        except BrokenProcessPool:
+        except BrokenProcessPool as exc:
             # A worker died, maybe over another document: parse this one again alone.
             shared.broken = True
+            if not isinstance(exc, _NoDeath) and shared.first_to_note_death():
+                # Said here: each document may parse fine alone (a kill from outside, a
+                # crash that does not come back), and nothing else would say it died,
+                # nor keep the trace faulthandler left in the executor's stderr file.
+                log.warning("a parser process died (killed, out of memory or crashed) "
+                            "while source %s's document was among those it held; each "
+                            "is parsed again alone; its stderr ends with:\n%s",
+                            job.source_id, shared.stderr_tail() or "(nothing)")
             outcome = await self._parse_alone(job)
         return self._received(job, outcome)
 
@@ -305,8 +333,10 @@ class ParserPool:
         the worker's to enforce; this kills the workers only when it did not."""
         try:
             future = executor.submit(job, self.timeout)
-        except RuntimeError as exc:  # BrokenProcessPool, or shut down since taken
-            raise BrokenProcessPool(str(exc)) from exc
+        except BrokenProcessPool:
+            raise
+        except RuntimeError as exc:  # shut down since taken
+            raise _NoDeath(str(exc)) from exc
         waiting = asyncio.wrap_future(future)
         loop = asyncio.get_running_loop()
         deadline: float | None = None
@@ -329,9 +359,9 @@ class ParserPool:
                 except FileNotFoundError as exc:
                     # The executor was closed meanwhile (another document's worker died,
                     # or the pool closed) and its folder went: parsed again alone.
-                    raise BrokenProcessPool("the outcome's file is gone") from exc
+                    raise _NoDeath("the outcome's file is gone") from exc
             if not future.running() and not executor.manager_alive():
-                raise BrokenProcessPool("the executor's manager thread ended")
+                raise _NoDeath("the executor's manager thread ended")
             if deadline is None:
                 # The limit counts from when a worker takes the job, not while it waits
                 # behind other documents (several runs may share the pool).
