@@ -8,6 +8,7 @@ import ast
 import asyncio
 import copy
 import datetime as dt
+import logging
 import pickle
 import xml.etree.ElementTree as ET
 from dataclasses import replace
@@ -401,3 +402,38 @@ def test_every_error_survives_pickling_and_copying(error: signal_feeds.SignalErr
         assert type(again) is type(error)
         assert str(again) == str(error) and again.args == error.args
         assert vars(again) == vars(error)
+
+
+def test_a_program_quiets_one_stage_and_keeps_the_others(server: ScenarioServer,
+                                                         tmp_path: Path) -> None:
+    # The config's warnings and the run's totals came from one logger, "signal_feeds":
+    # quieting one quieted both (the store's and the run's lines alike).
+    seen: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            seen.append(record)
+
+    package, config_log = logging.getLogger("signal_feeds"), logging.getLogger(
+        "signal_feeds.config")
+    keep = Keep()
+    package.addHandler(keep)
+    package.setLevel(logging.INFO)
+    try:
+        text = (f'[settings]\ndatabase = "{tmp_path / "signal.db"}"\nmin_interval = 60\n'
+                f'allow_http_links = true\n[[sources]]\nid = "rss"\n'
+                f'url = "{server.url("/feeds/demo-rss.xml")}"\n')
+        signal_feeds.run_fetch(signal_feeds.parse_config(text), force=True)
+        first = [(r.name, r.levelname, r.getMessage()[:16]) for r in seen]
+        seen.clear()
+        config_log.setLevel(logging.ERROR)
+        signal_feeds.run_fetch(signal_feeds.parse_config(text), force=True)
+        second = [(r.name, r.levelname, r.getMessage()[:16]) for r in seen]
+    finally:
+        package.removeHandler(keep)
+        package.setLevel(logging.NOTSET)
+        config_log.setLevel(logging.NOTSET)
+    deprecated = ("signal_feeds.config", "WARNING", "[settings]: allo")
+    totals = ("signal_feeds.run", "INFO", "run finished at ")
+    assert first == [deprecated, totals]
+    assert second == [totals]

@@ -232,3 +232,28 @@ def test_every_part_of_the_package_is_in_the_layers_and_the_printing_rule() -> N
     quiet = {m.removeprefix("signal_feeds.")
              for m in contracts["only-cli-prints"]["source_modules"]}
     assert _parts() - quiet == {"cli"}
+
+
+#: The loggers the README's "Logging" names, one per stage: a program quiets one of
+#: them (``logging.getLogger("signal_feeds.store").setLevel(...)``) and keeps the rest.
+STAGE_LOGGERS = {"signal_feeds.config", "signal_feeds.run", "signal_feeds.parse",
+                 "signal_feeds.store", "signal_feeds.cli"}
+
+
+def test_every_logger_is_a_stage_of_the_package() -> None:
+    # Most of the store and the run logged as "signal_feeds" itself: quieting the
+    # store's lost-connection lines quieted the parser's crash reports as well.
+    found: list[str] = []
+    for rel, path in _modules():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=rel)):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and node.func.attr == "getLogger"):
+                name = ast.unparse(node.args[0]) if node.args else "(root)"
+                if name == "__name__":
+                    continue  # under its package's stage (signal_feeds.demo.…)
+                if not (isinstance(node.args[0], ast.Constant)
+                        and node.args[0].value in STAGE_LOGGERS):
+                    found.append(f"{rel}:{node.lineno}: getLogger({name})")
+    assert found == []
+    readme = (PACKAGE.parent / "README.md").read_text(encoding="utf-8")
+    assert all(f"`{name}`" in readme for name in STAGE_LOGGERS)

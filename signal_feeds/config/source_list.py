@@ -102,7 +102,7 @@ DEFAULT_LEASE_SECONDS = 600.0
 #: well under the body cap) would hold a parser for a minute.
 DEFAULT_MAX_ENTRIES = 10_000
 
-log = logging.getLogger("signal_feeds")
+log = logging.getLogger("signal_feeds.config")
 
 #: No proxy setting: HTTP_PROXY, HTTPS_PROXY, ALL_PROXY and NO_PROXY decide.
 DEFAULT_PROXY = ""

@@ -31,7 +31,7 @@ from signal_feeds.store.protocol import FeedStore
 
 __all__ = ["WINDOW_CHUNKS", "Claims", "lease_trouble"]
 
-log = logging.getLogger("signal_feeds")
+log = logging.getLogger("signal_feeds.run")
 
 T = TypeVar("T")
 #: A claim looks at this many chunks' worth of waiting sources.

@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Progress", "fetch_sources", "parse_files", "run_fetch"]
 
-log = logging.getLogger("signal_feeds")
+log = logging.getLogger("signal_feeds.run")
 
 
 def _check_config(config: object, caller: str) -> None:

@@ -65,7 +65,7 @@ from signal_feeds.store.protocol import FeedStore
 
 __all__ = ["DEFAULT_PARSE_QUEUE_BYTES", "DEFAULT_WRITE_QUEUE_BYTES", "Run"]
 
-log = logging.getLogger("signal_feeds")
+log = logging.getLogger("signal_feeds.run")
 
 #: Memory that downloaded bodies may hold while they wait for a parser (downloads under
 #: way included), counted at :data:`COST_PER_BODY_BYTE`; new requests wait beyond it.

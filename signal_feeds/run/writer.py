@@ -29,7 +29,7 @@ from signal_feeds.store.protocol import FeedStore
 
 __all__ = ["DEFAULT_COMMIT_WINDOW", "DEFAULT_MAX_BATCH", "Write", "WriteStage"]
 
-log = logging.getLogger("signal_feeds")
+log = logging.getLogger("signal_feeds.run")
 
 #: Most writes in one transaction: bounds how long other processes wait for the lock.
 DEFAULT_MAX_BATCH = 64

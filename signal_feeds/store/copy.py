@@ -26,7 +26,7 @@ from signal_feeds.timeutil import format_time
 
 __all__ = ["DEFAULT_COPY_BATCH", "CopyReport", "TableCopy", "copy_store", "table_digest"]
 
-log = logging.getLogger("signal_feeds")
+log = logging.getLogger("signal_feeds.store")
 
 #: Rows read and written per batch.
 DEFAULT_COPY_BATCH = 2000

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 __all__ = ["DEFAULT_CONNECT_TIMEOUT", "DEFAULT_DEAD_PEER_SECONDS", "INSTALL_HINT", "Connection",
            "import_psycopg"]
 
-log = logging.getLogger("signal_feeds")
+log = logging.getLogger("signal_feeds.store")
 
 #: Seconds to wait for the server to accept a connection.
 DEFAULT_CONNECT_TIMEOUT = 10

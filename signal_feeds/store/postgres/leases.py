@@ -41,7 +41,7 @@ from signal_feeds.store.sqlite.queries import state_for_url
 __all__ = ["CLAIM_ROUNDS", "IN_LINE", "AdvisoryHostGate", "claim", "leases", "release",
            "renew"]
 
-log = logging.getLogger("signal_feeds")
+log = logging.getLogger("signal_feeds.store")
 
 #: A claim that lost sources to another worker's simultaneous claim looks again (the
 #: winner's leases are visible then) at most this many times.

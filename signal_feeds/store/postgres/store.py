@@ -49,7 +49,7 @@ from signal_feeds.store.sqlite.connection import DEFAULT_BUSY_TIMEOUT
 from signal_feeds.store.sqlite.queries import state_for_url
 from signal_feeds.store.views import searched, stored_since
 
-log = logging.getLogger("signal_feeds")
+log = logging.getLogger("signal_feeds.store")
 _T = TypeVar("_T")
 #: Times a whole-table rewrite is tried when the server ends it for a deadlock.
 _REWRITE_TRIES = 3

@@ -46,7 +46,7 @@ from signal_feeds.timeutil import format_time
 __all__ = ["SOURCE_COLUMNS", "apply_response", "reset_source", "save_attempt",
            "set_source_order"]
 
-log = logging.getLogger("signal_feeds")
+log = logging.getLogger("signal_feeds.store")
 
 
 @dataclass(frozen=True)

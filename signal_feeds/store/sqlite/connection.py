@@ -29,7 +29,7 @@ from signal_feeds.store.sqlite.maintenance import WAL_LIMIT_BYTES, Checkpointer
 __all__ = ["CACHE_KIB", "DEFAULT_BUSY_TIMEOUT", "Connection", "foreign_reason",
            "foreign_tables", "newer_schema_error", "not_a_file", "user_tables"]
 
-log = logging.getLogger("signal_feeds")
+log = logging.getLogger("signal_feeds.store")
 
 #: Seconds a connection waits for another program's lock before giving up. A minute is
 #: far longer than any one Signal transaction holds the lock (a batch of responses,

@@ -11,7 +11,7 @@ from pathlib import Path
 __all__ = ["CHECKPOINT_WAL_BYTES", "RESTART_PAUSE", "RESTART_WAIT", "WAL_LIMIT_BYTES",
            "WAL_LIMIT_SHARE", "Checkpointer"]
 
-log = logging.getLogger("signal_feeds")
+log = logging.getLogger("signal_feeds.store")
 
 #: WAL size, in bytes, at which a commit asks for a checkpoint (SQLite's own default is
 #: 1000 pages of 4 KiB).

@@ -45,7 +45,7 @@ from signal_feeds.timeutil import format_time
 __all__ = ["SOURCE_COLUMNS", "apply_response", "reset_source", "save_attempt",
            "set_source_order"]
 
-log = logging.getLogger("signal_feeds")
+log = logging.getLogger("signal_feeds.store")
 
 _KEY_CHUNK = 500  # bound on SQL variables per SELECT ... IN (...)
 
