@@ -18,7 +18,6 @@ from typing import Any
 from signal_feeds.errors import ParseError
 from signal_feeds.parse.dates import (
     dates_warning,
-    no_zone_offset,
     plausible,
     text_date,
     timestamp_date,
@@ -34,6 +33,7 @@ from signal_feeds.parse.fields import (
     text_value,
 )
 from signal_feeds.parse.links import known_by, refused_link_warnings
+from signal_feeds.parse.offsets import no_zone_offset
 from signal_feeds.parse.repairs import WITHOUT_C0
 from signal_feeds.parse.settings import DEFAULT_MAX_ENTRIES, entries_cut
 from signal_feeds.parsed import ParsedEntry, ParsedFeed
