@@ -19,8 +19,8 @@ __all__ = ["MAX_URL_BYTES", "TRACKING_PARAMETERS", "UrlRejected", "ascii_host",
            "proxy_url_problem", "same_feed_key", "shown_url",
            "canonical_source_url", "escaped_whitespace",
            "check_link", "is_tracking_parameter", "link_form", "link_spellings",
-           "normalize_link", "request_host", "unicode_host", "without_credentials",
-           "without_tracking"]
+           "normalize_link", "other_scheme", "request_host", "unicode_host",
+           "without_credentials", "without_tracking"]
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 #: The longest URL kept, in UTF-8 bytes (the sitemap protocol's limit, in characters):
@@ -420,3 +420,15 @@ def link_spellings(url: str) -> frozenset[str]:
     rests |= {_HIGH_ESCAPES.sub(_as_text, r) for r in rests}
     rests |= {r.replace("~", "%7E") for r in rests} | {r.replace("~", "%7e") for r in rests}
     return frozenset({url} | {head + host + r for host in hosts for r in rests})
+
+
+def other_scheme(url: str) -> str | None:
+    """The link ``url`` (as :func:`check_link` returns it) under the other of http and
+    https, or ``None`` when it names a port: a site that moved to https (or back) still
+    links the same pages, while ``:8443`` names a server of its own."""
+    scheme, _, after = url.partition("://")
+    netloc = after[:min((i for i in (after.find(c) for c in "/?") if i >= 0),
+                        default=len(after))]
+    if scheme not in _WEB_SCHEMES or netloc.rfind(":") > netloc.rfind("]"):
+        return None  # no web link, or a port of its own
+    return ("https" if scheme == "http" else "http") + url[len(scheme):]

@@ -384,3 +384,28 @@ def test_a_respelled_link_makes_no_new_version(server: ScenarioServer,
     with open_store(database) as store:
         assert [v.url for v in store.versions(digest(["actu", "g"]))] == [
             "https://a.example/café"]
+
+
+def test_a_site_moved_to_https_keeps_its_entries_without_guids(
+        server: ScenarioServer, database: Path | str) -> None:
+    # A feed without guids whose site moved from http to https (its links now https)
+    # stored each entry again under the new link: `signal entries` listed every story
+    # twice (one source's copies are never marked duplicates) and the change feed
+    # announced them all as new. The stored entry keeps its key; its link is updated.
+    config = make_config(database, {"actu": server.url("/actu.xml")})
+    server.put("/actu.xml", _spelled_feed("http://actu.example/one", "https://actu.example/two"))
+    assert run_fetch(config, force=True).get("actu").created == 2
+    server.put("/actu.xml", _spelled_feed("https://actu.example/one", "http://actu.example/two"))
+    report = run_fetch(config, force=True).get("actu")
+    assert (report.created, report.updated, report.unchanged) == (0, 2, 0)
+    stored = sorted(rows_of(database, "SELECT id, url FROM entries"))
+    assert stored == sorted([(digest(["actu", "http://actu.example/one"]),
+                              "https://actu.example/one"),
+                             (digest(["actu", "https://actu.example/two"]),
+                              "http://actu.example/two")])
+    # Both schemes of one link in one response are the feed's two items, as given; a
+    # link with a port of its own is not taken for the other scheme's.
+    server.put("/actu.xml", _spelled_feed("http://actu.example/three",
+                                          "https://actu.example/three",
+                                          "https://actu.example:8443/one"))
+    assert run_fetch(config, force=True).get("actu").created == 3

@@ -19,7 +19,7 @@ from typing import Literal
 
 from signal_feeds.errors import ContradictionError
 from signal_feeds.parsed import NORMALIZER_VERSION, ParsedEntry
-from signal_feeds.urls import link_form, link_spellings, without_tracking
+from signal_feeds.urls import link_form, link_spellings, other_scheme, without_tracking
 
 __all__ = [
     "LINK_KEYED_UNTIL",
@@ -211,6 +211,8 @@ def spelling_key_candidates(rows: Sequence[EntryRow], unstored: Iterable[str]
     A feed that changes how it writes its links (``/café`` one day, ``/caf%C3%A9`` the
     next; a host in Unicode, then as IDNA) names the same entries: a stored row under
     such a key is that entry, and the store keeps its key (see :func:`keep_link_keys`).
+    So does a site that moved from http to https, or back (the link itself changed, so
+    the entry is updated with it).
     Left out as :func:`link_key_candidates` leaves them out: a key another row of this
     response has, or one two rows would take.
     """
@@ -221,7 +223,9 @@ def spelling_key_candidates(rows: Sequence[EntryRow], unstored: Iterable[str]
         if row.key not in wanted or row.remote_id or not row.url or (
                 row.key != entry_key(row.source_id, "", row.url)):
             continue  # an entry with an id, or keyed by its link's fragment or media
-        for spelling in link_spellings(row.url) - {row.url}:
+        spellings = link_spellings(row.url)
+        moved = {other_scheme(s) for s in spellings}
+        for spelling in (spellings | {m for m in moved if m is not None}) - {row.url}:
             other = digest([row.source_id, spelling])
             if other not in own:
                 claims.setdefault(other, []).append(row.key)
