@@ -265,6 +265,20 @@ def test_an_exported_source_list_imported_again_keeps_its_ids(tmp_path: Path) ->
     assert ids[1] != "n2" and ids[1].startswith("n2")
 
 
+def test_a_title_with_a_control_character_exports_an_opml_file_that_imports(
+        tmp_path: Path) -> None:
+    # A config title holding "\u0008" was written into the OPML as it was: XML 1.0
+    # cannot carry it, and no reader (Signal's own import included) opened the file.
+    config = tmp_path / "signal.toml"
+    config.write_text('[[sources]]\nid = "a"\nurl = "https://a.example/feed"\n'
+                      'title = "Back\\u0008space \\u0000Blog"\n', encoding="utf-8")
+    result = CliRunner().invoke(cli, ["export", "--config", str(config), "--format", "opml"])
+    assert result.exit_code == 0, result.output
+    (feed,) = parse_opml(result.stdout.encode("utf-8"))
+    assert (feed.title, feed.url, feed.source_id) == ("Backspace Blog",
+                                                      "https://a.example/feed", "a")
+
+
 def test_many_feeds_of_one_title_get_ids_without_counting_from_two_each_time() -> None:
     # 5,000 feeds all titled "Medium" (a platform's authors): each id counted up from
     # "-2" past every one given before, 12.5 million looks in all.

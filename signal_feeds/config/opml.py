@@ -52,6 +52,8 @@ _DECLARATION = re.compile(rb"<!\s*(?:DOCTYPE|ENTITY)", re.IGNORECASE)
 _ENCODING = re.compile(rb"""\s*<\?xml[^>]*?\sencoding\s*=\s*["']([A-Za-z0-9._:-]+)""")
 _NOT_SLUG = re.compile(r"[^a-z0-9]+")
 _COMMENT_CONTROL = re.compile("[\x00-\x08\x0a-\x1f\x7f]")
+#: Characters XML 1.0 cannot carry at all, not even as a character reference.
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 # TOML basic strings must escape these (all control characters but tab, and DEL).
 _TOML_ESCAPE = re.compile('["\\\\\x00-\x08\x0a-\x1f\x7f]')
 _TOML_SHORT = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\b": "\\b", "\f": "\\f"}
@@ -328,7 +330,10 @@ def opml_document(feeds: Iterable[tuple[str, str] | tuple[str, str, str]], *,
     head = ET.SubElement(root, "head")
     ET.SubElement(head, "title").text = title
     body = ET.SubElement(root, "body")
-    for name, url, *source_id in feeds:
+    for written, url, *source_id in feeds:
+        # A title with a control character (a config's "\u0008") made a document no
+        # reader opens, this one's import included: XML 1.0 has no way to write one.
+        name = _NOT_XML.sub("", written)
         attrs: Mapping[str, str] = {"type": "rss", "text": name, "title": name, "xmlUrl": url}
         if source_id and source_id[0]:
             attrs = {**attrs, "signal:id": source_id[0]}
