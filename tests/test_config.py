@@ -305,3 +305,20 @@ def test_a_user_agent_that_cannot_go_out_is_a_config_error(value: str, said: str
     with pytest.raises(ConfigError, match=said):
         parse_config(f"[settings]\nuser_agent = {value}\n")
 
+
+
+def test_a_database_path_with_a_nul_character_is_a_configuration_error(
+        tmp_path: Path) -> None:
+    # TOML can write "\u0000"; no file name holds it, and every command ended in a
+    # traceback ("ValueError: embedded null byte") instead of naming the setting.
+    from click.testing import CliRunner
+
+    from signal_feeds.cli.commands import cli
+
+    path = write(tmp_path, '[settings]\ndatabase = "feeds\\u0000.db"\n[[sources]]\n'
+                           'id = "a"\nurl = "https://a.example/feed"\n')
+    with pytest.raises(ConfigError, match=r"database: must not contain a NUL character"):
+        load_config(path)
+    result = CliRunner().invoke(cli, ["sources", "--config", str(path)])
+    assert result.exit_code == 2, result.output
+    assert "database: must not contain a NUL character" in result.output

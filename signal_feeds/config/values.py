@@ -55,6 +55,9 @@ def out_of_bounds(key: str, value: Any) -> str:
     """Why a well-typed setting's value cannot work, or ''."""
     if key == "user_agent":
         return _user_agent_problem(value)
+    if key == "database" and "\x00" in value:
+        # No file name holds one: every command ended in "ValueError: embedded null byte".
+        return "must not contain a NUL character (no file name or URL can hold one)"
     if key in _AT_LEAST_ONE and value < 1:
         return "must be at least 1"
     if key in _ABOVE_ZERO and value <= 0:
