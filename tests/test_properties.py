@@ -334,3 +334,136 @@ def test_an_exported_source_list_always_reads_back(titles: list[str]) -> None:
     back = parse_opml(opml_document(feeds).encode("utf-8", "surrogatepass"))
     assert [(f.title, f.url, f.source_id) for f in back] == [
         (re.sub(_NOT_XML, "", title).strip(), url, sid) for title, url, sid in feeds]
+
+
+# -- dates, schedule, decisions ------------------------------------------------------------
+
+_DATE_PIECES = st.lists(st.sampled_from([
+    "2026", "-", "12", "05", "T", " ", ":", "10", "00", "59", "60", "24", "Z", "+0530",
+    "+05:30", "-2359", "CET", "GMT", "UTC+1", "GMT+5:30", "America/New_York", "PST8PDT", "PM",
+    "Dec", "Dezember", "Saturday,", ",", ".", "/", "31", "9999", "0001", "1733047200",
+    "20261205T100000Z", "Uhr", "IST", "\x00", "é", "٣", "²"]), max_size=12).map("".join)
+
+
+@settings(max_examples=300, deadline=None, database=None)
+@given(text=st.one_of(st.text(max_size=40), _DATE_PIECES))
+def test_a_date_is_read_as_utc_or_left_empty_and_never_raises(text: str) -> None:
+    import datetime as dt
+
+    from feedparser.datetimes import _parse_date
+
+    from signal_feeds.parse.dates import EARLIEST, entry_date, text_date
+
+    raw = {"published": text, "published_parsed": _parse_date(text)}
+    for read in (text_date(text), entry_date(raw, "published")):
+        if read:
+            assert read >= EARLIEST
+            dt.datetime.strptime(read, "%Y-%m-%dT%H:%M:%SZ")  # four-digit year, UTC
+
+
+@settings(max_examples=300, deadline=None, database=None)
+@given(status=st.one_of(st.just("error"), st.integers(100, 599)), errors=st.integers(0, 10**6),
+       low=st.floats(0, 366 * 86400), high=st.floats(0, 366 * 86400),
+       headers=st.dictionaries(st.sampled_from(["cache-control", "expires", "retry-after",
+                                                "date", "age"]),
+                               st.sampled_from(["max-age=60", "no-store", "120", "0", "junk",
+                                                "Wed, 21 Oct 2015 07:28:00 GMT",
+                                                "max-age=99999999999999999999"]), max_size=4),
+       ttl=st.one_of(st.none(), st.integers(0, 10**12)), jitter=st.floats(0, 0.999))
+def test_the_next_poll_is_never_before_the_minimum_and_backoff_grows_to_its_cap(
+        status: Any, errors: int, low: float, high: float, headers: dict[str, str],
+        ttl: int | None, jitter: float) -> None:
+    import datetime as dt
+
+    from signal_feeds.decide.schedule import (
+        DEFAULT_BACKOFF_CAP,
+        LONGEST_RETRY_AFTER,
+        next_poll,
+    )
+
+    now = dt.datetime(2026, 3, 1, tzinfo=dt.UTC)
+    sent = now - dt.timedelta(seconds=3)
+
+    def due(count: int) -> dt.datetime | None:
+        return next_poll(now=now, status=status, headers=headers, error_count=count,
+                         min_interval=low, max_interval=high, ttl_seconds=ttl,
+                         jitter=jitter, sent=sent).next_due_at
+
+    first = due(errors)
+    if status == 410:
+        assert first is None
+        return
+    assert first is not None and first >= sent + dt.timedelta(seconds=low)
+    ok = status != "error" and 200 <= status < 400
+    longest = max(low, high) if ok else max(DEFAULT_BACKOFF_CAP, low)
+    floor = now + dt.timedelta(seconds=LONGEST_RETRY_AFTER) if status in (429, 503) else sent
+    assert first <= max(floor, sent + dt.timedelta(seconds=longest))
+    if not ok:
+        later = due(errors + 1)
+        assert later is not None and later >= first
+
+
+@settings(max_examples=300, deadline=None, database=None)
+@given(url=_ANY_URL)
+def test_every_spelling_of_a_link_is_one_link(url: str) -> None:
+    # Stored rows are found again under any spelling a feed switches to: each spelling
+    # passes the link policy unchanged and has the link's one form.
+    from signal_feeds.urls import link_form, link_spellings
+
+    link = normalize_link(url, allow_http=True)
+    if link is None:
+        return
+    for spelling in link_spellings(link):
+        assert normalize_link(spelling, allow_http=True) == spelling
+        assert link_form(spelling) == link_form(link)
+
+
+#: What a failed request leaves as it was: the stored copy's validators and digest, the
+#: feed's title and caching headers, where the source moved to, its last success.
+_KEPT_ON_FAILURE = ("etag", "last_modified", "body_digest", "body_normalizer_version",
+                    "body_entries", "ttl_seconds", "cache_headers", "moved_to", "fetch_url",
+                    "feed_title", "last_success_at")
+
+
+@settings(max_examples=300, deadline=None, database=None)
+@given(data=st.data(), status=st.sampled_from([200, 206, 300, 304, 401, 404, 410, 429, 500,
+                                               503, 0]),
+       low=st.floats(0, 366 * 86400), errors=st.integers(0, 50))
+def test_a_failure_keeps_the_stored_state_and_every_outcome_waits_its_minimum(
+        data: st.DataObject, status: int, low: float, errors: int) -> None:
+    import datetime as dt
+
+    from signal_feeds.decide.decider import Decider, FetchFailure, ParseFacts, ResponseFacts
+    from signal_feeds.records import SourceState
+
+    now = dt.datetime(2026, 3, 1, tzinfo=dt.UTC)
+    state = SourceState(
+        source_id="s", url="https://a.example/feed", error_count=errors,
+        fetch_url=data.draw(st.sampled_from(["", "https://b.example/feed"])),
+        etag=data.draw(st.sampled_from(["", '"e1"'])), last_modified="Wed, 21 Oct 2015",
+        body_digest=data.draw(st.sampled_from(["", "d1"])), body_entries=3, ttl_seconds=600,
+        cache_headers=(("cache-control", "max-age=600"),), feed_title="Blog",
+        moved_to=data.draw(st.sampled_from(["", "https://b.example/feed"])),
+        last_success_at=now - dt.timedelta(days=2))
+    headers = data.draw(st.dictionaries(st.sampled_from(["etag", "retry-after", "location"]),
+                                        st.sampled_from(['"e2"', "120", "junk"]), max_size=2))
+    response: ResponseFacts | FetchFailure = (
+        FetchFailure(url=state.url, message="timeout") if status == 0 else ResponseFacts(
+            status=status, url=state.url, headers=headers,
+            body_digest=data.draw(st.sampled_from(["", "d1", "d2"]))))
+    decider = Decider("s", now=now, started=now - dt.timedelta(seconds=2), min_interval=low,
+                      max_interval=86400.0)
+    parse = isinstance(response, ResponseFacts) and decider.must_parse(state, response)
+    new = decider.after_fetch(state, response, ParseFacts(
+        entries=1, error=data.draw(st.sampled_from(["", "not a feed"]))) if parse else None).state
+    assert new.last_fetch_at == decider.started
+    if new.gone:
+        assert new.next_due_at is None
+        return
+    assert new.next_due_at is not None
+    assert new.next_due_at >= decider.started + dt.timedelta(seconds=low)
+    if new.error_count:
+        assert new.error_count == errors + 1
+        assert all(getattr(new, name) == getattr(state, name) for name in _KEPT_ON_FAILURE)
+    else:
+        assert new.feed_title and new.last_success_at == decider.started
