@@ -294,7 +294,8 @@ class _Tags(HTMLParser):
         self.found.append((tag, attrs))
 
 
-@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=400, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.too_slow])
 @given(parts=st.lists(_FRAGMENTS, max_size=30))
 def test_what_the_stored_html_helps_with_never_gets_past_the_sanitizer(
         parts: list[str]) -> None:
