@@ -30,6 +30,7 @@ from signal_feeds.cli.common import (
     reading_database,
     say,
     say_json,
+    say_json_object,
     source_option,
     xml_escaped,
 )
@@ -200,7 +201,7 @@ def entries(config_path: str | None, db_path: str | None, source_id: str | None,
     except SignalError as exc:
         fail(exc)
     if as_json:
-        say_json(json.dumps({"entries": [r.to_dict() for r in rows]}, ensure_ascii=False))
+        say_json_object({}, "entries", (r.to_dict() for r in rows))
         return
     for row in rows:
         say(entry_line(row))

@@ -4,8 +4,6 @@ error (a query that is not valid FTS5 syntax included)."""
 
 from __future__ import annotations
 
-import json
-
 import click
 
 from signal_feeds.cli.common import (
@@ -17,7 +15,7 @@ from signal_feeds.cli.common import (
     fail,
     json_option,
     say,
-    say_json,
+    say_json_object,
 )
 from signal_feeds.cli.reading import (
     entry_line,
@@ -95,10 +93,8 @@ def search(words: tuple[str, ...], config_path: str | None, db_path: str | None,
     except SignalError as exc:
         fail(exc)
     if as_json:
-        out: dict[str, object] = {"query": query, "hits": [h.to_dict() for h in hits]}
-        if indexed is not None:
-            out["indexed"] = indexed
-        say_json(json.dumps(out, ensure_ascii=False))
+        say_json_object({"query": query}, "hits", (h.to_dict() for h in hits),
+                        None if indexed is None else {"indexed": indexed})
     else:
         if indexed is not None:
             say(f"search index rebuilt: {indexed} entries")
