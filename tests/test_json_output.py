@@ -90,3 +90,37 @@ def test_a_reader_that_stops_early_gets_exit_1(fetched: Path, args: list[str]) -
     with proc.stderr:
         assert proc.stderr.read() == b""
     assert proc.wait(timeout=120) == 1
+
+
+def test_changes_are_read_a_page_at_a_time(httpserver: HTTPServer, tmp_path: Path) -> None:
+    # `signal changes --limit 100000` held every change it printed (160 MB) until the
+    # last was read; it now holds one page of CHANGES_PAGE.
+    import contextlib
+    import tracemalloc
+
+    from signal_feeds.cli.changes import CHANGES_PAGE
+
+    many = 5 * CHANGES_PAGE
+    items = "".join(f"<item><guid>c{i}</guid><title>Change {i}</title>"
+                    f"<link>https://changes.example/{i}</link></item>" for i in range(many))
+    httpserver.expect_request("/many").respond_with_data(
+        f'<rss version="2.0"><channel><title>c</title>{items}</channel></rss>',
+        content_type="application/rss+xml")
+    config = tmp_path / "signal.toml"
+    config.write_text(f'[settings]\ndatabase = "c.db"\nmax_entries = {many}\n\n'
+                      f'[[sources]]\nid = "many"\nurl = "{httpserver.url_for("/many")}"\n')
+    assert CliRunner().invoke(cli, ["fetch", "--config", str(config)]).exit_code == 0
+    out = tmp_path / "changes.jsonl"
+    with out.open("w", encoding="utf-8") as handle, contextlib.redirect_stdout(handle):
+        tracemalloc.start()
+        try:
+            code = cli.main(["changes", "--db", str(tmp_path / "c.db"), "--json",
+                             "--limit", str(many)], standalone_mode=False)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+    assert code is None
+    lines = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert [c["title"] for c in lines] == [f"Change {i}" for i in range(many)]
+    assert len({c["cursor"] for c in lines}) == many
+    assert peak < 3_500_000, peak  # 5.2 MB when every change was held, 2.0 MB now

@@ -65,16 +65,30 @@ def changes(config_path: str | None, db_path: str | None, after: str | None,
 
     try:
         with open_store(config_path, db_path) as store:
-            found = read_changes(store, after=after, limit=limit, source_id=source_id)
+            # A page at a time, each after the last one's cursor: --limit 100000 held
+            # every change (160 MB) before the first line went out.
+            found = read_changes(store, after=after, limit=min(limit, CHANGES_PAGE),
+                                 source_id=source_id)
             if not found:
                 known_source(store, source_id, config_path, db_path)
+            left = limit
+            while found:
+                for change in found:
+                    if as_json:
+                        say_json(json.dumps(change.to_dict(), ensure_ascii=False))
+                    else:
+                        say(change_line(change))
+                left -= len(found)
+                if left == 0 or len(found) < CHANGES_PAGE:
+                    break
+                found = read_changes(store, after=found[-1].cursor,
+                                     limit=min(left, CHANGES_PAGE), source_id=source_id)
     except CursorError as exc:  # the caller's input, not the database, is at fault
         say(f"signal: error: {exc}", err=True)
         raise SystemExit(EXIT_USAGE) from exc
     except SignalError as exc:
         fail(exc)
-    for change in found:
-        if as_json:
-            say_json(json.dumps(change.to_dict(), ensure_ascii=False))
-        else:
-            say(change_line(change))
+
+
+#: Changes ``signal changes`` reads and holds at a time.
+CHANGES_PAGE = 1000
