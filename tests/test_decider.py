@@ -434,6 +434,11 @@ def test_expired_wins_over_everything_and_names_the_owner() -> None:
      lambda d: d.host_paused(STORED, until=at(600), why="not requested: h answered 429",
                              told_this_run=False), "retry_later",
      {"retry_after": at(600), "note": ""}),
+    ("host paused in an earlier run, under --force: says so, as its own Retry-After does",
+     lambda d: decider(force=True).host_paused(
+         STORED, until=at(600), why="not requested: h answered 429 to a with Retry-After",
+         told_this_run=False), "retry_later",
+     {"note": "--force does not override Retry-After (h answered 429 to a with Retry-After)"}),
     ("host slots held by a stopped worker", lambda d: d.host_held(STORED, "slots held"),
      "failed", {"error": "slots held", "http_status": None}),
 ], ids=lambda v: v if isinstance(v, str) and " " in v else "")

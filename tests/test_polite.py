@@ -365,6 +365,30 @@ def test_a_host_that_asks_for_a_pause_gets_no_more_requests_until_it_ends(
     assert len([r for r in server.requests if r.path.startswith("/limited/")]) > 1
 
 
+def test_a_forced_run_says_which_sources_a_hosts_pause_kept_it_from_asking(
+        server: ScenarioServer, tmp_path: Path) -> None:
+    # `signal fetch --force` after another feed of the host was told to wait printed
+    # that feed's line alone: the other source, not asked, had no line and no note
+    # (one more retry_later in the summary), though --force was asked for.
+    server.script("/busy.xml", [ScriptedResponse(status=429,
+                                                 headers=(("Retry-After", "3600"),))])
+    server.put("/calm.xml", feed_body(server))
+    config = write_config(tmp_path, {"calm": server.url("/calm.xml"),
+                                     "busy": server.url("/busy.xml")})
+    assert CliRunner().invoke(cli, ["fetch", "--config", str(config)]).exit_code == 0
+    forced = CliRunner().invoke(cli, ["fetch", "--config", str(config), "--force"])
+    assert forced.exit_code == 0
+    calm = next(line for line in forced.output.splitlines() if line.startswith("calm "))
+    assert calm.endswith(": --force does not override Retry-After (127.0.0.1 answered 429 "
+                         "to busy with Retry-After)"), forced.output
+    report = json.loads(CliRunner().invoke(
+        cli, ["fetch", "--config", str(config), "--force", "--json"]).output)
+    assert {r["source"]: r["note"] for r in report["sources"]} == {
+        "calm": "--force does not override Retry-After",  # its own pause, stored by now
+        "busy": "--force does not override Retry-After"}
+    assert len([r for r in server.requests if r.path == "/calm.xml"]) == 1
+
+
 def test_an_hourly_cron_job_polls_an_hourly_source_every_run(server: ScenarioServer,
                                                             database: Path | str) -> None:
     # Counted from the end of the exchange and with no slack, the next run of an hourly

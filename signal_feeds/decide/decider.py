@@ -46,6 +46,8 @@ __all__ = ["Decider", "Decision", "FetchFailure", "ParseFacts", "ResponseFacts",
 #: What the run writes for a decision: nothing (the source was not requested), the
 #: state and fetch row alone, or those with the response's entries in one transaction.
 Write = Literal["nothing", "save_attempt", "apply_response"]
+#: How the run's reason for a request not made begins (``HostPaused``'s message).
+_NOT_ASKED = "not requested: "
 
 
 def gone_message(source_id: str) -> str:
@@ -203,10 +205,14 @@ class Decider:
         """The source's host (or one it redirects to) asked for a pause until ``until``
         (``None``: for the rest of the run, a 429 without ``Retry-After``).
         Told in this run, the report says ``why`` (a cron line); told earlier, it waits
-        the pause out as quietly as the told source's own ``Retry-After``."""
+        the pause out as quietly as the told source's own ``Retry-After``, and under
+        ``--force`` says so as that one does (a forced run left it unasked without a
+        word: no line, no note, one more ``retry_later`` in the summary)."""
+        note = why if told_this_run else ""
+        if self.force and not told_this_run:
+            note = f"--force does not override Retry-After ({why.removeprefix(_NOT_ASKED)})"
         return Decision(state, SourceReport(source=self.source_id, status="retry_later",
-                                            retry_after=until,
-                                            note=why if told_this_run else ""))
+                                            retry_after=until, note=note))
 
     def host_held(self, state: SourceState, why: str) -> Decision:
         """Another worker holds every slot of the source's host and gave none back in
