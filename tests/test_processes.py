@@ -351,18 +351,24 @@ class _CrashOnce:
         return _segfault_once, (self.marker,)
 
 
+def _parsed_with_warnings(pool: ParserPool, culprit: ParseJob, others: int,
+                          caplog: pytest.LogCaptureFixture) -> list[Any]:
+    """``culprit`` and ``others`` fine documents parsed together on ``pool`` (closed
+    after), the parse stage's warnings captured."""
+    try:
+        with caplog.at_level(logging.WARNING, logger="signal_feeds.parse"):
+            return list(asyncio.run(_parse_together(pool, culprit, others)))
+    finally:
+        pool.close()
+
+
 def test_a_worker_that_dies_once_is_logged_though_its_documents_parse_again(
         caplog: pytest.LogCaptureFixture, tmp_path: Path) -> None:
     # The documents of a worker that died were parsed again and all went well: the
     # run said nothing, and faulthandler's trace went with the executor's stderr file.
-    pool = ParserPool(workers=2)
     culprit = ParseJob(source_id="crashing", body=_CrashOnce(tmp_path / "crashed"),  # type: ignore[arg-type]
                        url="", content_type="", settings=ParseSettings())
-    try:
-        with caplog.at_level(logging.WARNING, logger="signal_feeds.parse"):
-            crashed, *others = asyncio.run(_parse_together(pool, culprit, 3))
-    finally:
-        pool.close()
+    crashed, *others = _parsed_with_warnings(ParserPool(workers=2), culprit, 3, caplog)
     assert (tmp_path / "crashed").exists()
     assert [(o.message, o.entries) for o in [crashed, *others]] == [("", 1)] * 4
     [record] = caplog.records
@@ -378,14 +384,10 @@ def test_a_worker_that_dies_once_is_logged_though_its_documents_parse_again(
 
 def test_workers_signal_kills_after_an_overrun_are_no_death_to_report(
         caplog: pytest.LogCaptureFixture) -> None:
-    pool = ParserPool(workers=2, timeout=1.0)
     culprit = ParseJob(source_id="stuck", body=_Crash("sleep"),  # type: ignore[arg-type]
                        url="", content_type="", settings=ParseSettings())
-    try:
-        with caplog.at_level(logging.WARNING, logger="signal_feeds.parse"):
-            stuck, *others = asyncio.run(_parse_together(pool, culprit, 2))
-    finally:
-        pool.close()
+    stuck, *others = _parsed_with_warnings(ParserPool(workers=2, timeout=1.0), culprit, 2,
+                                           caplog)
     assert stuck.message == "parsing took longer than 1 s"
     assert [o.message for o in others] == ["", ""]
     assert caplog.records == []
