@@ -6,6 +6,7 @@ user's own tests would (README, "Testing with httpx.MockTransport").
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 from collections.abc import Callable
 from email.utils import format_datetime
@@ -15,7 +16,7 @@ import httpx
 import pytest
 from conftest import FIXTURES, Clock, make_config
 
-from signal_feeds import run_fetch
+from signal_feeds import fetch_sources, run_fetch
 
 FEED = (FIXTURES / "demo-rss.xml").read_bytes()
 RSS = {"Content-Type": "application/rss+xml", "ETag": '"v1"'}
@@ -169,12 +170,28 @@ def test_through_a_ready_client_such_a_redirect_is_refused_too(
     assert URL not in rep.error
 
 
-def test_a_ready_client_is_used_and_left_open(db_path: Path) -> None:
+def test_a_ready_client_is_used_and_closed_with_the_calls_event_loop(db_path: Path) -> None:
+    # Left open, its idle connections stayed open after the loop they belong to ended:
+    # nothing could use them again (the client is refused for another call).
     transport, seen = table({URL: httpx.Response(200, headers=RSS, content=FEED)})
     client = httpx.AsyncClient(transport=transport)
     rep = run_fetch(make_config(db_path, {"s": URL}), force=True, client=client).get("s")
     assert (rep.status, rep.created) == ("fetched", 3)
-    assert seen == [URL] and not client.is_closed
+    assert seen == [URL] and client.is_closed
+
+
+def test_awaited_runs_leave_the_callers_client_open(db_path: Path) -> None:
+    transport, seen = table({URL: httpx.Response(200, headers=RSS, content=FEED)})
+
+    async def twice() -> bool:
+        async with httpx.AsyncClient(transport=transport) as client:
+            for _ in range(2):
+                await fetch_sources(make_config(db_path, {"s": URL}), force=True,
+                                    client=client)
+            return client.is_closed
+
+    assert asyncio.run(twice()) is False
+    assert seen == [URL, URL]
 
 
 def test_the_readme_mock_transport_example_runs_as_printed(tmp_path: Path) -> None:

@@ -17,7 +17,7 @@ import logging
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Coroutine, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -258,9 +258,11 @@ def run_fetch(
 
     A ``client`` serves one call: its connections belong to the event loop they were
     opened in, which ends with the call, so the next call would fail every source with
-    "Event loop is closed". Given again, it is refused at once (``ValueError``); pass a
-    ``transport`` for repeated calls, or await :func:`fetch_sources` in a loop of your
-    own, where the client can serve every run.
+    "Event loop is closed". The call therefore closes the client before its loop ends
+    (kept open, its idle sockets stayed open with nothing able to use them); given
+    again, it is refused at once (``ValueError``). Pass a ``transport`` for repeated
+    calls, or await :func:`fetch_sources` in a loop of your own, where the client can
+    serve every run and stays yours to close.
     """
     _check_config(config, "run_fetch")
     if client is not None:
@@ -270,11 +272,21 @@ def run_fetch(
                              "ended; pass transport= instead, or await fetch_sources() "
                              "in an event loop of your own")
         _LENT_CLIENTS.add(client)
-    return run_blocking(fetch_sources(
+    run = fetch_sources(
         config, database=database, source_ids=source_ids, force=force, refresh=refresh,
         clock=clock,
         resolver=resolver, progress=progress, parser=parser, transport=transport,
-        client=client, ssl_context=ssl_context, worker=worker))
+        client=client, ssl_context=ssl_context, worker=worker)
+    return run_blocking(run if client is None else _closing(run, client))
+
+
+async def _closing(run: Coroutine[Any, Any, RunReport], client: httpx.AsyncClient
+                   ) -> RunReport:
+    """``run``, then ``client`` closed while the loop its connections belong to still runs."""
+    try:
+        return await run
+    finally:
+        await client.aclose()
 
 
 def _read_capped(path: Path, cap: int) -> bytes:
