@@ -48,8 +48,12 @@ def causes(exc: BaseException, *, most: int | None = None) -> Iterator[BaseExcep
 def did_you_mean(word: str, known: Iterable[str]) -> str:
     """``; did you mean NAME?`` for the known name nearest a mistyped one, or ``""``:
     the hint every error about an unknown key or id ends with."""
-    near = difflib.get_close_matches(word, sorted(known), n=1)
-    return f"; did you mean {near[0]}?" if near else ""
+    names = sorted(known)
+    # Compared in lower case: difflib finds nothing near "URL" or "Id" (a key typed with
+    # a capital), which are the commonest misspellings of url and id.
+    by_lower = {name.lower(): name for name in reversed(names)}
+    near = difflib.get_close_matches(word.lower(), list(by_lower), n=1)
+    return f"; did you mean {by_lower[near[0]]}?" if near else ""
 
 
 class SignalError(Exception):

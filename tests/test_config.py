@@ -322,3 +322,17 @@ def test_a_database_path_with_a_nul_character_is_a_configuration_error(
     result = CliRunner().invoke(cli, ["sources", "--config", str(path)])
     assert result.exit_code == 2, result.output
     assert "database: must not contain a NUL character" in result.output
+
+
+def test_a_key_typed_with_capitals_gets_its_did_you_mean() -> None:
+    # "URL" and "Id" are the commonest spellings of url and id by hand; difflib finds
+    # nothing near them, so the hint the README promises for an unknown key was missing.
+    text = '[[sources]]\nId = "a"\nURL = "https://a.example/feed"\n[Settings]\n'
+    with pytest.raises(ConfigError) as info:
+        parse_config(text, path="x.toml")
+    problems = info.value.problems
+    assert problems[0].startswith(
+        "top level: Settings: unknown table or key; did you mean settings?")
+    assert problems[2].startswith("sources[0]: Id: unknown key; did you mean id? (known:")
+    assert problems[3].startswith("sources[0]: URL: unknown key; did you mean url? (known:")
+
