@@ -336,3 +336,11 @@ def test_a_key_typed_with_capitals_gets_its_did_you_mean() -> None:
     assert problems[2].startswith("sources[0]: Id: unknown key; did you mean id? (known:")
     assert problems[3].startswith("sources[0]: URL: unknown key; did you mean url? (known:")
 
+
+def test_a_source_without_an_id_is_told_it_is_missing() -> None:
+    # It was "id: None is not a slug": Python's None, which no TOML file can write.
+    with pytest.raises(ConfigError) as info:
+        parse_config('[[sources]]\nurl = "https://a.example/feed"\n', path="x.toml")
+    assert info.value.problems == (
+        "sources[0]: id: missing (each source needs one: a slug of lowercase letters, "
+        "digits and '-')",)

@@ -344,9 +344,14 @@ def _source(entry: object, index: int, problems: _Problems) -> Source | None:
         return None
     found = len(problems.found)
     sid = entry.get("id")
-    if not isinstance(sid, str) or not _SLUG.match(sid):
+    if sid is None:
+        # Python's "None is not a slug" named no key the user had written.
+        problems.add(label, "id: missing (each source needs one: a slug of lowercase "
+                     "letters, digits and '-')")
+    elif not isinstance(sid, str) or not _SLUG.match(sid):
         problems.add(label, f"id: {sid!r} is not a slug (lowercase letters, digits and '-', "
                      "starting and ending with a letter or digit, at most 64 characters)")
+    if not isinstance(sid, str) or not _SLUG.match(sid):
         sid = None
     else:
         label = f"{label} (id {sid!r})"
