@@ -298,3 +298,27 @@ def test_importing_many_feeds_of_one_title(tmp_path: Path) -> None:
     assert [a.id for a in report.added][:3] == ["medium", "medium-2", "medium-3"]
     assert report.added[-1].id == "medium-300"
     assert len(load_config(tmp_path / "signal.toml").sources) == 300
+
+
+def test_a_windows_list_keeps_its_line_endings_and_bom(tmp_path: Path) -> None:
+    # Reading it as text turned every CRLF into LF: the diff a reviewer reads showed
+    # every line of the list changed, not the sources added.
+    config = tmp_path / "signal.toml"
+    original = b"\xef\xbb\xbf" + EXISTING.replace("\n", "\r\n").encode("utf-8")
+    config.write_bytes(original.removesuffix(b"\r\n"))  # Notepad ends no last line
+    import_opml(config, opml([("A feed", "https://a.example/f")]))
+    written = config.read_bytes()
+    assert written.startswith(original)
+    assert written.count(b"\n") == written.count(b"\r\n") > EXISTING.count("\n")
+    assert [s.id for s in load_config(config).sources] == ["python-insider", "a-feed"]
+
+
+def test_a_list_not_in_utf_8_is_named_as_load_config_names_it(tmp_path: Path) -> None:
+    # It was Python's "'utf-8' codec can't decode byte 0xe9 in position 52".
+    config = tmp_path / "signal.toml"
+    config.write_bytes(EXISTING.replace("Insider", "Café").encode("latin-1"))
+    with pytest.raises(ConfigError, match=r"not UTF-8 at line 8, column 20 \(byte 0xe9\)"):
+        import_opml(config, opml([("A feed", "https://a.example/f")]))
+    config.write_bytes(EXISTING.encode("utf-16"))
+    with pytest.raises(ConfigError, match="the file is UTF-16"):
+        import_opml(config, opml([("A feed", "https://a.example/f")]))

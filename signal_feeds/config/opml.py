@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from signal_feeds.config.source_list import is_slug, parse_config, url_hint
+from signal_feeds.config.source_list import config_text, is_slug, parse_config, url_hint
 from signal_feeds.errors import ConfigError
 from signal_feeds.urls import (
     UrlRejected,
@@ -268,9 +268,12 @@ def import_opml(
     """
     path = Path(config_path)
     try:
-        original = path.read_text(encoding="utf-8") if path.exists() else ""
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"cannot read config file: {exc}", path=str(path)) from exc
+        # Bytes, not read_text: its universal newlines turned a Windows file's every
+        # CRLF into LF, so the review diff of an import showed every line changed.
+        original = config_text(path.read_bytes(), path) if path.exists() else ""
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file: {exc.strerror or exc}",
+                          path=str(path)) from exc
     current = parse_config(original, path=path)
     ids = UniqueIds(s.id for s in current.sources)
     known: dict[str, str] = {same_feed_key(canonical_source_url(s.url)): s.id
@@ -314,6 +317,9 @@ def import_opml(
         blocks.append("\n".join(lines) + "\n\n")
     prefix = original if not original or original.endswith("\n") else original + "\n"
     text = prefix + "".join(blocks).rstrip("\n") + "\n"
+    if "\r\n" in original:
+        # The lines added end as the file's own do (a Windows editor's CRLF).
+        text = original + text[len(original):].replace("\n", "\r\n")
     parse_config(text, path=path)  # the whole file, exactly as it would be written
     if not dry_run:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -68,6 +68,7 @@ __all__ = [
     "Settings",
     "Source",
     "is_slug",
+    "config_text",
     "load_config",
     "parse_config",
     "url_hint",
@@ -459,10 +460,10 @@ def load_config(path: str | Path = DEFAULT_CONFIG_PATH) -> Config:
     except OSError as exc:
         raise ConfigError(f"cannot read config file: {exc.strerror or exc}",
                           path=str(p)) from exc
-    return parse_config(_utf8_text(raw, p), path=p)
+    return parse_config(config_text(raw, p), path=p)
 
 
-def _utf8_text(raw: bytes, path: Path) -> str:
+def config_text(raw: bytes, path: Path) -> str:
     """The config file's text. TOML files are UTF-8; one saved as UTF-16 or in a legacy
     encoding is named so, with the place of its first byte that is not UTF-8."""
     if raw.startswith((b"\xff\xfe", b"\xfe\xff")):
