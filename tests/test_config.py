@@ -344,3 +344,16 @@ def test_a_source_without_an_id_is_told_it_is_missing() -> None:
     assert info.value.problems == (
         "sources[0]: id: missing (each source needs one: a slug of lowercase letters, "
         "digits and '-')",)
+
+
+@pytest.mark.parametrize("value", ["signal.db ", " signal.db", "  ", "signal.db\\t"])
+def test_a_database_path_with_white_space_at_an_end_is_refused(
+        tmp_path: Path, value: str) -> None:
+    # A space left inside the quotes made a database file "signal.db " beside the
+    # config, which ls does not show apart and no later --db signal.db opened.
+    path = write(tmp_path, f'[settings]\ndatabase = "{value}"\n')
+    with pytest.raises(ConfigError, match=r"\[settings\]: database: must not begin or end "
+                                          r"with white space, not "):
+        load_config(path)
+    assert load_config(write(tmp_path, '[settings]\ndatabase = "my feeds/a b.db"\n')
+                       ).settings.database == tmp_path / "my feeds" / "a b.db"

@@ -58,6 +58,10 @@ def out_of_bounds(key: str, value: Any) -> str:
     if key == "database" and "\x00" in value:
         # No file name holds one: every command ended in "ValueError: embedded null byte".
         return "must not contain a NUL character (no file name or URL can hold one)"
+    if key == "database" and value != value.strip():
+        # A space left inside the quotes made a file "signal.db " beside signal.db (or
+        # one named "  "), which no later --db signal.db or ls shows.
+        return f"must not begin or end with white space, not {value!r}"
     if key in _AT_LEAST_ONE and value < 1:
         return "must be at least 1"
     if key in _ABOVE_ZERO and value <= 0:
