@@ -314,7 +314,7 @@ def test_a_windows_list_keeps_its_line_endings_and_bom(tmp_path: Path) -> None:
 
 
 def test_a_list_not_in_utf_8_is_named_as_load_config_names_it(tmp_path: Path) -> None:
-    # It was Python's "'utf-8' codec can't decode byte 0xe9 in position 52".
+    # It was Python's "'utf-8' codec can't decode byte 0xe9 in position N".
     config = tmp_path / "signal.toml"
     config.write_bytes(EXISTING.replace("Insider", "Café").encode("latin-1"))
     with pytest.raises(ConfigError, match=r"not UTF-8 at line 8, column 20 \(byte 0xe9\)"):
