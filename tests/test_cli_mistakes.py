@@ -408,3 +408,23 @@ def test_a_config_warning_is_given_once_per_command(
     assert result.exit_code in (0, 1), result.output
     said = [r.getMessage() for r in caplog.records if "deprecated" in r.getMessage()]
     assert len(said) == 1, said
+
+
+@pytest.mark.parametrize("command", [["sources"], ["entries"], ["fetch"],
+                                     ["sources", "import-opml", "subs.opml"]])
+def test_the_database_given_as_config_is_named_so(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: list[str]) -> None:
+    # --config mistaken for --db was "not UTF-8 at line 1, column 107 (byte 0xfb) ...
+    # save it as UTF-8", which sent the user to re-save a database in an editor.
+    db = _database_with(tmp_path / "signal.db", "a")
+    before = db.read_bytes()
+    (tmp_path / "subs.opml").write_text(
+        "<opml version='2.0'><body><outline type='rss' text='B' "
+        "xmlUrl='https://b.example/feed.xml'/></body></opml>", encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(cli, [*command, "--config", str(db)])
+    assert result.exit_code == 2, result.output
+    assert result.stderr == (f"signal: error: {db}: this is a SQLite database, not a source "
+                             "list: a database is named with --db (or [settings] database "
+                             "in the source list)\n")
+    assert db.read_bytes() == before

@@ -357,3 +357,13 @@ def test_a_database_path_with_white_space_at_an_end_is_refused(
         load_config(path)
     assert load_config(write(tmp_path, '[settings]\ndatabase = "my feeds/a b.db"\n')
                        ).settings.database == tmp_path / "my feeds" / "a b.db"
+
+
+@pytest.mark.parametrize("encoding", ["utf-16-le", "utf-16-be"])
+def test_utf_16_without_a_byte_order_mark_is_named(tmp_path: Path, encoding: str) -> None:
+    # Its NULs are valid UTF-8, so it was "not valid TOML: Invalid statement (at line 1,
+    # column 1)", which pointed at a '[' the user could see.
+    path = tmp_path / "signal.toml"
+    path.write_bytes('[[sources]]\nid = "a"\nurl = "https://a.example/f"\n'.encode(encoding))
+    with pytest.raises(ConfigError, match="the file is UTF-16, and TOML files are UTF-8"):
+        load_config(path)

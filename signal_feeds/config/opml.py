@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from signal_feeds.config.source_list import config_text, is_slug, parse_config, url_hint
+from signal_feeds.config.file_text import config_text
+from signal_feeds.config.source_list import is_slug, parse_config, url_hint
 from signal_feeds.errors import ConfigError
 from signal_feeds.urls import (
     UrlRejected,

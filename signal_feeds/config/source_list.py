@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from signal_feeds import __version__
+from signal_feeds.config.file_text import config_text
 from signal_feeds.config.values import (
     SETTING_TYPES,
     SOURCE_OVERRIDES,
@@ -68,7 +69,6 @@ __all__ = [
     "Settings",
     "Source",
     "is_slug",
-    "config_text",
     "load_config",
     "parse_config",
     "url_hint",
@@ -461,22 +461,6 @@ def load_config(path: str | Path = DEFAULT_CONFIG_PATH) -> Config:
         raise ConfigError(f"cannot read config file: {exc.strerror or exc}",
                           path=str(p)) from exc
     return parse_config(config_text(raw, p), path=p)
-
-
-def config_text(raw: bytes, path: Path) -> str:
-    """The config file's text. TOML files are UTF-8; one saved as UTF-16 or in a legacy
-    encoding is named so, with the place of its first byte that is not UTF-8."""
-    if raw.startswith((b"\xff\xfe", b"\xfe\xff")):
-        raise ConfigError("the file is UTF-16, and TOML files are UTF-8: save it as UTF-8",
-                          path=str(path))
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = raw.count(b"\n", 0, exc.start) + 1
-        column = exc.start - raw.rfind(b"\n", 0, exc.start)
-        raise ConfigError(f"not UTF-8 at line {line}, column {column} (byte "
-                          f"0x{raw[exc.start]:02x}), and TOML files are UTF-8: save it as "
-                          "UTF-8", path=str(path)) from exc
 
 
 def url_hint(url: str) -> str:
