@@ -367,3 +367,14 @@ def test_utf_16_without_a_byte_order_mark_is_named(tmp_path: Path, encoding: str
     path.write_bytes('[[sources]]\nid = "a"\nurl = "https://a.example/f"\n'.encode(encoding))
     with pytest.raises(ConfigError, match="the file is UTF-16, and TOML files are UTF-8"):
         load_config(path)
+
+
+def test_a_table_given_twice_is_named_as_the_file_writes_it(tmp_path: Path) -> None:
+    # A second [settings] at the end of a long list was "Cannot declare ('settings',)
+    # twice", a Python tuple.
+    path = write(tmp_path, '[settings]\nper_host = 1\n[[sources]]\nid = "a"\n'
+                           'url = "https://a.example/f"\n[settings]\nconcurrency = 4\n')
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert str(info.value) == (f"{path}: not valid TOML: Cannot declare [settings] twice "
+                               "(at line 6, column 10)")

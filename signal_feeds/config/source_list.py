@@ -408,7 +408,10 @@ def parse_config(text: str, *, path: str | Path | None = None) -> Config:
         # statement (at line 1, column 1)" pointed at nothing the user could see.
         data = tomllib.loads(text.removeprefix("\ufeff"))
     except tomllib.TOMLDecodeError as exc:  # its message gives the line and column
-        raise ConfigError(f"not valid TOML: {exc}", path=where or None) from exc
+        # tomllib names a table given twice as a Python tuple: "('settings',)".
+        said = re.sub(r"\(((?:'[\w-]+',? ?)+)\)",
+                      lambda m: "[" + ".".join(re.findall(r"'([\w-]+)'", m[1])) + "]", str(exc))
+        raise ConfigError(f"not valid TOML: {said}", path=where or None) from exc
     problems = _Problems(where)
     for key in sorted(set(data) - _TOP_LEVEL_KEYS):
         problems.unknown("top level", key, set(_TOP_LEVEL_KEYS), "table or key")
