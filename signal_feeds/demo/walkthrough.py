@@ -16,6 +16,7 @@ from signal_feeds.decide.report import RunReport
 from signal_feeds.demo.teaching_server import TeachingServer, fixtures_dir
 from signal_feeds.dsn import Database, display_database, is_postgres_url
 from signal_feeds.errors import ConfigError, StoreError
+from signal_feeds.http.proxies import DIRECT
 from signal_feeds.run.pipeline import run_fetch
 from signal_feeds.store import open_store
 from signal_feeds.store.sqlite.schema import is_signal_database
@@ -78,7 +79,9 @@ def run_demo(database: str | Path = DEFAULT_DEMO_DATABASE, *,
                             title="Signal demo (RSS)"),
                      Source(id=DEMO_SOURCE_IDS[1], url=server.url("/feeds/demo-atom.xml"),
                             title="Signal demo (Atom)")),
-            settings=Settings(database=db, min_interval=0),
+            # Its server is on this machine: a proxy from the environment (HTTP_PROXY,
+            # and no NO_PROXY for 127.0.0.1) would fail every fetch, or send it elsewhere.
+            settings=Settings(database=db, min_interval=0, proxy=DIRECT),
         )
         echo(f"Teaching server on {server.base_url}")
         first = run_fetch(config)

@@ -1,0 +1,42 @@
+"""``signal demo`` on a new user's first day: the machine's setup around it (a proxy in
+the environment, another demo in the same folder), run as the command a user types."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _demo(cwd: Path, *args: str, env: dict[str, str] | None = None,
+          ) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "signal_feeds", "demo", *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=120, check=False,
+                          env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})})
+
+
+def _dead_port() -> int:
+    """A port on 127.0.0.1 where nothing listens (it was free a moment ago)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def test_a_proxy_in_the_environment_is_not_used_for_the_demo_server(tmp_path: Path) -> None:
+    # A workstation behind a corporate proxy: HTTP_PROXY set, NO_PROXY not. Every fetch
+    # of the demo went to the proxy and failed, and the demo still exited 0.
+    dead = f"http://127.0.0.1:{_dead_port()}"
+    env = {name: dead for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy",
+                                   "https_proxy", "all_proxy")}
+    clean = {k: v for k, v in os.environ.items() if k.lower() != "no_proxy"}
+    proc = subprocess.run([sys.executable, "-m", "signal_feeds", "demo"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120, check=False,
+                          env={**clean, "PYTHONPATH": str(REPO), **env})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "cannot connect" not in proc.stdout
+    assert "5 created" in proc.stdout and "1 updated" in proc.stdout
+    assert "signal history" in proc.stdout
