@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -40,3 +42,30 @@ def test_a_proxy_in_the_environment_is_not_used_for_the_demo_server(tmp_path: Pa
     assert "cannot connect" not in proc.stdout
     assert "5 created" in proc.stdout and "1 updated" in proc.stdout
     assert "signal history" in proc.stdout
+
+
+def _no_network() -> list[str]:
+    """A prefix that runs a command in a network namespace of its own, where even
+    127.0.0.1 is down (``unshare -n``); skips the test where that is not allowed."""
+    try:
+        probe = subprocess.run(["unshare", "-n", "true"], capture_output=True, timeout=30,
+                               check=False)
+    except OSError:
+        pytest.skip("no unshare here")
+    if probe.returncode != 0:
+        pytest.skip("unshare -n is not allowed here")
+    return ["unshare", "-n"]
+
+
+def test_a_demo_that_cannot_reach_its_server_says_so_and_fails(tmp_path: Path) -> None:
+    # It printed "1. First fetch: every entry is new." over two failed lines, then two
+    # more steps of failures, "Read it:" commands for an empty database, and exit 0.
+    proc = subprocess.run([*_no_network(), sys.executable, "-m", "signal_feeds", "demo"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                          check=False, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "2. Second fetch" not in proc.stdout and "Read it:" not in proc.stdout
+    assert proc.stderr.startswith("signal: error: demo-rss: the demo could not fetch from "
+                                  "its own server at http://127.0.0.1:")
+    assert len(proc.stderr.splitlines()) == 1 and "Traceback" not in proc.stderr
+

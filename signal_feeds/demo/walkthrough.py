@@ -15,7 +15,7 @@ from signal_feeds.config.source_list import Config, Settings, Source
 from signal_feeds.decide.report import RunReport
 from signal_feeds.demo.teaching_server import TeachingServer, fixtures_dir
 from signal_feeds.dsn import Database, display_database, is_postgres_url
-from signal_feeds.errors import ConfigError, StoreError
+from signal_feeds.errors import ConfigError, FetchError, StoreError
 from signal_feeds.http.proxies import DIRECT
 from signal_feeds.run.pipeline import run_fetch
 from signal_feeds.store import open_store
@@ -25,6 +25,17 @@ __all__ = ["DEFAULT_DEMO_DATABASE", "run_demo"]
 
 DEFAULT_DEMO_DATABASE = "signal-demo.db"
 DEMO_SOURCE_IDS = ("demo-rss", "demo-atom")
+#: What every step of the demo gets from its own server when it works.
+_WORKED = ("fetched", "not_modified")
+
+def _worked(report: RunReport, server_url: str) -> None:
+    """Stop the demo when a step did not get its answer from the demo's own server (a
+    loopback interface that is down, a firewall): the rest would tell a wrong story."""
+    for source in report.sources:
+        if source.status not in _WORKED:
+            raise FetchError(f"the demo could not fetch from its own server at {server_url} "
+                             f"({source.status}: {source.error or 'no answer'})",
+                             source_id=source.source)
 
 
 def _fresh_database(path: Path) -> None:
@@ -69,9 +80,13 @@ def run_demo(database: str | Path = DEFAULT_DEMO_DATABASE, *,
     if is_postgres_url(database):
         db = str(database)
         _empty_server_database(db)
-    else:
-        db = Path(database).resolve()
-        _fresh_database(db)
+        return _walk(db, echo)
+    db = Path(database).resolve()
+    _fresh_database(db)
+    return _walk(db, echo)
+
+
+def _walk(db: Database, echo: Callable[[str], None]) -> Database:
     feeds = fixtures_dir()
     with TeachingServer(feeds) as server:
         config = Config(
@@ -87,17 +102,20 @@ def run_demo(database: str | Path = DEFAULT_DEMO_DATABASE, *,
         first = run_fetch(config)
         for line in _lines("1. First fetch: every entry is new.", first):
             echo(line)
+        _worked(first, server.base_url)
         # The demo feed asks for <ttl>60</ttl> (an hour): --force skips the wait.
         second = run_fetch(config, force=True)
         for line in _lines("2. Second fetch (forced): conditional GET, the server answers 304.",
                            second):
             echo(line)
+        _worked(second, server.base_url)
         corrected = (feeds / "variants" / "demo-rss-corrected.xml").read_bytes()
         server.put("/feeds/demo-rss.xml", corrected)
         third = run_fetch(config, force=True)
         for line in _lines("3. A title is corrected on the server: same key, new version.",
                            third):
             echo(line)
+        _worked(third, server.base_url)
     corrected_key = ""
     with open_store(db) as store:
         for entry in store.entries(source_id="demo-rss"):
