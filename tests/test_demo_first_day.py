@@ -3,6 +3,7 @@ the environment, another demo in the same folder), run as the command a user typ
 
 from __future__ import annotations
 
+import fcntl
 import os
 import socket
 import subprocess
@@ -69,3 +70,22 @@ def test_a_demo_that_cannot_reach_its_server_says_so_and_fails(tmp_path: Path) -
                                   "its own server at http://127.0.0.1:")
     assert len(proc.stderr.splitlines()) == 1 and "Traceback" not in proc.stderr
 
+
+def test_a_second_demo_on_the_same_file_waits_its_turn(tmp_path: Path) -> None:
+    first = _demo(tmp_path)
+    assert first.returncode == 0, first.stderr
+    database = tmp_path / "signal-demo.db"
+    before = database.stat().st_ino
+    # Another demo is running on that file (it holds signal-demo.db-demo): this one
+    # deleted its database under it, and both printed a story that did not happen.
+    with (tmp_path / "signal-demo.db-demo").open("w") as held:
+        fcntl.lockf(held, fcntl.LOCK_EX)
+        second = _demo(tmp_path)
+    assert second.returncode == 1
+    assert second.stderr == (f"signal: error: another signal demo is writing {database}; "
+                             "wait for it to end or choose another path with --db\n")
+    assert "Teaching server" not in second.stdout
+    assert database.stat().st_ino == before
+    third = _demo(tmp_path)  # and once it has ended, the next one runs
+    assert third.returncode == 0, third.stderr
+    assert not (tmp_path / "signal-demo.db-demo").exists()

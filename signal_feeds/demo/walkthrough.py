@@ -7,6 +7,8 @@ show what an update looks like, and says where the database is.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import shlex
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -15,7 +17,12 @@ from signal_feeds.config.source_list import Config, Settings, Source
 from signal_feeds.decide.report import RunReport
 from signal_feeds.demo.teaching_server import TeachingServer, fixtures_dir
 from signal_feeds.dsn import Database, display_database, is_postgres_url
-from signal_feeds.errors import ConfigError, FetchError, StoreError
+from signal_feeds.errors import (
+    ConfigError,
+    DatabaseUnavailableError,
+    FetchError,
+    StoreError,
+)
 from signal_feeds.http.proxies import DIRECT
 from signal_feeds.run.pipeline import run_fetch
 from signal_feeds.store import open_store
@@ -27,6 +34,48 @@ DEFAULT_DEMO_DATABASE = "signal-demo.db"
 DEMO_SOURCE_IDS = ("demo-rss", "demo-atom")
 #: What every step of the demo gets from its own server when it works.
 _WORKED = ("fetched", "not_modified")
+
+try:
+    import fcntl
+except ImportError:  # Windows: two demos in one folder are not kept apart
+    fcntl = None  # type: ignore[assignment]
+
+
+@contextlib.contextmanager
+def _only_demo(path: Path) -> Iterator[None]:
+    """Lock ``<path>-demo`` for the whole demo: a second demo on the same file deleted
+    the first one's database under it, and each then printed a wrong story."""
+    if fcntl is None:
+        yield
+        return
+    lock = Path(f"{path}-demo")
+    while True:
+        try:
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            # A read-only folder: SQLite could not write there either (exit 2, as it).
+            raise DatabaseUnavailableError(f"cannot write in {path.parent} ({exc.strerror}); "
+                                           "choose another path with --db") from exc
+        try:
+            # A record lock, not flock: the parser processes a run forks would inherit an
+            # flock and hold it for a moment after a demo killed with SIGKILL.
+            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise StoreError(f"another signal demo is writing {path}; wait for it to end "
+                             "or choose another path with --db") from None
+        try:  # the holder before us may have removed the file we opened: lock it anew
+            if os.stat(lock).st_ino == os.fstat(fd).st_ino:
+                break
+        except FileNotFoundError:
+            pass
+        os.close(fd)
+    try:
+        yield
+    finally:
+        lock.unlink(missing_ok=True)  # still held: a waiting demo sees it gone, retries
+        os.close(fd)
+
 
 def _worked(report: RunReport, server_url: str) -> None:
     """Stop the demo when a step did not get its answer from the demo's own server (a
@@ -82,8 +131,9 @@ def run_demo(database: str | Path = DEFAULT_DEMO_DATABASE, *,
         _empty_server_database(db)
         return _walk(db, echo)
     db = Path(database).resolve()
-    _fresh_database(db)
-    return _walk(db, echo)
+    with _only_demo(db):
+        _fresh_database(db)
+        return _walk(db, echo)
 
 
 def _walk(db: Database, echo: Callable[[str], None]) -> Database:
