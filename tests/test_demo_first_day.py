@@ -6,8 +6,10 @@ from __future__ import annotations
 import fcntl
 import os
 import socket
+import sqlite3
 import subprocess
 import sys
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -89,3 +91,20 @@ def test_a_second_demo_on_the_same_file_waits_its_turn(tmp_path: Path) -> None:
     third = _demo(tmp_path)  # and once it has ended, the next one runs
     assert third.returncode == 0, third.stderr
     assert not (tmp_path / "signal-demo.db-demo").exists()
+
+
+@pytest.mark.parametrize("leftover", ["no bytes", "sqlite without tables"])
+def test_a_demo_killed_before_its_first_write_does_not_block_the_next(
+        tmp_path: Path, leftover: str) -> None:
+    # SIGKILL between SQLite making the file (journal mode WAL, no tables yet) and the
+    # schema's commit left this; every later demo said "exists and is not a Signal
+    # database; choose another path with --db", though it holds nothing.
+    database = tmp_path / "signal-demo.db"
+    if leftover == "no bytes":
+        database.touch()
+    else:
+        with closing(sqlite3.connect(database)) as conn:
+            conn.execute("PRAGMA journal_mode=WAL")
+    proc = _demo(tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "5 created" in proc.stdout and "signal history" in proc.stdout

@@ -26,7 +26,7 @@ from signal_feeds.errors import (
 from signal_feeds.http.proxies import DIRECT
 from signal_feeds.run.pipeline import run_fetch
 from signal_feeds.store import open_store
-from signal_feeds.store.sqlite.schema import is_signal_database
+from signal_feeds.store.sqlite.schema import not_signals
 
 __all__ = ["DEFAULT_DEMO_DATABASE", "run_demo"]
 
@@ -88,11 +88,13 @@ def _worked(report: RunReport, server_url: str) -> None:
 
 
 def _fresh_database(path: Path) -> None:
-    """Remove a previous demo database, refusing to touch any other file: a Signal
-    database that holds any source but the demo's own is someone's real data."""
+    """Remove a previous demo database (or an empty one), refusing to touch any other
+    file: a Signal database that holds any source but the demo's own is someone's data."""
     if not path.exists():
         return
-    if not is_signal_database(path):
+    # An empty file, or a SQLite file with no tables yet (a demo killed before its
+    # first write leaves one), holds nobody's data: it is replaced like a demo's.
+    if not_signals(path):
         raise StoreError(f"{path} exists and is not a Signal database; "
                          "choose another path with --db")
     with open_store(path) as store:
