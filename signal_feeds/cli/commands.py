@@ -274,6 +274,15 @@ def sources(ctx: click.Context, config_path: str | None, db_path: str | None,
     from signal_feeds.run.source_status import reset_source, source_table
 
     if ctx.invoked_subcommand is not None:
+        # Given before the subcommand, these were dropped without a word (--config too:
+        # import-opml wrote ./signal.toml). import-opml reads --config and --json from
+        # here (see its _outer_options); the rest choose the list it does not show.
+        ignored = [name for name, value in (("--db", db_path), ("--reset", reset_id),
+                                            ("--status", statuses or None))
+                   if value is not None]
+        if ignored:
+            raise click.UsageError(f"{', '.join(ignored)}: an option of 'signal sources' "
+                                   f"itself, which '{ctx.invoked_subcommand}' does not take")
         return
     try:
         config = None

@@ -413,10 +413,13 @@ def dedupe(config_path: str | None, db_path: str | None, as_json: bool) -> None:
 @config_option
 @click.option("--dry-run", is_flag=True, help="Report what would be added; write nothing.")
 @json_option
-def import_opml(file: str, config_path: str | None, dry_run: bool, as_json: bool) -> None:
+@click.pass_context
+def import_opml(ctx: click.Context, file: str, config_path: str | None, dry_run: bool,
+                as_json: bool) -> None:
     """Add the feeds of an OPML file to the source list (same checks as by hand)."""
     from signal_feeds.config.opml import import_opml as run_import
 
+    config_path, as_json = _outer_options(ctx, config_path, as_json)
     try:
         report = run_import(config_path or DEFAULT_CONFIG_PATH, Path(file).read_bytes(),
                             opml_name=Path(file).name,
@@ -434,3 +437,18 @@ def import_opml(file: str, config_path: str | None, dry_run: bool, as_json: bool
         say(f"skipped {len(report.skipped)}:")
         for s in report.skipped:
             say(f"  - {s.title or '(untitled)'}  {s.url or '-'}: {s.reason}")
+
+
+def _outer_options(ctx: click.Context, config_path: str | None,
+                   as_json: bool) -> tuple[str | None, bool]:
+    """``--config`` and ``--json`` as given to ``signal sources`` before the subcommand
+    (``signal sources --config my.toml import-opml F``): that --config was dropped, and
+    the feeds went into ./signal.toml, a new file. Two different ones are refused."""
+    outer = ctx.parent.params if ctx.parent is not None else {}
+    before: str | None = outer.get("config_path")
+    if config_path is None:
+        config_path = before
+    elif before is not None and Path(before).resolve() != Path(config_path).resolve():
+        raise click.UsageError(f"--config given twice: {before} (before import-opml) and "
+                               f"{config_path}; give one")
+    return config_path, as_json or bool(outer.get("as_json"))

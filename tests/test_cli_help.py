@@ -1,0 +1,84 @@
+"""The command line as ``--help`` teaches it: an option given where a user would put it
+is used or refused with a usage error (exit 2) naming it, never dropped without a word."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from signal_feeds.cli.commands import cli
+from signal_feeds.records import FetchRecord, SourceState
+from signal_feeds.store import Store
+
+OPML = ("<opml version='2.0'><body><outline type='rss' text='B' "
+        "xmlUrl='https://b.example/feed.xml'/></body></opml>")
+CONFIG = '[[sources]]\nid = "a"\nurl = "https://a.example/feed.xml"\n'
+
+
+def _gone_source(path: Path) -> Path:
+    """A database holding one source, ``a``, that answered 410."""
+    url = "https://a.example/feed.xml"
+    with Store(path) as store:
+        store.save_attempt(SourceState(source_id="a", url=url, status="gone", gone=True,
+                                       http_status=410),
+                           FetchRecord(source_id="a", url=url, outcome="gone",
+                                       started_at=dt.datetime.now(dt.UTC), http_status=410))
+    return path
+
+
+def test_config_before_import_opml_is_the_list_it_adds_to(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    config = tmp_path / "lists" / "mine.toml"
+    config.parent.mkdir()
+    config.write_text(CONFIG, encoding="utf-8")
+    (tmp_path / "subs.opml").write_text(OPML, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    # `signal sources --config lists/mine.toml import-opml subs.opml` wrote a new
+    # ./signal.toml holding the feed, and left lists/mine.toml as it was.
+    result = CliRunner().invoke(cli, ["sources", "--config", str(config), "--json",
+                                      "import-opml", "subs.opml"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["added"][0]["url"] == "https://b.example/feed.xml"
+    assert "https://b.example/feed.xml" in config.read_text(encoding="utf-8")
+    assert not (tmp_path / "signal.toml").exists()
+
+
+def test_two_different_configs_around_import_opml_are_refused(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "one.toml").write_text(CONFIG, encoding="utf-8")
+    (tmp_path / "two.toml").write_text(CONFIG, encoding="utf-8")
+    (tmp_path / "subs.opml").write_text(OPML, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(cli, ["sources", "--config", "one.toml", "import-opml",
+                                      "subs.opml", "--config", "two.toml"])
+    assert result.exit_code == 2
+    assert "--config given twice: one.toml (before import-opml) and two.toml" in (
+        result.output)
+    assert (tmp_path / "one.toml").read_text(encoding="utf-8") == CONFIG
+    assert (tmp_path / "two.toml").read_text(encoding="utf-8") == CONFIG
+    same = CliRunner().invoke(cli, ["sources", "--config", "one.toml", "import-opml",
+                                    "subs.opml", "--config", "./one.toml", "--dry-run"])
+    assert same.exit_code == 0, same.output
+
+
+@pytest.mark.parametrize(("options", "named"), [
+    (["--db", "signal.db"], "--db"),
+    (["--status", "gone"], "--status"),
+    (["--reset", "a"], "--reset"),
+])
+def test_list_options_before_import_opml_are_refused(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, options: list[str],
+        named: str) -> None:
+    (tmp_path / "signal.toml").write_text(CONFIG, encoding="utf-8")
+    (tmp_path / "subs.opml").write_text(OPML, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    # They were dropped, and the import ran as if they had not been typed.
+    result = CliRunner().invoke(cli, ["sources", *options, "import-opml", "subs.opml"])
+    assert result.exit_code == 2
+    assert f"{named}: an option of 'signal sources' itself" in result.output
+    assert (tmp_path / "signal.toml").read_text(encoding="utf-8") == CONFIG
+
