@@ -82,3 +82,18 @@ def test_list_options_before_import_opml_are_refused(
     assert f"{named}: an option of 'signal sources' itself" in result.output
     assert (tmp_path / "signal.toml").read_text(encoding="utf-8") == CONFIG
 
+
+@pytest.mark.parametrize(("options", "named"), [
+    (["--json"], "--json"),
+    (["--status", "ok"], "--status"),
+    (["--status", "gone", "--json"], "--status and --json"),
+])
+def test_reset_with_a_list_option_is_refused_and_resets_nothing(
+        tmp_path: Path, options: list[str], named: str) -> None:
+    db = _gone_source(tmp_path / "signal.db")
+    # `--reset a --json` printed a text line where a script expected JSON (exit 0).
+    result = CliRunner().invoke(cli, ["sources", "--db", str(db), "--reset", "a", *options])
+    assert result.exit_code == 2
+    assert f"{named}: choose how the list is shown, and --reset shows none" in result.output
+    listed = CliRunner().invoke(cli, ["sources", "--db", str(db), "--json"])
+    assert json.loads(listed.stdout)["sources"][0]["status"] == "gone"

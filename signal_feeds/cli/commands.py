@@ -284,6 +284,11 @@ def sources(ctx: click.Context, config_path: str | None, db_path: str | None,
             raise click.UsageError(f"{', '.join(ignored)}: an option of 'signal sources' "
                                    f"itself, which '{ctx.invoked_subcommand}' does not take")
         return
+    if reset_id is not None and (statuses or as_json):
+        # A reset shows no list: --status chose nothing and --json printed a text line.
+        given = " and ".join(n for n, v in (("--status", statuses), ("--json", as_json)) if v)
+        raise click.UsageError(f"{given}: choose how the list is shown, and --reset shows "
+                               "none (its exit status says whether it worked)")
     try:
         config = None
         if db_path is not None and config_path is None:  # the database alone
