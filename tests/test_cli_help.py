@@ -97,3 +97,20 @@ def test_reset_with_a_list_option_is_refused_and_resets_nothing(
     assert f"{named}: choose how the list is shown, and --reset shows none" in result.output
     listed = CliRunner().invoke(cli, ["sources", "--db", str(db), "--json"])
     assert json.loads(listed.stdout)["sources"][0]["status"] == "gone"
+
+
+@pytest.mark.parametrize(("options", "named"), [
+    (["--since", "2026-01-01"], "--since"),
+    (["--source", "a", "--all"], "--source, --all"),
+    (["--limit", "5"], "--limit"),
+])
+def test_hit_filters_with_a_rebuild_alone_are_refused_not_ignored(
+        tmp_path: Path, options: list[str], named: str) -> None:
+    db = _gone_source(tmp_path / "signal.db")
+    # `search --rebuild --since ...` rebuilt and exited 0, as if the filter meant nothing
+    # (a mistyped --source was not even checked).
+    result = CliRunner().invoke(cli, ["search", "--db", str(db), "--rebuild", *options])
+    assert result.exit_code == 2
+    assert f"{named}: choose hits, and --rebuild without a QUERY searches nothing" in (
+        result.output)
+    assert CliRunner().invoke(cli, ["search", "--db", str(db), "--rebuild"]).exit_code == 0

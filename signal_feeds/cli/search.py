@@ -81,6 +81,17 @@ def search(words: tuple[str, ...], config_path: str | None, db_path: str | None,
     query = " ".join(words) if words else None
     if query is None and not rebuild:
         raise click.UsageError("give a QUERY (or --rebuild)")
+    if query is None:
+        # They choose hits, and a rebuild alone shows none: said, not ignored.
+        ctx = click.get_current_context()
+        given = [name for name, value in (("--source", source_id), ("--since", since),
+                                          ("--all", include_duplicates or None))
+                 if value is not None]
+        if ctx.get_parameter_source("limit") is click.core.ParameterSource.COMMANDLINE:
+            given.append("--limit")
+        if given:
+            raise click.UsageError(f"{', '.join(given)}: choose hits, and --rebuild "
+                                   "without a QUERY searches nothing (it indexes them all)")
     when = parse_since(since)
     try:
         with open_store(config_path, db_path) as store:
