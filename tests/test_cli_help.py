@@ -114,3 +114,16 @@ def test_hit_filters_with_a_rebuild_alone_are_refused_not_ignored(
     assert f"{named}: choose hits, and --rebuild without a QUERY searches nothing" in (
         result.output)
     assert CliRunner().invoke(cli, ["search", "--db", str(db), "--rebuild"]).exit_code == 0
+
+
+@pytest.mark.parametrize("command", [["dedupe"], ["entries"], ["changes"], ["copy", "--to",
+                                                                         "x.db"]])
+def test_a_reading_command_with_no_database_and_no_config_names_db(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: list[str]) -> None:
+    monkeypatch.chdir(tmp_path)
+    # `signal dedupe` alone said only "signal.toml: config file not found", where the
+    # other commands that read a database say how to name one.
+    result = CliRunner().invoke(cli, command)
+    assert result.exit_code == 2
+    assert result.stderr.startswith(
+        "signal: error: no database given and no signal.toml in this folder: pass --db PATH")

@@ -394,8 +394,10 @@ def dedupe(config_path: str | None, db_path: str | None, as_json: bool) -> None:
     The config's order of the sources breaks ties between copies of a story, as in
     a fetch: after reordering the sources, this applies the new order."""
     try:
-        config = _source_list(config_path, db_path)
+        # The database first: with neither it nor signal.toml, its error names --db
+        # (the source list's alone said "signal.toml: config file not found").
         with open_store(config_path, db_path) as store:
+            config = _source_list(config_path, db_path)
             report = store.recompute_duplicates(source_order=None if config is None else [
                 s.id for s in config.sources])
     except SignalError as exc:
