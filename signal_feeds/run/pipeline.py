@@ -64,6 +64,11 @@ def _select(config: Config, source_ids: Sequence[str] | None) -> list[Source]:
         return list(config.sources)
     if isinstance(source_ids, str):  # one id, not its letters ("unknown: d, a, t, e, s")
         source_ids = [source_ids]
+    # Read once: a generator was consumed by the check below and the run fetched nothing.
+    source_ids = list(source_ids)
+    if wrong := [s for s in source_ids if not isinstance(s, str)]:
+        raise TypeError(f"source_ids holds source ids (str), not "
+                        f"{type(wrong[0]).__name__}: {wrong[0]!r}")
     known = {s.id for s in config.sources}
     unknown = [s for s in source_ids if s not in known]
     if unknown:
