@@ -30,8 +30,11 @@ from typing import Any
 from signal_feeds import __version__
 from signal_feeds.config.file_text import config_text
 from signal_feeds.config.values import (
+    NOT_A_SLUG,
     SETTING_TYPES,
+    SLUG,
     SOURCE_OVERRIDES,
+    as_tuple,
     as_written,
     built_problems,
     checked_setting,
@@ -108,12 +111,10 @@ log = logging.getLogger("signal_feeds.config")
 #: No proxy setting: HTTP_PROXY, HTTPS_PROXY, ALL_PROXY and NO_PROXY decide.
 DEFAULT_PROXY = ""
 
-_SLUG = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?$")
-
 
 def is_slug(text: str) -> bool:
     """Whether ``text`` can be a source id: lowercase letters, digits and ``-``."""
-    return bool(_SLUG.match(text))
+    return bool(SLUG.match(text))
 
 
 @dataclass(frozen=True)
@@ -181,6 +182,9 @@ class Config:
     path: Path | None = None
 
     def __post_init__(self) -> None:
+        # Held as a tuple: a generator was used up by the checks below, and every run
+        # then fetched no source; a list left the frozen Config unhashable.
+        object.__setattr__(self, "sources", as_tuple(self.sources, Source, "Config sources"))
         # Made in code, it skipped parse_config: a duplicate id or concurrency = 0 hung
         # run_fetch for ever.
         problems = _Problems(str(self.path) if self.path else "")
@@ -349,10 +353,9 @@ def _source(entry: object, index: int, problems: _Problems) -> Source | None:
         # Python's "None is not a slug" named no key the user had written.
         problems.add(label, "id: missing (each source needs one: a slug of lowercase "
                      "letters, digits and '-')")
-    elif not isinstance(sid, str) or not _SLUG.match(sid):
-        problems.add(label, f"id: {sid!r} is not a slug (lowercase letters, digits and '-', "
-                     "starting and ending with a letter or digit, at most 64 characters)")
-    if not isinstance(sid, str) or not _SLUG.match(sid):
+    elif not isinstance(sid, str) or not SLUG.match(sid):
+        problems.add(label, f"id: {sid!r} {NOT_A_SLUG}")
+    if not isinstance(sid, str) or not SLUG.match(sid):
         sid = None
     else:
         label = f"{label} (id {sid!r})"

@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import math
-from collections.abc import Iterable
-from typing import Any
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any, TypeVar
 
 from signal_feeds.urls import UrlRejected, canonical_source_url, without_credentials
 
-__all__ = ["SETTING_TYPES", "SOURCE_OVERRIDES", "as_written", "built_problems",
-           "checked_setting", "out_of_bounds", "typed"]
+__all__ = ["NOT_A_SLUG", "SETTING_TYPES", "SLUG", "SOURCE_OVERRIDES", "as_tuple",
+           "as_written", "built_problems", "checked_setting", "out_of_bounds", "typed"]
+
+T = TypeVar("T")
+
+#: A source id.
+SLUG = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?$")
+NOT_A_SLUG = ("is not a slug (lowercase letters, digits and '-', starting and ending "
+              "with a letter or digit, at most 64 characters)")
 
 #: Each setting of ``[settings]`` and the type its value must have.
 SETTING_TYPES: dict[str, type] = {
@@ -117,9 +126,22 @@ def built_problems(settings: Any, sources: Iterable[Any]) -> list[tuple[str, str
     for index, source in enumerate(sources):
         sid = source.id
         label = f"sources[{index}] (id {sid!r})"
-        if sid in first:
+        # Unchecked, an id of 5 or "My Blog" was stored, and a url of None, a datetime
+        # review_by or "2027-01-01" failed each run inside, as an "internal error".
+        if not isinstance(sid, str) or not SLUG.match(sid):
+            found.append((f"{label}: id: {sid!r} {NOT_A_SLUG}", None))
+        elif sid in first:
             found.append((f"{label}: id: duplicate (first at sources[{first[sid]}])", sid))
         first.setdefault(sid, index)
+        found.extend((f"{label}: {key}: {getattr(source, key)!r} is not a string", sid)
+                     for key in ("url", "title", "owner")
+                     if not isinstance(getattr(source, key), str))
+        review_by = source.review_by
+        if review_by is not None and (not isinstance(review_by, dt.date)
+                                      or isinstance(review_by, dt.datetime)):
+            found.append((f"{label}: review_by: {review_by!r} is not a datetime.date", sid))
+        if not isinstance(source.url, str):
+            continue
         try:
             canonical_source_url(source.url)
         except UrlRejected as exc:
@@ -139,3 +161,18 @@ def checked_setting(key: str, value: object, kind: type) -> tuple[Any, str]:
     it is not one, or cannot work (see :func:`out_of_bounds`)."""
     checked, reason = typed(value, kind)
     return checked, reason or out_of_bounds(key, checked)
+
+
+def as_tuple(given: object, kind: type[T], what: str) -> tuple[T, ...]:
+    """``given`` (one ``kind``, or any iterable of them) as a tuple, read once: a
+    generator checked and then kept was found empty at the next use."""
+    if isinstance(given, kind):
+        return (given,)
+    if not isinstance(given, Iterable) or isinstance(given, str | bytes | Mapping):
+        raise TypeError(f"{what} is a sequence of {kind.__name__}, not "
+                        f"{type(given).__name__}")
+    items = tuple(given)
+    if wrong := [item for item in items if not isinstance(item, kind)]:
+        raise TypeError(f"{what} holds {kind.__name__} objects, not "
+                        f"{type(wrong[0]).__name__}: {wrong[0]!r}")
+    return items
