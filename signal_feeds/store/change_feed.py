@@ -18,8 +18,8 @@ with Store("signal.db") as store:
 from __future__ import annotations
 
 from signal_feeds.records import Change
-from signal_feeds.store.protocol import FeedStore
-from signal_feeds.store.views import MOST_ROWS
+from signal_feeds.store.protocol import FeedStore, require_store
+from signal_feeds.store.views import MOST_ROWS, limit_argument, text_argument
 
 __all__ = ["DEFAULT_CHANGE_LIMIT", "Change", "read_changes"]
 
@@ -37,6 +37,10 @@ def read_changes(store: FeedStore, *, after: str | None = None,
     :class:`~signal_feeds.errors.CursorError` for a cursor this database did not issue,
     and :class:`ValueError` for a ``limit`` below 1.
     """
+    require_store(store, "read_changes")
+    text_argument(after, "after", optional=True)
+    text_argument(source_id, "source_id", optional=True)
+    limit_argument(limit)
     if limit < 1:
         raise ValueError(f"limit must be at least 1, not {limit}")
     return store.changes(after=after, limit=min(limit, MOST_ROWS), source_id=source_id)

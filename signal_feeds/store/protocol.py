@@ -395,3 +395,11 @@ class FeedStore(Protocol):
     def table_counts(self) -> dict[Table, int]:
         """Number of rows in each of :data:`TABLES`."""
         ...
+
+
+def require_store(store: object, caller: str) -> None:
+    """Refuse what is not an open store, at the call: a database path given to a reading
+    function was "'str' object has no attribute 'entry_views'"."""
+    if not isinstance(store, FeedStore):
+        raise TypeError(f"{caller} takes an open store (signal_feeds.open_store(path)), "
+                        f"not {type(store).__name__}")

@@ -31,14 +31,16 @@ from signal_feeds import __version__
 from signal_feeds.errors import QueryError, did_you_mean
 from signal_feeds.identity.matching import CHANNELS, match_url
 from signal_feeds.store.fulltext import DEFAULT_SEARCH_LIMIT, require_text
-from signal_feeds.store.protocol import FeedStore
+from signal_feeds.store.protocol import FeedStore, require_store
 from signal_feeds.store.views import (
     MOST_ROWS,
     EntryHistory,
     EntryView,
     LookupResult,
     SearchHit,
+    limit_argument,
     stored_since,
+    text_argument,
 )
 from signal_feeds.timeutil import format_time, utcnow
 from signal_feeds.urls import normalize_link
@@ -133,13 +135,20 @@ def list_entries(
     ``since`` is a date or time (UTC); ``limit=None`` means no limit, and one below 1
     is a :class:`ValueError` (as in :func:`~signal_feeds.store.change_feed.read_changes`).
     """
+    _check_selection(store, "list_entries", source_id)
     limit = _check_limit(limit)
     views = store.entry_views(source_id=source_id, since=stored_since(since), limit=limit,
                               include_duplicates=include_duplicates)
     return views if include_duplicates else _with_duplicates(store, views)
 
 
+def _check_selection(store: FeedStore, caller: str, source_id: str | None) -> None:
+    require_store(store, caller)
+    text_argument(source_id, "source_id", optional=True)
+
+
 def _check_limit(limit: int | None) -> int | None:
+    limit_argument(limit, optional=True)
     if limit is not None and limit < 1:
         raise ValueError(f"limit must be at least 1, not {limit}")
     return None if limit is None else min(limit, MOST_ROWS)
@@ -152,6 +161,7 @@ def resolve_key(store: FeedStore, key: str) -> str | None:
     Raises :class:`~signal_feeds.errors.QueryError` for a prefix that is too short, is
     not hexadecimal, or starts several keys (the message lists them).
     """
+    text_argument(key, "key")
     text = key.strip().lower()
     if not _HEX.match(text):
         raise QueryError(f"{key!r} is not an entry key: keys are hexadecimal (0-9, a-f)",
@@ -187,6 +197,8 @@ def search_entries(
     :class:`~signal_feeds.errors.QueryError` for an empty or invalid query, and
     :class:`ValueError` for a ``limit`` below 1.
     """
+    _check_selection(store, "search_entries", source_id)
+    text_argument(query, "query")
     hits = store.search(query, source_id=source_id, since=stored_since(since),
                         limit=_check_limit(limit) or DEFAULT_SEARCH_LIMIT,
                         include_duplicates=include_duplicates)
@@ -199,6 +211,7 @@ def search_entries(
 def entry_history(store: FeedStore, key: str) -> EntryHistory | None:
     """The entry (by key or unique key prefix) and every version of it, with when each
     was first and last seen; ``None`` if there is no such entry."""
+    require_store(store, "entry_history")
     full = resolve_key(store, key)
     if full is None:
         return None
@@ -256,6 +269,8 @@ def lookup(store: FeedStore, url: str) -> LookupResult | None:
     """Do we know this link? Matches the link the way duplicate detection does (scheme,
     ``www.``, trailing slash and tracking parameters ignored) and answers with the
     canonical entry of the story, even when the matching row is a marked duplicate."""
+    require_store(store, "lookup")
+    text_argument(url, "url")
     if not url.strip():  # it matched every entry without a link
         return None
     require_text(url, "link")
@@ -413,7 +428,18 @@ def iter_export(
     the pieces are taken, so ``store`` must stay open until the last one."""
     if format not in ("atom", "json"):
         raise ValueError(f"unknown export format {format!r}")
+    _check_selection(store, "iter_export", source_id)
+    # Refused now, not at the first piece (or, for a naive now, read as UTC unasked).
+    if now is not None and not isinstance(now, dt.datetime):
+        raise TypeError(f"now is a datetime, not {type(now).__name__}")
+    if now is not None and now.utcoffset() is None:
+        raise ValueError(f"now is a naive datetime ({now.isoformat()}); it must say its "
+                         "time zone (e.g. datetime.now(timezone.utc))")
+    if not isinstance(source_titles, Mapping | None):
+        raise TypeError("source_titles is a mapping of source id to title, not "
+                        f"{type(source_titles).__name__}")
     bound = stored_since(since)  # a bad one is refused now, not at the first piece
+    limit = _check_limit(limit)
     if limit is not None:  # as many as asked for, read at once
         views = list_entries(store, source_id=source_id, since=bound, limit=limit,
                              include_duplicates=include_duplicates)

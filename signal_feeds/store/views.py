@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import reprlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -13,7 +14,8 @@ from signal_feeds.records import StoredVersion
 from signal_feeds.timeutil import format_time, parse_since
 
 __all__ = ["MOST_ROWS", "VIEW_FIELDS", "EntryHistory", "EntryView", "LookupResult", "SearchHit",
-           "collapsed_hits", "row_limit", "searched", "stored_since"]
+           "collapsed_hits", "limit_argument", "row_limit", "searched", "stored_since",
+           "text_argument"]
 
 
 @dataclass(frozen=True)
@@ -135,6 +137,9 @@ def stored_since(since: str | dt.date | dt.datetime | None) -> str | None:
                              query=since.isoformat()) from exc
     if isinstance(since, dt.date):
         return since.isoformat()
+    if not isinstance(since, str):  # 2026 or b"2026-01-01" failed inside the parser
+        raise TypeError(f"since is a date, a datetime or ISO 8601 text, not "
+                        f"{type(since).__name__}: {reprlib.repr(since)}")
     try:
         return stored_since(parse_since(since.strip()))
     except ValueError as exc:
@@ -146,6 +151,24 @@ def stored_since(since: str | dt.date | dt.datetime | None) -> str | None:
 #: The largest row count asked of a backend: its 64-bit integers hold it, and no
 #: database has more rows (a larger --limit was an OverflowError's traceback).
 MOST_ROWS = 1 << 62
+
+
+def text_argument(value: object, name: str, *, optional: bool = False) -> None:
+    """Refuse a ``value`` of ``name`` that is not a ``str`` (or ``None``, if
+    ``optional``): a source id of b"a" silently matched nothing, a list was the
+    database's "Error binding parameter", None an AttributeError from inside."""
+    if not isinstance(value, str) and not (optional and value is None):
+        raise TypeError(f"{name} is a str{' or None' if optional else ''}, not "
+                        f"{type(value).__name__}: {reprlib.repr(value)}")
+
+
+def limit_argument(limit: object, *, optional: bool = False) -> None:
+    """Refuse a ``limit`` that is not an ``int``: 2.5 was the database's "datatype
+    mismatch" (which reads as a damaged file), "10" a failed comparison, True a 1."""
+    if (isinstance(limit, bool) or not isinstance(limit, int)) and not (
+            optional and limit is None):
+        raise TypeError(f"limit is an int{' or None' if optional else ''}, not "
+                        f"{type(limit).__name__}: {reprlib.repr(limit)}")
 
 
 def row_limit(limit: int) -> int:
