@@ -246,6 +246,40 @@ def test_utf16_without_bom_cannot_hide_a_doctype_between_nuls() -> None:
     assert "NUL bytes removed" in warnings
 
 
+def test_a_doctype_in_a_posts_cdata_costs_no_entry() -> None:
+    # A lesson on HTML: "<!DOCTYPE" in the post's text, then an apostrophe. Cutting from
+    # there to the next '>' outside quotes took the rest of the feed with it, and the
+    # report blamed a connection cut short.
+    post = ("<content:encoded><![CDATA[<p>Every page starts with <!DOCTYPE, which isn't "
+            "a tag.</p><pre><!DOCTYPE html></pre>]]></content:encoded>")
+    doc = rss(item("a", "HTML basics", post) + item("b", "Don't panic") + item("c"),
+              channel="").replace(b"<rss ", b'<rss xmlns:content='
+                                  b'"http://purl.org/rss/1.0/modules/content/" ')
+    feed = parse_feed(doc)
+    assert [e.remote_id for e in feed.entries] == ["a", "b", "c"]
+    assert feed.warnings == ()
+    assert "Every page starts with" in feed.entries[0].content
+
+
+@pytest.mark.parametrize("hiding", [
+    "<!-- {decl} -->",
+    "<!-- <a -->{decl}",  # feedparser's first element: its entities come from before it
+    "<!-- <a --><![CDATA[\n{decl}\n]]>",  # a section the prolog cannot hold
+    "<?pi <a ?><!-- -->{decl}",
+    "<?pi <![CDATA[ ?>{decl}<!-- ]]> -->",
+])
+def test_a_declaration_before_the_root_is_removed_wherever_it_hides(hiding: str) -> None:
+    entity = "A" * 100_000
+    decl = f'<!DOCTYPE rss [\n<!ENTITY a "{entity}">\n]>\n<!ENTITY b "{entity}">\n'
+    body = rss(item("q", "q", "<description>" + "&a;&b;" * 5_000 + "</description>"),
+               prolog=hiding.format(decl=decl) + "\n")
+    data, warnings = defuse(body)
+    assert entity.encode() not in data
+    assert "DOCTYPE/ENTITY declarations removed" in warnings
+    feed = parse_feed(body)
+    assert all(len(e.summary) < 100_000 for e in feed.entries)
+
+
 def test_author_cut_keeps_characters_and_references_whole() -> None:
     author = "é" * 700 + "&amp;" * 100
     feed = parse_feed(rss(item("g", "t", f"<author>{author}</author>")))

@@ -18,6 +18,7 @@ import feedparser
 from signal_feeds.errors import ParseError
 from signal_feeds.parse.captions import caption, set_captions_aside
 from signal_feeds.parse.dates import date_warnings, entry_date
+from signal_feeds.parse.declarations import without_declarations
 from signal_feeds.parse.decoding import to_utf8
 from signal_feeds.parse.discovery import feed_links, misplaced_feed_root, other_xml, web_page
 from signal_feeds.parse.fields import (
@@ -58,9 +59,6 @@ __all__ = [
 #: feedparser's e-mail regular expression is slow on long strings.
 _AUTHOR_RAW_LIMIT = 1024
 
-_DOCTYPE_OR_ENTITY = re.compile(rb"<!\s*(?:DOCTYPE|ENTITY)", re.IGNORECASE)
-# Inside a declaration: a quoted string, a comment, a bracket or the closing '>'.
-_DECL_TOKEN = re.compile(rb"\"[^\"]*\"?|'[^']*'?|<!--.*?(?:-->|\Z)|[\[\]>]", re.DOTALL)
 _AUTHOR_TEXT = re.compile(
     rb"(<(?:[\w.-]+:)?(?:author|name|email|managingEditor|webMaster|creator|contributor|uri)"
     rb"\b[^>]{0,512}>)([^<]{%d,})" % _AUTHOR_RAW_LIMIT,
@@ -84,19 +82,6 @@ MAX_NAMESPACES = 100
 _NAMESPACE = re.compile(rb"""\sxmlns:([^\s=<>/"':]+)\s*=\s*("[^"]*"?|'[^']*'?)""")
 # What feedparser is told about bytes that defuse() has already decoded to UTF-8.
 _UTF8_HEADERS = {"content-type": "application/xml; charset=utf-8"}
-
-
-def _declaration_end(data: bytes, pos: int) -> int:
-    depth = 0
-    for match in _DECL_TOKEN.finditer(data, pos):
-        token = match.group()
-        if token == b"[":
-            depth += 1
-        elif token == b"]":
-            depth -= 1
-        elif token == b">" and depth <= 0:
-            return match.end()
-    return len(data)
 
 
 def _cut_utf8(text: bytes, limit: int) -> bytes:
@@ -159,7 +144,8 @@ def defuse(body: bytes, *, content_type: str | None = None,
       document may contain (removed first: a UTF-16 document without a byte-order mark
       must not hide a declaration between NULs);
     - every ``<!DOCTYPE …>`` (with its internal subset) and stray ``<!ENTITY …>``:
-      no entity can be defined, expanded or fetched;
+      no entity can be defined, expanded or fetched (a post's text in a CDATA section
+      or a comment after the root element is left alone, see :mod:`.declarations`);
     - author-like element text past a limit (a slow regular expression in feedparser);
     - attributes past :data:`MAX_ATTRIBUTES` on one element (a slow lookup);
     - an ``xml:base`` longer than a link may be (joined again at every later tag);
@@ -181,16 +167,8 @@ def defuse(body: bytes, *, content_type: str | None = None,
     data, repaired = valid_char_refs(data)
     if repaired:
         warnings.append(f"{repaired} character reference(s) to no character repaired")
-    if _DOCTYPE_OR_ENTITY.search(data):
-        parts: list[bytes] = []
-        pos = 0
-        for match in _DOCTYPE_OR_ENTITY.finditer(data):
-            if match.start() < pos:
-                continue
-            parts.append(data[pos:match.start()])
-            pos = _declaration_end(data, match.end())
-        parts.append(data[pos:])
-        data = b"".join(parts)
+    data, declared = without_declarations(data)
+    if declared:
         warnings.append("DOCTYPE/ENTITY declarations removed")
     data, bare, named = ampersands(data)
     if bare:
