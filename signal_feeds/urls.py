@@ -83,6 +83,8 @@ def _password_cut_short(text: str, start: int, end: int) -> int:
 
 
 _CREDENTIALS = "credentials in the URL"
+#: Schemes whose "@" names a person or an account, with no host to log in to.
+_ADDRESS_SCHEME = re.compile(r"(?:mailto|xmpp|sips?|im|pres|acct):(?!//)", re.IGNORECASE)
 #: The same, said of a source's URL: Signal never sends them.
 _SOURCE_CREDENTIALS = (f"{_CREDENTIALS} (Signal sends no user name or password; a feed "
                        "that needs them cannot be a source)")
@@ -113,7 +115,8 @@ def _canonical(url: str, *, allowed_schemes: frozenset[str],
         raise UrlRejected("empty URL")
     if _CONTROL.search(text):
         raise UrlRejected("URL contains whitespace or control characters")
-    if without_credentials(text) != text:
+    # The "@" of a mailto: link is its address, not a user name: say what is refused.
+    if without_credentials(text) != text and not _ADDRESS_SCHEME.match(text):
         raise UrlRejected(credentials)
     try:
         parts = urlsplit(text)

@@ -142,6 +142,23 @@ def test_a_refused_link_of_an_entry_with_an_id_is_reported(httpserver: HTTPServe
     assert {r["url"] for r in stored_rows(tmp_path / "signal.db")} == {""}
 
 
+def test_a_mailto_link_is_refused_for_its_scheme(httpserver: HTTPServer,
+                                                 tmp_path: Path) -> None:
+    # A "write to us" item: the "@" of its address was taken for a user name, and the
+    # report sent the reader looking for credentials in the feed.
+    httpserver.expect_request("/mail.xml").respond_with_data((
+        '<rss version="2.0"><channel><title>Mail</title>'
+        '<item><guid isPermaLink="false">m1</guid><title>Write to us</title>'
+        '<link>mailto:letters@paper.example</link></item>'
+        '<item><title>Or to the editor</title><link>mailto:ed@paper.example</link></item>'
+        '</channel></rss>'), content_type="application/rss+xml")
+    (source,) = fetch_json(write_config(tmp_path, httpserver.url_for("/mail.xml")))["sources"]
+    assert source["warnings"] == ["link left out of 1 entry (scheme mailto: is not http or "
+                                  "https)"]
+    assert source["skipped_reasons"] == [
+        "no id and no usable link (scheme mailto: is not http or https)"]
+
+
 def test_the_text_report_gives_the_reasons() -> None:
     report = signal_feeds.RunReport(
         sources=(SourceReport(source="blog", status="fetched", skipped=1,
