@@ -304,6 +304,7 @@ class Connection:
         else:
             self.conn.execute("BEGIN IMMEDIATE")
         try:
+            self._check_schema()
             yield self.conn
             self._run_deferred()
             self.conn.execute("COMMIT")
@@ -316,6 +317,15 @@ class Connection:
             if self.conn.in_transaction:
                 self.conn.execute("ROLLBACK")
             raise
+
+    def _check_schema(self) -> None:
+        """Refuse to write once a newer Signal has upgraded the file: a run that opened
+        it at the older version (an upgrade installed while it ran, or another host's
+        newer Signal) would write rows without the columns and tables it does not know.
+        Read under the write lock, so no upgrade commits between the look and the write."""
+        if self.newest_schema is not None and (found := int(self.conn.execute(
+                "PRAGMA user_version").fetchone()[0])) > self.newest_schema:
+            raise newer_schema_error(self.path, found, self.newest_schema)
 
     def before_commit(self, work: Callable[[sqlite3.Connection], None]) -> None:
         """Run ``work`` in the open transaction just before it commits, after every
