@@ -56,3 +56,25 @@ def test_a_write_after_a_newer_signal_upgraded_the_file_is_refused(tmp_path: Pat
                 store.batch():
             store.save_attempt(*_attempt("c"))
     assert _sources(path) == ["a"]
+
+
+def test_a_postgres_write_after_a_newer_signal_upgraded_the_database_is_refused(
+        postgres_url: str) -> None:
+    import psycopg
+
+    from signal_feeds.store import open_store
+    from signal_feeds.store.postgres.schema import SCHEMA_VERSION as PG_VERSION
+
+    with open_store(postgres_url) as store:
+        store.save_attempt(*_attempt("a"))
+        with psycopg.connect(postgres_url, autocommit=True) as conn:
+            conn.execute("UPDATE schema_version SET version = %s", (PG_VERSION + 1,))
+        with pytest.raises(DatabaseUnavailableError,
+                           match=rf"schema version {PG_VERSION + 1}, newer than this "
+                                 rf"Signal supports \({PG_VERSION}\)"):
+            store.save_attempt(*_attempt("b"))
+        with pytest.raises(DatabaseUnavailableError, match="newer than this Signal"), \
+                store.batch():
+            store.save_attempt(*_attempt("c"))
+    with psycopg.connect(postgres_url) as conn:
+        assert [r[0] for r in conn.execute("SELECT id FROM sources ORDER BY id")] == ["a"]

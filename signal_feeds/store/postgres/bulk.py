@@ -128,6 +128,6 @@ class PostgresBulk:
     @contextmanager
     def snapshot(self) -> Iterator[None]:
         """A REPEATABLE READ transaction: every read sees the data as at its start."""
-        with self.db.errors("cannot copy rows"), self.db.transaction() as conn:
+        with self.db.errors("cannot copy rows"), self.db.transaction(checked=False) as conn:
             conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
             yield

@@ -17,7 +17,7 @@ import logging
 import os
 import secrets
 import selectors
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -86,6 +86,8 @@ class Connection:
         self.busy_timeout = busy_timeout
         self._psycopg = import_psycopg()
         self._batch_depth = 0
+        #: Run at the start of every outermost transaction (the store's schema check).
+        self.on_begin: Callable[[psycopg.Connection[Any]], None] | None = None
         #: Set by :meth:`close`: reconnecting is for a lost session, never a closed store.
         self.closed = False
         self.conn: psycopg.Connection[Any] = self._connect()
@@ -259,10 +261,14 @@ class Connection:
         return False
 
     @contextmanager
-    def transaction(self) -> Iterator[psycopg.Connection[Any]]:
+    def transaction(self, *, checked: bool = True) -> Iterator[psycopg.Connection[Any]]:
         """A transaction committed on exit, or inside :meth:`batch` a savepoint released
-        on exit; either is undone on an error."""
+        on exit; either is undone on an error. ``checked=False`` skips :attr:`on_begin`
+        (a read-only snapshot, whose first statement must set its isolation level)."""
+        outermost = checked and not self._batch_depth
         with self.ready().transaction():
+            if outermost and self.on_begin is not None:
+                self.on_begin(self.conn)
             yield self.conn
 
     @contextmanager

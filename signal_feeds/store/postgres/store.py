@@ -33,6 +33,7 @@ from signal_feeds.store.postgres import leases as lease_rows
 from signal_feeds.store.postgres.bulk import PostgresBulk, reindex
 from signal_feeds.store.postgres.connection import Connection
 from signal_feeds.store.postgres.schema import (
+    SCHEMA_LOCK,
     SCHEMA_VERSION,
     check_version,
     create_schema,
@@ -91,9 +92,22 @@ class PostgresStore:
                         create_schema(conn, self.path)
                         if check_writable:
                             self._db.write_probe(conn)
+            # Not in the upgrade's own transaction: two openers holding the shared lock
+            # and both waiting for the exclusive one would deadlock.
+            self._db.on_begin = self._check_schema
         except BaseException:
             self._db.close()
             raise
+
+    def _check_schema(self, conn: Any) -> None:
+        """Refuse to write once a newer Signal has upgraded the database: a run that
+        opened it at the older version (a host not yet upgraded, or a package replaced
+        while it ran) would write rows without the columns it does not know. The shared
+        schema lock makes an upgrade wait for the writes under way, and this write wait
+        for an upgrade under way, so none commits between the look and the write."""
+        conn.execute("SELECT pg_advisory_xact_lock_shared(%s)", (SCHEMA_LOCK,))
+        row = conn.execute("SELECT version FROM schema_version").fetchone()
+        check_version(int(row[0]) if row else 0, self.path)
 
     def close(self) -> None:
         """Close the connection."""
