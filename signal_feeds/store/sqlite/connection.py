@@ -189,6 +189,8 @@ class Connection:
         #: Work to run at the end of the open transaction, before it commits (see
         #: :meth:`before_commit`).
         self._deferred: list[Callable[[sqlite3.Connection], None]] = []
+        #: The file is known to be in WAL mode (see :meth:`_use_wal`).
+        self._wal = False
         if kind := not_a_file(path):
             raise DatabaseUnavailableError(f"cannot open database {path}: it is {kind}, "
                                            "not a database file")
@@ -207,7 +209,7 @@ class Connection:
         conn = self.conn
         conn.row_factory = sqlite3.Row
         conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
-        self._use_wal()
+        self._retry_busy(self._check_file)
         # WAL + NORMAL: a crash can lose the last commits, never corrupt the file.
         conn.execute("PRAGMA synchronous = NORMAL")
         # Each response is a savepoint inside a batch: SQLite keeps the pages a
@@ -222,31 +224,45 @@ class Connection:
         conn.execute("PRAGMA wal_autocheckpoint = 0")
         conn.execute(f"PRAGMA journal_size_limit = {WAL_LIMIT_BYTES}")
 
-    def _use_wal(self) -> None:
-        """Switch a new database to WAL. The switch needs an exclusive lock and SQLite
-        may report "locked" at once, without waiting, when two processes open a new
-        file together: retry until the busy timeout."""
+    def _retry_busy(self, step: Callable[[], None]) -> None:
+        """Run ``step``, again while SQLite says "locked" at once without waiting (two
+        processes opening a new file together), until the busy timeout."""
         deadline = time.monotonic() + self.busy_timeout
         while True:
             try:
-                # Never another program's file, whatever its journal mode or the
-                # user_version its program keeps: the look before opening cannot wait
-                # for a file someone holds, so the store looks again here, before
-                # anything is changed.
-                if tables := foreign_tables(user_tables(self.conn)):
-                    raise StoreError(f"cannot use database {self.path}: it is "
-                                     f"{foreign_reason(tables)}; it is left as it is")
-                # Nor a newer Signal's: switching its journal mode rewrites its header.
-                if self.newest_schema is not None and (found := int(self.conn.execute(
-                        "PRAGMA user_version").fetchone()[0])) > self.newest_schema:
-                    raise newer_schema_error(self.path, found, self.newest_schema)
-                if self.conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
-                    self.conn.execute("PRAGMA journal_mode = WAL")
+                step()
                 return
             except sqlite3.OperationalError as exc:
                 if not _is_busy(exc) or time.monotonic() > deadline:
                     raise
                 time.sleep(0.05)
+
+    def _check_file(self) -> None:
+        """Refuse another program's file, whatever its journal mode or the user_version
+        its program keeps: the look before opening cannot wait for a file someone holds,
+        so the store looks again here, before anything is changed. Nor a newer Signal's:
+        a write (the switch to WAL included) rewrites its header."""
+        if tables := foreign_tables(user_tables(self.conn)):
+            raise StoreError(f"cannot use database {self.path}: it is "
+                             f"{foreign_reason(tables)}; it is left as it is")
+        if self.newest_schema is not None and (found := int(self.conn.execute(
+                "PRAGMA user_version").fetchone()[0])) > self.newest_schema:
+            raise newer_schema_error(self.path, found, self.newest_schema)
+
+    def _use_wal(self) -> None:
+        """Switch the file to WAL before its first write transaction, not on opening: a
+        rollback-journal copy (``VACUUM INTO`` makes one) is read in place, on read-only
+        storage too, and a read leaves its bytes alone. A switch needs an exclusive lock
+        and may be refused at once: retried until the busy timeout."""
+        if self._wal:
+            return
+
+        def switch() -> None:
+            if self.conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                self.conn.execute("PRAGMA journal_mode = WAL")
+
+        self._retry_busy(switch)
+        self._wal = True
 
     @contextmanager
     def errors(self, what: str, source_id: str | None = None) -> Iterator[None]:
@@ -292,6 +308,7 @@ class Connection:
             yield from self._transaction()
 
     def _transaction(self) -> Iterator[sqlite3.Connection]:
+        self._use_wal()
         if self.gave_up:
             # Try once without waiting: free again, writing resumes; still held, this
             # write fails at once instead of waiting out the timeout again.
