@@ -400,6 +400,9 @@ class FeedStore(Protocol):
 def require_store(store: object, caller: str) -> None:
     """Refuse what is not an open store, at the call: a database path given to a reading
     function was "'str' object has no attribute 'entry_views'"."""
-    if not isinstance(store, FeedStore):
+    # Looked up as a call would look it up, not with isinstance(store, FeedStore): from
+    # Python 3.12 that reads the type's attributes only, and refuses a wrapper that
+    # passes calls on through __getattr__ (a recorder, a proxy), which serves as well.
+    if not callable(getattr(store, "entry_views", None)):
         raise TypeError(f"{caller} takes an open store (signal_feeds.open_store(path)), "
                         f"not {type(store).__name__}")
