@@ -163,9 +163,10 @@ def checked_setting(key: str, value: object, kind: type) -> tuple[Any, str]:
     return checked, reason or out_of_bounds(key, checked)
 
 
-def as_tuple(given: object, kind: type[T], what: str) -> tuple[T, ...]:
+def as_tuple(given: object, kind: type[T], what: str, noun: str = "") -> tuple[T, ...]:
     """``given`` (one ``kind``, or any iterable of them) as a tuple, read once: a
-    generator checked and then kept was found empty at the next use."""
+    generator checked and then kept was found empty at the next use. ``noun`` names
+    what it holds in the message (``kind``'s objects by default)."""
     if isinstance(given, kind):
         return (given,)
     if not isinstance(given, Iterable) or isinstance(given, str | bytes | Mapping):
@@ -173,6 +174,6 @@ def as_tuple(given: object, kind: type[T], what: str) -> tuple[T, ...]:
                         f"{type(given).__name__}")
     items = tuple(given)
     if wrong := [item for item in items if not isinstance(item, kind)]:
-        raise TypeError(f"{what} holds {kind.__name__} objects, not "
+        raise TypeError(f"{what} holds {noun or kind.__name__ + ' objects'}, not "
                         f"{type(wrong[0]).__name__}: {wrong[0]!r}")
     return items

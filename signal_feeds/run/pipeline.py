@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from signal_feeds.config.source_list import DEFAULT_MAX_BODY_BYTES, Config, Source
+from signal_feeds.config.values import as_tuple
 from signal_feeds.decide.report import Progress, RunReport
 from signal_feeds.dsn import as_database, display_database
 from signal_feeds.errors import ConfigError, FetchError, ResourceLimitError, did_you_mean
@@ -62,13 +63,9 @@ def _select(config: Config, source_ids: Sequence[str] | None) -> list[Source]:
     # nothing must not fetch them all).
     if source_ids is None:
         return list(config.sources)
-    if isinstance(source_ids, str):  # one id, not its letters ("unknown: d, a, t, e, s")
-        source_ids = [source_ids]
-    # Read once: a generator was consumed by the check below and the run fetched nothing.
-    source_ids = list(source_ids)
-    if wrong := [s for s in source_ids if not isinstance(s, str)]:
-        raise TypeError(f"source_ids holds source ids (str), not "
-                        f"{type(wrong[0]).__name__}: {wrong[0]!r}")
+    # One id is not its letters ("unknown: d, a, t, e, s"); read once: a generator was
+    # consumed by the check below and the run fetched nothing.
+    source_ids = as_tuple(source_ids, str, "source_ids", "source ids (str)")
     known = {s.id for s in config.sources}
     unknown = [s for s in source_ids if s not in known]
     if unknown:
