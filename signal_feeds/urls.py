@@ -391,13 +391,21 @@ def _link_parts(url: str) -> tuple[str, str, str, str]:
     its ``:port`` (or ``""``) and the rest, in the form a request sends: unreserved
     characters unescaped, others past ASCII percent-encoded, every escape in upper case."""
     scheme, sep, after = url.partition("://")
-    cut = min((i for i in (after.find(c) for c in "/?") if i >= 0), default=len(after))
-    netloc = after[:cut]
-    host, colon, port = netloc.rpartition(":") if netloc.rfind(":") > netloc.rfind("]") \
-        else (netloc, "", "")
+    cut, host, port = _authority(after)
     rest = _ESCAPE.sub(_unescaped_unreserved, after[cut:])
     rest = _ESCAPE.sub(lambda m: m.group().upper(), _NON_ASCII.sub(_percent_encoded, rest))
-    return scheme + sep, host, colon + port, rest
+    return scheme + sep, host, port, rest
+
+
+def _authority(after: str) -> tuple[int, str, str]:
+    """Where the host part of ``after`` (a URL past its ``://``) ends, the host, and its
+    ``:port`` (or ``""``)."""
+    cut = min((i for i in (after.find(c) for c in "/?") if i >= 0), default=len(after))
+    netloc = after[:cut]
+    if netloc.rfind(":") > netloc.rfind("]"):
+        host, colon, port = netloc.rpartition(":")
+        return cut, host, colon + port
+    return cut, netloc, ""
 
 
 def link_form(url: str) -> str:
@@ -430,8 +438,6 @@ def other_scheme(url: str) -> str | None:
     https, or ``None`` when it names a port: a site that moved to https (or back) still
     links the same pages, while ``:8443`` names a server of its own."""
     scheme, _, after = url.partition("://")
-    netloc = after[:min((i for i in (after.find(c) for c in "/?") if i >= 0),
-                        default=len(after))]
-    if scheme not in _WEB_SCHEMES or netloc.rfind(":") > netloc.rfind("]"):
+    if scheme not in _WEB_SCHEMES or _authority(after)[2]:
         return None  # no web link, or a port of its own
     return ("https" if scheme == "http" else "http") + url[len(scheme):]
