@@ -245,9 +245,7 @@ class Connection:
         if tables := foreign_tables(user_tables(self.conn)):
             raise StoreError(f"cannot use database {self.path}: it is "
                              f"{foreign_reason(tables)}; it is left as it is")
-        if self.newest_schema is not None and (found := int(self.conn.execute(
-                "PRAGMA user_version").fetchone()[0])) > self.newest_schema:
-            raise newer_schema_error(self.path, found, self.newest_schema)
+        self._check_schema()
 
     def _use_wal(self) -> None:
         """Switch the file to WAL before its first write transaction, not on opening: a
