@@ -120,21 +120,30 @@ def test_a_setting_requires_https_links(feed_url: str, tmp_path: Path) -> None:
     assert {r["title"] for r in stored_rows(tmp_path / "signal.db")} == {"Over https", "Inline"}
 
 
+def _fetched_rss(httpserver: HTTPServer, tmp_path: Path, title: str, items: str,
+                 *settings: str) -> dict[str, Any]:
+    """The report of one fetch of an RSS channel ``title`` holding ``items``, served
+    on 127.0.0.1, with ``settings`` lines in the config."""
+    path = f"/{title.lower()}.xml"
+    httpserver.expect_request(path).respond_with_data(
+        f'<rss version="2.0"><channel><title>{title}</title>{items}</channel></rss>',
+        content_type="application/rss+xml")
+    (source,) = fetch_json(write_config(tmp_path, httpserver.url_for(path), *settings))["sources"]
+    return dict(source)
+
+
 def test_a_refused_link_of_an_entry_with_an_id_is_reported(httpserver: HTTPServer,
                                                            tmp_path: Path) -> None:
     # An entry with a guid is stored whatever its link; a link refused by the policy
     # left the link column empty and the report silent (the reason showed only for an
     # entry without an id, which is skipped).
-    httpserver.expect_request("/ids.xml").respond_with_data((
-        '<rss version="2.0"><channel><title>Ids</title>'
+    source = _fetched_rss(httpserver, tmp_path, "Ids", (
         '<item><guid isPermaLink="false">j1</guid><title>One</title>'
         '<link>javascript:alert(1)</link></item>'
         '<item><guid isPermaLink="false">j2</guid><title>Two</title>'
         '<link>http://plain.example/2</link></item>'
-        '<item><guid isPermaLink="false">j3</guid><title>Three</title></item>'
-        '</channel></rss>'), content_type="application/rss+xml")
-    config = write_config(tmp_path, httpserver.url_for("/ids.xml"), "require_https_links = true")
-    (source,) = fetch_json(config)["sources"]
+        '<item><guid isPermaLink="false">j3</guid><title>Three</title></item>'),
+        "require_https_links = true")
     assert (source["created"], source["skipped"]) == (3, 0)
     assert source["warnings"] == [
         "link left out of 1 entry (scheme http: is not https)",
@@ -146,13 +155,10 @@ def test_a_mailto_link_is_refused_for_its_scheme(httpserver: HTTPServer,
                                                  tmp_path: Path) -> None:
     # A "write to us" item: the "@" of its address was taken for a user name, and the
     # report sent the reader looking for credentials in the feed.
-    httpserver.expect_request("/mail.xml").respond_with_data((
-        '<rss version="2.0"><channel><title>Mail</title>'
+    source = _fetched_rss(httpserver, tmp_path, "Mail", (
         '<item><guid isPermaLink="false">m1</guid><title>Write to us</title>'
         '<link>mailto:letters@paper.example</link></item>'
-        '<item><title>Or to the editor</title><link>mailto:ed@paper.example</link></item>'
-        '</channel></rss>'), content_type="application/rss+xml")
-    (source,) = fetch_json(write_config(tmp_path, httpserver.url_for("/mail.xml")))["sources"]
+        '<item><title>Or to the editor</title><link>mailto:ed@paper.example</link></item>'))
     assert source["warnings"] == ["link left out of 1 entry (scheme mailto: is not http or "
                                   "https)"]
     assert source["skipped_reasons"] == [
